@@ -1,0 +1,118 @@
+"""Pulsar topic names: parse, normalise and take apart, as pulsar-common's TopicName does.
+
+Purely computational, with no side effects.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+PARTITION_SUFFIX = "-partition-"
+DEFAULT_TENANT = "public"
+DEFAULT_NAMESPACE = "default"
+
+# Pulsar's NamedEntity rule for tenant and namespace names.
+_ENTITY_NAME = re.compile(r"^[-=:.\w]+$")
+
+
+class InvalidTopicName(ValueError):
+    """A topic name Pulsar would reject; the message names the problem."""
+
+
+class TopicDomain(StrEnum):
+    PERSISTENT = "persistent"
+    NON_PERSISTENT = "non-persistent"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicName:
+    domain: TopicDomain
+    tenant: str
+    namespace: str
+    local_name: str
+
+    @property
+    def full(self) -> str:
+        return f"{self.domain.value}://{self.tenant}/{self.namespace}/{self.local_name}"
+
+    @property
+    def namespace_name(self) -> str:
+        """`tenant/namespace`, the key Pulsar uses for a namespace."""
+        return f"{self.tenant}/{self.namespace}"
+
+    @property
+    def partition_index(self) -> int | None:
+        """The `N` of a `-partition-N` name, or None for a non-partition topic."""
+        head, sep, tail = self.local_name.rpartition(PARTITION_SUFFIX)
+        if not sep or not head or not tail.isdigit():
+            return None
+        return int(tail)
+
+    @property
+    def is_partition(self) -> bool:
+        return self.partition_index is not None
+
+    @property
+    def base(self) -> TopicName:
+        """The partitioned topic this partition belongs to (itself when not a partition)."""
+        if self.partition_index is None:
+            return self
+        head = self.local_name.rpartition(PARTITION_SUFFIX)[0]
+        return TopicName(self.domain, self.tenant, self.namespace, head)
+
+    def partition(self, index: int) -> TopicName:
+        if index < 0:
+            raise InvalidTopicName(f"partition index must be >= 0, got {index}")
+        return TopicName(
+            self.domain, self.tenant, self.namespace, f"{self.base.local_name}{PARTITION_SUFFIX}{index}"
+        )
+
+    def __str__(self) -> str:
+        return self.full
+
+
+def parse_topic(name: str) -> TopicName:
+    """Normalise any accepted spelling of a topic name to its full form.
+
+    `my-topic` -> `persistent://public/default/my-topic`; `t/ns/x` -> `persistent://t/ns/x`;
+    V1 names (with a cluster part) are rejected, as Pulsar rejects them for V2 namespaces.
+    """
+    if not isinstance(name, str):
+        raise InvalidTopicName(f"topic name must be a string, got {type(name).__name__}")
+    if not name or name != name.strip():
+        raise InvalidTopicName(f"topic name {name!r} is empty or has surrounding whitespace")
+    if "://" in name:
+        scheme, _, rest = name.partition("://")
+        try:
+            domain = TopicDomain(scheme)
+        except ValueError:
+            raise InvalidTopicName(
+                f"topic name {name!r} has unknown domain {scheme!r} "
+                "(expected 'persistent' or 'non-persistent')"
+            ) from None
+    else:
+        domain, rest = TopicDomain.PERSISTENT, name
+        if "/" not in rest:
+            rest = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}/{rest}"
+        elif rest.count("/") != 2:
+            raise InvalidTopicName(
+                f"topic name {name!r}: a short name is 'topic' or 'tenant/namespace/topic'"
+            )
+    parts = rest.split("/", 3)
+    if len(parts) == 4:
+        raise InvalidTopicName(
+            f"topic name {name!r} has a cluster part (V1 name); use tenant/namespace/topic"
+        )
+    if len(parts) != 3:
+        raise InvalidTopicName(f"topic name {name!r} must be domain://tenant/namespace/topic")
+    tenant, namespace, local_name = parts
+    for what, value in (("tenant", tenant), ("namespace", namespace)):
+        if not _ENTITY_NAME.match(value):
+            raise InvalidTopicName(
+                f"topic name {name!r} has an invalid {what} {value!r} (allowed: letters, digits, -=:._)"
+            )
+    if not local_name:
+        raise InvalidTopicName(f"topic name {name!r} has an empty local name")
+    return TopicName(domain, tenant, namespace, local_name)
