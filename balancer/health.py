@@ -153,7 +153,7 @@ class HealthServer:
     def start(self) -> HealthServer:
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._server.serve_forever, name="health-http", daemon=True
+                target=self._server.serve_forever, args=(0.1,), name="health-http", daemon=True
             )
             self._thread.start()
             log.info("metrics and health endpoint on %s", self.url)
