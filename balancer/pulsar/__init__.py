@@ -1,0 +1,81 @@
+"""Adapter: the Pulsar admin REST client for a peer group of clusters.
+
+The only package that speaks HTTP to Pulsar; the controller and the collector use it.
+"""
+
+from balancer.pulsar.auth import AuthConfigError, BearerTokenAuth, TlsSettings, TokenSource
+from balancer.pulsar.client import PulsarPeerGroup, SplitAlgorithm
+from balancer.pulsar.errors import (
+    BadRequestError,
+    ClientError,
+    ConflictError,
+    ForbiddenError,
+    InvalidResponseError,
+    NotFoundError,
+    PreconditionFailedError,
+    PulsarAdminError,
+    RedirectLoopError,
+    RedirectRefusedError,
+    ServerError,
+    TooManyRedirectsError,
+    TooManyRequestsError,
+    UnauthorizedError,
+    UnavailableError,
+)
+from balancer.pulsar.models import (
+    BrokerTopicStats,
+    BrokerTopicStatsEntry,
+    ClusterData,
+    InternalStats,
+    LedgerInfo,
+    MessageId,
+    OffloadState,
+    OffloadStatus,
+    SubscriptionStats,
+    TopicHashPositions,
+    TopicStats,
+)
+from balancer.pulsar.retry import RetryPolicy
+from balancer.pulsar.routing import ClusterEndpoint, RoutingConfigError
+from balancer.pulsar.transport import RequestKey, RequestRecord, Timeouts
+
+__all__ = [
+    "AuthConfigError",
+    "BadRequestError",
+    "BearerTokenAuth",
+    "BrokerTopicStats",
+    "BrokerTopicStatsEntry",
+    "ClientError",
+    "ClusterData",
+    "ClusterEndpoint",
+    "ConflictError",
+    "ForbiddenError",
+    "InternalStats",
+    "InvalidResponseError",
+    "LedgerInfo",
+    "MessageId",
+    "NotFoundError",
+    "OffloadState",
+    "OffloadStatus",
+    "PreconditionFailedError",
+    "PulsarAdminError",
+    "PulsarPeerGroup",
+    "RedirectLoopError",
+    "RedirectRefusedError",
+    "RequestKey",
+    "RequestRecord",
+    "RetryPolicy",
+    "RoutingConfigError",
+    "ServerError",
+    "SplitAlgorithm",
+    "SubscriptionStats",
+    "Timeouts",
+    "TlsSettings",
+    "TokenSource",
+    "TooManyRedirectsError",
+    "TooManyRequestsError",
+    "TopicHashPositions",
+    "TopicStats",
+    "UnauthorizedError",
+    "UnavailableError",
+]

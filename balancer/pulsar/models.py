@@ -1,0 +1,416 @@
+"""Typed admin API responses, parsed from Pulsar's JSON.
+
+Each `from_json` raises `ResponseShapeError` (a ValueError) on a body that is not what Pulsar
+sends; the client turns it into `InvalidResponseError` with the method and URL. Optional
+numbers Pulsar may leave out default to 0. Field names are snake_case; sizes are bytes and
+throughputs bytes/s, as in `balancer.load`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from balancer.bundles import BundleRange, InvalidBundle, parse_position
+from balancer.events import TopicStatsEvent
+from balancer.topics import InvalidTopicName, TopicDomain, parse_topic
+
+
+class ResponseShapeError(ValueError):
+    """A response body that does not have the shape Pulsar gives it."""
+
+
+def _obj(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ResponseShapeError(f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _num(body: Mapping[str, Any], key: str, what: str) -> float:
+    value = body.get(key, 0)
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ResponseShapeError(f"{what}.{key} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _int(body: Mapping[str, Any], key: str, what: str, default: int = 0) -> int:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ResponseShapeError(f"{what}.{key} must be an integer, got {value!r}")
+    return value
+
+
+def _str(body: Mapping[str, Any], key: str, what: str, default: str = "") -> str:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ResponseShapeError(f"{what}.{key} must be a string, got {value!r}")
+    return value
+
+
+def _str_list(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise ResponseShapeError(f"{what} must be a JSON array of strings")
+    return tuple(value)
+
+
+def _bundle(text: Any, what: str) -> BundleRange:
+    try:
+        return BundleRange.parse(text)
+    except InvalidBundle as exc:
+        raise ResponseShapeError(f"{what}: {exc}") from None
+
+
+def _topic(text: Any, what: str) -> str:
+    try:
+        return parse_topic(text).full
+    except InvalidTopicName as exc:
+        raise ResponseShapeError(f"{what}: {exc}") from None
+
+
+def parse_string_list(body: Any, what: str) -> tuple[str, ...]:
+    """A JSON array of strings (tenants, namespaces, clusters, topics)."""
+    return _str_list(body, what)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageId:
+    """A position in a topic; `partition_index` -1 for a non-partitioned topic."""
+
+    ledger_id: int
+    entry_id: int
+    partition_index: int = -1
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "ledgerId": self.ledger_id,
+            "entryId": self.entry_id,
+            "partitionIndex": self.partition_index,
+        }
+
+    @classmethod
+    def from_json(cls, body: Any) -> MessageId:
+        obj = _obj(body, "message id")
+        return cls(
+            ledger_id=_int(obj, "ledgerId", "message id", default=-1),
+            entry_id=_int(obj, "entryId", "message id", default=-1),
+            partition_index=_int(obj, "partitionIndex", "message id", default=-1),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicHashPositions:
+    """PIP-143 answer: the hash position of each topic asked for, within one bundle."""
+
+    namespace: str
+    bundle: BundleRange
+    positions: Mapping[str, int] = field(compare=False)
+
+    @classmethod
+    def from_json(cls, body: Any) -> TopicHashPositions:
+        obj = _obj(body, "topicHashPositions response")
+        raw = _obj(obj.get("topicHashPositions", {}) or {}, "topicHashPositions")
+        positions: dict[str, int] = {}
+        for name, value in raw.items():
+            try:
+                positions[_topic(name, "topicHashPositions")] = parse_position(value)
+            except InvalidBundle as exc:
+                raise ResponseShapeError(f"topicHashPositions[{name!r}]: {exc}") from None
+        return cls(
+            namespace=_str(obj, "namespace", "topicHashPositions response"),
+            bundle=_bundle(obj.get("bundle"), "topicHashPositions response bundle"),
+            positions=MappingProxyType(positions),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionStats:
+    consumer_count: int
+    msg_backlog: int
+    msg_rate_out: float
+    msg_throughput_out: float  # bytes/s
+
+    @classmethod
+    def from_json(cls, body: Any, what: str) -> SubscriptionStats:
+        obj = _obj(body, what)
+        consumers = obj.get("consumers", [])
+        if consumers is None:
+            consumers = []
+        if not isinstance(consumers, list):
+            raise ResponseShapeError(f"{what}.consumers must be a JSON array")
+        return cls(
+            consumer_count=len(consumers),
+            msg_backlog=_int(obj, "msgBacklog", what),
+            msg_rate_out=_num(obj, "msgRateOut", what),
+            msg_throughput_out=_num(obj, "msgThroughputOut", what),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStats:
+    """`GET .../{topic}/stats` (and each entry of broker-stats/topics)."""
+
+    msg_rate_in: float
+    msg_rate_out: float
+    msg_throughput_in: float  # bytes/s
+    msg_throughput_out: float  # bytes/s
+    average_msg_size: float  # bytes
+    storage_size: int  # bytes
+    backlog_size: int  # bytes
+    offloaded_storage_size: int  # bytes
+    publisher_count: int
+    subscriptions: Mapping[str, SubscriptionStats] = field(compare=False)
+
+    @classmethod
+    def from_json(cls, body: Any, what: str = "topic stats") -> TopicStats:
+        obj = _obj(body, what)
+        publishers = obj.get("publishers", [])
+        if publishers is None:
+            publishers = []
+        if not isinstance(publishers, list):
+            raise ResponseShapeError(f"{what}.publishers must be a JSON array")
+        subs_raw = _obj(obj.get("subscriptions", {}) or {}, f"{what}.subscriptions")
+        subs = {
+            name: SubscriptionStats.from_json(sub, f"{what}.subscriptions[{name!r}]")
+            for name, sub in subs_raw.items()
+        }
+        return cls(
+            msg_rate_in=_num(obj, "msgRateIn", what),
+            msg_rate_out=_num(obj, "msgRateOut", what),
+            msg_throughput_in=_num(obj, "msgThroughputIn", what),
+            msg_throughput_out=_num(obj, "msgThroughputOut", what),
+            average_msg_size=_num(obj, "averageMsgSize", what),
+            storage_size=_int(obj, "storageSize", what),
+            backlog_size=_int(obj, "backlogSize", what),
+            offloaded_storage_size=_int(obj, "offloadedStorageSize", what),
+            publisher_count=len(publishers),
+            subscriptions=MappingProxyType(subs),
+        )
+
+    @property
+    def consumer_count(self) -> int:
+        return sum(s.consumer_count for s in self.subscriptions.values())
+
+    def to_event(
+        self, *, cluster: str, topic: str, timestamp_ms: int, broker: str | None = None
+    ) -> TopicStatsEvent:
+        """The stats event a collector publishes for this sample (`topic` a full name).
+
+        Negative sizes from a confused broker are clamped to 0 so the event stays valid.
+        """
+        return TopicStatsEvent(
+            cluster=cluster,
+            topic=topic,
+            timestamp_ms=timestamp_ms,
+            msgRateIn=max(0.0, self.msg_rate_in),
+            msgRateOut=max(0.0, self.msg_rate_out),
+            msgThroughputIn=max(0.0, self.msg_throughput_in),
+            msgThroughputOut=max(0.0, self.msg_throughput_out),
+            storageSize=max(0, self.storage_size),
+            backlogSize=max(0, self.backlog_size),
+            offloadedStorageSize=max(0, self.offloaded_storage_size),
+            producerCount=self.publisher_count,
+            consumerCount=self.consumer_count,
+            broker=broker,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerTopicStatsEntry:
+    namespace: str  # tenant/ns
+    bundle: BundleRange
+    domain: TopicDomain
+    topic: str  # full name
+    stats: TopicStats
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerTopicStats:
+    """`GET /admin/v2/broker-stats/topics`, flattened: one entry per topic."""
+
+    cluster: str
+    entries: tuple[BrokerTopicStatsEntry, ...]
+
+    def __iter__(self) -> Iterator[BrokerTopicStatsEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def namespaces(self) -> frozenset[str]:
+        return frozenset(e.namespace for e in self.entries)
+
+    def by_bundle(self, namespace: str) -> dict[BundleRange, tuple[BrokerTopicStatsEntry, ...]]:
+        out: dict[BundleRange, list[BrokerTopicStatsEntry]] = {}
+        for e in self.entries:
+            if e.namespace == namespace:
+                out.setdefault(e.bundle, []).append(e)
+        return {bundle: tuple(items) for bundle, items in out.items()}
+
+    @classmethod
+    def from_json(cls, cluster: str, body: Any) -> BrokerTopicStats:
+        """From `{"tenant/ns": {"0x..._0x...": {"persistent": {"<topic>": {stats}}}}}`."""
+        entries: list[BrokerTopicStatsEntry] = []
+        for namespace, bundles in _obj(body, "broker-stats/topics").items():
+            if namespace.count("/") != 1:
+                raise ResponseShapeError(f"broker-stats/topics: bad namespace key {namespace!r}")
+            for bundle_text, domains in _obj(bundles, f"broker-stats[{namespace}]").items():
+                bundle = _bundle(bundle_text, f"broker-stats[{namespace}]")
+                for domain_text, topics in _obj(domains, f"broker-stats[{bundle_text}]").items():
+                    try:
+                        domain = TopicDomain(domain_text)
+                    except ValueError:
+                        raise ResponseShapeError(
+                            f"broker-stats[{namespace}][{bundle_text}]: unknown domain "
+                            f"{domain_text!r}"
+                        ) from None
+                    for topic, stats in _obj(topics, f"broker-stats[{domain_text}]").items():
+                        full = _topic(topic, "broker-stats topic")
+                        entries.append(
+                            BrokerTopicStatsEntry(
+                                namespace=namespace,
+                                bundle=bundle,
+                                domain=domain,
+                                topic=full,
+                                stats=TopicStats.from_json(stats, f"broker-stats[{full}]"),
+                            )
+                        )
+        return cls(cluster=cluster, entries=tuple(entries))
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerInfo:
+    ledger_id: int
+    entries: int
+    size: int  # bytes; 0 for the current ledger in Pulsar's answer
+    offloaded: bool
+
+    @classmethod
+    def from_json(cls, body: Any, what: str) -> LedgerInfo:
+        obj = _obj(body, what)
+        offloaded = obj.get("offloaded", False)
+        if not isinstance(offloaded, bool):
+            raise ResponseShapeError(f"{what}.offloaded must be a boolean")
+        return cls(
+            ledger_id=_int(obj, "ledgerId", what, default=-1),
+            entries=_int(obj, "entries", what),
+            size=_int(obj, "size", what),
+            offloaded=offloaded,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class InternalStats:
+    """`GET .../{topic}/internalStats`: the managed ledger, oldest ledger first."""
+
+    number_of_entries: int
+    total_size: int  # bytes
+    current_ledger_entries: int
+    current_ledger_size: int  # bytes
+    ledgers: tuple[LedgerInfo, ...]
+
+    @classmethod
+    def from_json(cls, body: Any) -> InternalStats:
+        what = "internal stats"
+        obj = _obj(body, what)
+        raw = obj.get("ledgers", [])
+        if raw is None:
+            raw = []
+        if not isinstance(raw, list):
+            raise ResponseShapeError(f"{what}.ledgers must be a JSON array")
+        return cls(
+            number_of_entries=_int(obj, "numberOfEntries", what),
+            total_size=_int(obj, "totalSize", what),
+            current_ledger_entries=_int(obj, "currentLedgerEntries", what),
+            current_ledger_size=_int(obj, "currentLedgerSize", what),
+            ledgers=tuple(
+                LedgerInfo.from_json(item, f"{what}.ledgers[{i}]") for i, item in enumerate(raw)
+            ),
+        )
+
+    @property
+    def current_ledger(self) -> LedgerInfo | None:
+        return self.ledgers[-1] if self.ledgers else None
+
+    def ledgers_with_sizes(self) -> tuple[LedgerInfo, ...]:
+        """The ledgers with the current (last) one's size taken from `currentLedgerSize`.
+
+        Pulsar does not fill in the open ledger's `size`; this is what an offload-by-size
+        computation must walk.
+        """
+        if not self.ledgers:
+            return ()
+        *closed, current = self.ledgers
+        return (*closed, replace(current, size=self.current_ledger_size))
+
+
+class OffloadState(StrEnum):
+    NOT_RUN = "NOT_RUN"
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadStatus:
+    """`GET .../{topic}/offload`."""
+
+    state: OffloadState
+    last_error: str
+    first_unoffloaded: MessageId | None = None
+
+    @classmethod
+    def from_json(cls, body: Any) -> OffloadStatus:
+        what = "offload status"
+        obj = _obj(body, what)
+        text = _str(obj, "status", what)
+        try:
+            state = OffloadState(text)
+        except ValueError:
+            raise ResponseShapeError(
+                f"{what}.status {text!r} is not one of {', '.join(s.value for s in OffloadState)}"
+            ) from None
+        first = obj.get("firstUnoffloadedMessage")
+        return cls(
+            state=state,
+            last_error=_str(obj, "lastError", what),
+            first_unoffloaded=MessageId.from_json(first) if first is not None else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterData:
+    """`GET /admin/v2/clusters/{cluster}`."""
+
+    name: str
+    service_url: str
+    service_url_tls: str
+    broker_service_url: str
+    broker_service_url_tls: str
+    peer_cluster_names: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, name: str, body: Any) -> ClusterData:
+        what = f"cluster {name}"
+        obj = _obj(body, what)
+        return cls(
+            name=name,
+            service_url=_str(obj, "serviceUrl", what),
+            service_url_tls=_str(obj, "serviceUrlTls", what),
+            broker_service_url=_str(obj, "brokerServiceUrl", what),
+            broker_service_url_tls=_str(obj, "brokerServiceUrlTls", what),
+            peer_cluster_names=_str_list(obj.get("peerClusterNames"), f"{what}.peerClusterNames"),
+        )

@@ -1,0 +1,210 @@
+"""Peer-group routing (PIP-8): which cluster to ask, where a 307 leads, when to stop.
+
+A namespace lives in one cluster of a peer group; any other cluster answers 307 with the
+same path on the owner's URL. The router remembers the owner learnt from a redirect so the
+next call goes there directly, and a `RedirectChain` stops a request that loops back to a
+cluster it already visited or takes too many hops. No I/O here: the client does the HTTP.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import httpx
+
+from balancer.pulsar.errors import RedirectLoopError, TooManyRedirectsError
+
+
+class RoutingConfigError(ValueError):
+    """A peer-group definition that cannot work."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEndpoint:
+    """One cluster of the peer group: its Pulsar cluster name and its admin (web service) URL.
+
+    `admin_url` is the base URL, e.g. `https://pulsar-a.example:8443`; a path prefix is kept
+    (for a proxy). A trailing slash is dropped.
+    """
+
+    name: str
+    admin_url: str
+
+    def __post_init__(self) -> None:
+        if not self.name or self.name != self.name.strip() or "/" in self.name:
+            raise RoutingConfigError(f"invalid cluster name {self.name!r}")
+        try:
+            url = httpx.URL(self.admin_url)
+        except httpx.InvalidURL as exc:
+            raise RoutingConfigError(f"cluster {self.name}: invalid admin_url: {exc}") from None
+        if url.scheme not in ("http", "https") or not url.host:
+            raise RoutingConfigError(
+                f"cluster {self.name}: admin_url must be http(s)://host[:port][/prefix]"
+            )
+        if url.userinfo:
+            # Credentials in URLs end up in logs; the token comes from TokenSource instead.
+            raise RoutingConfigError(f"cluster {self.name}: admin_url must not hold credentials")
+        if url.query or url.fragment:
+            raise RoutingConfigError(f"cluster {self.name}: admin_url must not have a query")
+        object.__setattr__(self, "admin_url", str(url).rstrip("/"))
+
+    def url(self, path: str) -> str:
+        """The absolute URL of an already-encoded path starting with `/`."""
+        return f"{self.admin_url}{path}"
+
+    def serves(self, url: httpx.URL) -> bool:
+        """Whether `url` points at this cluster's admin endpoint (same origin and prefix)."""
+        base = httpx.URL(self.admin_url)
+        if (url.scheme, url.host, url.port or _default_port(url.scheme)) != (
+            base.scheme,
+            base.host,
+            base.port or _default_port(base.scheme),
+        ):
+            return False
+        prefix = base.path.rstrip("/")
+        return url.path == prefix or url.path.startswith(prefix + "/")
+
+
+def _default_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
+
+
+def origin_of(url: httpx.URL) -> str:
+    """`scheme://host:port` of a URL, with no credentials, path or query."""
+    return f"{url.scheme}://{url.host}:{url.port or _default_port(url.scheme)}"
+
+
+def safe_url(url: httpx.URL | str) -> str:
+    """A URL fit for logs and errors: credentials and fragment removed."""
+    parsed = httpx.URL(url) if isinstance(url, str) else url
+    return str(parsed.copy_with(username=None, password=None, fragment=None))
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """Where one attempt of a request went: the cluster it is attributed to, and the URL.
+
+    `listed` is False for a redirect to a host that is not a configured admin URL (in real
+    Pulsar, the owner broker inside the same cluster); it is attributed to the cluster that
+    sent the redirect.
+    """
+
+    cluster: str
+    url: str
+    listed: bool = True
+
+    @property
+    def visit_key(self) -> str:
+        return self.cluster if self.listed else f"{self.cluster}@{origin_of(httpx.URL(self.url))}"
+
+
+@dataclass(slots=True)
+class RedirectChain:
+    """The hops of one logical request; raises when a redirect loops or exceeds the limit."""
+
+    first: Hop
+    max_hops: int
+    method: str = ""
+    hops: list[Hop] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.hops = [self.first]
+
+    @property
+    def current(self) -> Hop:
+        return self.hops[-1]
+
+    @property
+    def path(self) -> list[str]:
+        return [h.visit_key for h in self.hops]
+
+    def follow(self, target: Hop) -> None:
+        """Add the redirect target, or raise RedirectLoopError / TooManyRedirectsError."""
+        if target.visit_key in self.path:
+            raise RedirectLoopError(
+                f"{self.method} redirect loop: {' -> '.join([*self.path, target.visit_key])}",
+                visited=self.path,
+                status=307,
+                method=self.method,
+                url=safe_url(target.url),
+                cluster=self.current.cluster,
+            )
+        if len(self.hops) - 1 >= self.max_hops:
+            raise TooManyRedirectsError(
+                f"{self.method} took more than {self.max_hops} redirect hop(s): "
+                f"{' -> '.join([*self.path, target.visit_key])}",
+                visited=self.path,
+                status=307,
+                method=self.method,
+                url=safe_url(target.url),
+                cluster=self.current.cluster,
+            )
+        self.hops.append(target)
+
+
+class PeerRouter:
+    """The clusters of a peer group and the namespace owners learnt so far (thread-safe)."""
+
+    def __init__(
+        self, clusters: Mapping[str, ClusterEndpoint], *, entry_cluster: str | None = None
+    ) -> None:
+        if not clusters:
+            raise RoutingConfigError("a peer group needs at least one cluster")
+        for key, endpoint in clusters.items():
+            if key != endpoint.name:
+                raise RoutingConfigError(
+                    f"cluster key {key!r} does not match its endpoint name {endpoint.name!r}"
+                )
+        if entry_cluster is not None and entry_cluster not in clusters:
+            raise RoutingConfigError(f"entry cluster {entry_cluster!r} is not in the peer group")
+        self._clusters = dict(clusters)
+        self._entry = entry_cluster if entry_cluster is not None else next(iter(clusters))
+        self._owners: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def clusters(self) -> Mapping[str, ClusterEndpoint]:
+        return dict(self._clusters)
+
+    @property
+    def entry_cluster(self) -> str:
+        """Where a request for a namespace of unknown owner starts."""
+        return self._entry
+
+    def endpoint(self, cluster: str) -> ClusterEndpoint:
+        try:
+            return self._clusters[cluster]
+        except KeyError:
+            raise RoutingConfigError(
+                f"unknown cluster {cluster!r} (peer group: {', '.join(self._clusters)})"
+            ) from None
+
+    def owner_of(self, namespace: str) -> str | None:
+        with self._lock:
+            return self._owners.get(namespace)
+
+    def remember_owner(self, namespace: str, cluster: str) -> None:
+        with self._lock:
+            self._owners[namespace] = cluster
+
+    def forget_owner(self, namespace: str) -> None:
+        with self._lock:
+            self._owners.pop(namespace, None)
+
+    def start_cluster(self, namespace: str | None) -> str:
+        """The known owner of the namespace, else the entry cluster."""
+        if namespace is not None:
+            owner = self.owner_of(namespace)
+            if owner is not None:
+                return owner
+        return self._entry
+
+    def resolve_redirect(self, current: Hop, location: str) -> Hop:
+        """The hop a 307 `Location` leads to (a relative Location stays on the same host)."""
+        target = httpx.URL(current.url).join(location)
+        for endpoint in self._clusters.values():
+            if endpoint.serves(target):
+                return Hop(endpoint.name, str(target), listed=True)
+        return Hop(current.cluster, str(target), listed=False)

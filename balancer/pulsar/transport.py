@@ -1,0 +1,399 @@
+"""The HTTP engine under the admin client: timeouts, retries, peer redirects, counting.
+
+One logical call = one or more hops (a 307 moves it to a peer cluster with the same method
+and body); each hop = one or more attempts (retried with backoff on no answer, 429 and 5xx).
+Every attempt is counted per (cluster, method, path template) and reported to `on_request`.
+Nothing here logs or raises the token: errors carry URLs without credentials and Pulsar's
+message with the token redacted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from balancer.pulsar.auth import BearerTokenAuth, TlsSettings, TokenSource
+from balancer.pulsar.errors import (
+    InvalidResponseError,
+    PulsarAdminError,
+    RedirectRefusedError,
+    UnavailableError,
+    error_class_for,
+)
+from balancer.pulsar.retry import RetryPolicy, is_retryable_status, parse_retry_after_s
+from balancer.pulsar.routing import ClusterEndpoint, Hop, PeerRouter, RedirectChain, safe_url
+
+log = logging.getLogger("balancer.pulsar")
+
+_REDIRECT_STATUSES = (307, 308)  # the ones that keep method and body
+_MAX_REASON_CHARS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Per-attempt limits on every call, in seconds."""
+
+    connect_s: float = 3.0
+    read_s: float = 15.0
+    write_s: float = 15.0
+    pool_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect_s", "read_s", "write_s", "pool_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"timeout {name} must be a finite number > 0, got {value}")
+
+    def httpx(self) -> httpx.Timeout:
+        return httpx.Timeout(
+            connect=self.connect_s, read=self.read_s, write=self.write_s, pool=self.pool_s
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestKey:
+    """What requests are counted by: bounded labels (a path template, never a topic)."""
+
+    cluster: str
+    method: str
+    path_template: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One HTTP attempt, as handed to the `on_request` hook (e.g. for metrics).
+
+    `status` is None when no answer came (connection error or timeout).
+    """
+
+    cluster: str
+    method: str
+    path_template: str
+    status: int | None
+    duration_s: float
+    attempt: int
+
+
+RequestHook = Callable[[RequestRecord], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One logical admin call before routing."""
+
+    method: str
+    path: str  # already encoded, from the admin URL's root
+    path_template: str
+    params: Sequence[tuple[str, str]] = ()
+    json_body: Any = None
+    namespace: str | None = None  # routes by owner and teaches the owner cache
+    cluster: str | None = None  # fixed cluster (cluster-scoped calls)
+    url_override: str | None = None  # e.g. one broker's own web URL inside `cluster`
+
+
+class AdminTransport:
+    """Sends calls to a peer group; see the module docstring."""
+
+    def __init__(
+        self,
+        clusters: Mapping[str, ClusterEndpoint],
+        *,
+        token: TokenSource | None = None,
+        tls: TlsSettings | None = None,
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        max_redirect_hops: int = 3,
+        entry_cluster: str | None = None,
+        follow_unlisted_redirects: bool = True,
+        on_request: RequestHook | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        environ: Mapping[str, str] | None = None,
+        http_transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if max_redirect_hops < 0:
+            raise ValueError(f"max_redirect_hops must be >= 0, got {max_redirect_hops}")
+        self.router = PeerRouter(clusters, entry_cluster=entry_cluster)
+        self._auth = BearerTokenAuth(token, environ=environ) if token is not None else None
+        self._retry = retry if retry is not None else RetryPolicy()
+        self._max_redirect_hops = max_redirect_hops
+        self._follow_unlisted = follow_unlisted_redirects
+        self._on_request = on_request
+        self._sleep = sleep
+        self._rng = rng if rng is not None else random.Random()
+        self._monotonic = monotonic
+        self._counts: Counter[RequestKey] = Counter()
+        self._lock = threading.Lock()
+        tls = tls if tls is not None else TlsSettings()
+        self._http = httpx.Client(
+            auth=self._auth,
+            verify=tls.httpx_verify(),
+            timeout=(timeouts if timeouts is not None else Timeouts()).httpx(),
+            follow_redirects=False,  # we follow 307s ourselves, across clusters
+            transport=http_transport,
+            headers={"Accept": "application/json"},
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"AdminTransport(clusters={list(self.router.clusters)}, "
+            f"auth={self._auth!r}, max_redirect_hops={self._max_redirect_hops})"
+        )
+
+    # -- counting ---------------------------------------------------------------------------
+
+    def request_counts(self) -> dict[RequestKey, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def request_count(
+        self,
+        *,
+        cluster: str | None = None,
+        method: str | None = None,
+        path_template: str | None = None,
+    ) -> int:
+        """Attempts sent so far matching every filter given."""
+        with self._lock:
+            return sum(
+                n
+                for key, n in self._counts.items()
+                if (cluster is None or key.cluster == cluster)
+                and (method is None or key.method == method)
+                and (path_template is None or key.path_template == path_template)
+            )
+
+    def reset_request_counts(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+    def _record(self, record: RequestRecord) -> None:
+        with self._lock:
+            self._counts[RequestKey(record.cluster, record.method, record.path_template)] += 1
+        if self._on_request is not None:
+            try:
+                self._on_request(record)
+            except Exception:  # a broken metrics hook must not break admin calls
+                log.exception("on_request hook failed")
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def send(self, call: Call) -> httpx.Response:
+        """Route, retry and follow redirects; a 2xx response, or a typed error."""
+        if call.cluster is not None:
+            start_cluster = call.cluster
+        else:
+            start_cluster = self.router.start_cluster(call.namespace)
+        endpoint = self.router.endpoint(start_cluster)
+        base = call.url_override.rstrip("/") if call.url_override else endpoint.admin_url
+        first_url = str(httpx.URL(base + call.path, params=list(call.params) or None))
+        chain = RedirectChain(
+            first=Hop(start_cluster, first_url),
+            max_hops=self._max_redirect_hops,
+            method=call.method,
+        )
+        content = None if call.json_body is None else json.dumps(call.json_body).encode()
+        headers = {"Content-Type": "application/json"} if content is not None else {}
+        while True:
+            hop = chain.current
+            response, attempts = self._attempts(call, hop, content, headers)
+            status = response.status_code
+            if status in _REDIRECT_STATUSES:
+                location = response.headers.get("Location")
+                if not location:
+                    raise InvalidResponseError(
+                        f"{call.method} {safe_url(hop.url)}: {status} without a Location",
+                        status=status,
+                        method=call.method,
+                        url=safe_url(hop.url),
+                        cluster=hop.cluster,
+                    )
+                target = self.router.resolve_redirect(hop, location)
+                self._check_unlisted(call, chain, target)
+                chain.follow(target)
+                log.info(
+                    "%s %s: %d redirect %s -> %s",
+                    call.method,
+                    call.path_template,
+                    status,
+                    hop.visit_key,
+                    target.visit_key,
+                )
+                continue
+            if 200 <= status < 300:
+                if call.namespace is not None and call.cluster is None:
+                    self._learn_owner(call.namespace, hop.cluster)
+                return response
+            if status == 412 and call.namespace is not None:
+                # No peer holds the namespace (any more): drop a stale owner.
+                self.router.forget_owner(call.namespace)
+            raise self._error(call, hop, response, attempts)
+
+    def _check_unlisted(self, call: Call, chain: RedirectChain, target: Hop) -> None:
+        if target.listed:
+            return
+        current = httpx.URL(chain.current.url)
+        downgrade = current.scheme == "https" and httpx.URL(target.url).scheme != "https"
+        if downgrade or not self._follow_unlisted:
+            why = "from https to http" if downgrade else "to a host outside the peer group"
+            raise RedirectRefusedError(
+                f"{call.method} {call.path_template}: refusing a redirect {why}: "
+                f"{safe_url(target.url)}",
+                visited=chain.path,
+                status=307,
+                method=call.method,
+                url=safe_url(target.url),
+                cluster=chain.current.cluster,
+            )
+
+    def _learn_owner(self, namespace: str, cluster: str) -> None:
+        previous = self.router.owner_of(namespace)
+        if previous != cluster:
+            self.router.remember_owner(namespace, cluster)
+            log.debug("namespace %s is owned by cluster %s", namespace, cluster)
+
+    def _attempts(
+        self, call: Call, hop: Hop, content: bytes | None, headers: Mapping[str, str]
+    ) -> tuple[httpx.Response, int]:
+        """The answer of the last attempt on one hop, and how many attempts it took."""
+        policy = self._retry
+        for attempt in range(1, policy.max_attempts + 1):
+            started = self._monotonic()
+            try:
+                response = self._http.request(
+                    call.method, hop.url, content=content, headers=headers
+                )
+            except httpx.TransportError as exc:
+                self._record(
+                    RequestRecord(
+                        hop.cluster,
+                        call.method,
+                        call.path_template,
+                        None,
+                        self._monotonic() - started,
+                        attempt,
+                    )
+                )
+                what = f"{type(exc).__name__}"
+                if attempt >= policy.max_attempts:
+                    raise UnavailableError(
+                        f"{call.method} {safe_url(hop.url)} (cluster {hop.cluster}): no answer "
+                        f"after {attempt} attempt(s): {what}",
+                        method=call.method,
+                        url=safe_url(hop.url),
+                        cluster=hop.cluster,
+                        attempts=attempt,
+                    ) from None
+                delay = policy.delay_s(attempt, self._rng)
+                log.warning(
+                    "%s %s on cluster %s: %s (attempt %d/%d), retrying in %.3f s",
+                    call.method,
+                    call.path_template,
+                    hop.cluster,
+                    what,
+                    attempt,
+                    policy.max_attempts,
+                    delay,
+                )
+                self._sleep(delay)
+                continue
+            elapsed = self._monotonic() - started
+            status = response.status_code
+            self._record(
+                RequestRecord(
+                    hop.cluster, call.method, call.path_template, status, elapsed, attempt
+                )
+            )
+            log.debug(
+                "%s %s on cluster %s -> %d in %.1f ms (attempt %d)",
+                call.method,
+                call.path_template,
+                hop.cluster,
+                status,
+                elapsed * 1000,
+                attempt,
+            )
+            if is_retryable_status(status) and attempt < policy.max_attempts:
+                delay = policy.delay_s(
+                    attempt,
+                    self._rng,
+                    retry_after_s=parse_retry_after_s(response.headers.get("Retry-After")),
+                )
+                log.warning(
+                    "%s %s on cluster %s: HTTP %d (attempt %d/%d), retrying in %.3f s",
+                    call.method,
+                    call.path_template,
+                    hop.cluster,
+                    status,
+                    attempt,
+                    policy.max_attempts,
+                    delay,
+                )
+                self._sleep(delay)
+                continue
+            return response, attempt
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    def _error(
+        self, call: Call, hop: Hop, response: httpx.Response, attempts: int
+    ) -> PulsarAdminError:
+        status = response.status_code
+        reason = self._redact(_reason_of(response))
+        cls = error_class_for(status)
+        url = safe_url(hop.url)
+        message = f"{call.method} {url} (cluster {hop.cluster}): HTTP {status}"
+        if reason:
+            message += f": {reason}"
+        return cls(
+            message,
+            status=status,
+            reason=reason,
+            method=call.method,
+            url=url,
+            cluster=hop.cluster,
+            attempts=attempts,
+        )
+
+    def _redact(self, text: str) -> str:
+        if self._auth is None:
+            return text
+        secret = self._auth.token.get_secret_value()
+        return text.replace(secret, "**********") if secret else text
+
+    def invalid_response(
+        self, call: Call, response: httpx.Response, detail: str
+    ) -> InvalidResponseError:
+        """The error for a 2xx answer whose body is not what Pulsar sends."""
+        url = safe_url(response.request.url)
+        return InvalidResponseError(
+            f"{call.method} {url}: unexpected response body: {self._redact(detail)}",
+            status=response.status_code,
+            method=call.method,
+            url=url,
+        )
+
+
+def _reason_of(response: httpx.Response) -> str:
+    """Pulsar's `{"reason": "..."}` message, else the start of the body text."""
+    text = response.text
+    try:
+        body = json.loads(text) if text else None
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("reason"), str):
+        return str(body["reason"])[:_MAX_REASON_CHARS]
+    return text.strip()[:_MAX_REASON_CHARS]
