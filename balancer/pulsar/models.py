@@ -30,6 +30,11 @@ def _obj(value: Any, what: str) -> Mapping[str, Any]:
     return value
 
 
+def _or_empty(value: Any) -> Any:
+    """Pulsar leaves empty maps out or sends null; anything else is checked by the caller."""
+    return {} if value is None else value
+
+
 def _num(body: Mapping[str, Any], key: str, what: str) -> float:
     value = body.get(key, 0)
     if value is None:
@@ -122,7 +127,7 @@ class TopicHashPositions:
     @classmethod
     def from_json(cls, body: Any) -> TopicHashPositions:
         obj = _obj(body, "topicHashPositions response")
-        raw = _obj(obj.get("topicHashPositions", {}) or {}, "topicHashPositions")
+        raw = _obj(_or_empty(obj.get("topicHashPositions")), "topicHashPositions")
         positions: dict[str, int] = {}
         for name, value in raw.items():
             try:
@@ -182,7 +187,7 @@ class TopicStats:
             publishers = []
         if not isinstance(publishers, list):
             raise ResponseShapeError(f"{what}.publishers must be a JSON array")
-        subs_raw = _obj(obj.get("subscriptions", {}) or {}, f"{what}.subscriptions")
+        subs_raw = _obj(_or_empty(obj.get("subscriptions")), f"{what}.subscriptions")
         subs = {
             name: SubscriptionStats.from_json(sub, f"{what}.subscriptions[{name!r}]")
             for name, sub in subs_raw.items()

@@ -1,0 +1,141 @@
+"""Peer-group routing: endpoints, redirect resolution, loop and hop limits, owner cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from balancer.pulsar.errors import RedirectLoopError, TooManyRedirectsError
+from balancer.pulsar.routing import (
+    ClusterEndpoint,
+    Hop,
+    PeerRouter,
+    RedirectChain,
+    RoutingConfigError,
+    safe_url,
+)
+
+A = ClusterEndpoint("a", "http://127.0.0.1:8001")
+B = ClusterEndpoint("b", "http://127.0.0.1:8002/")
+C = ClusterEndpoint("c", "https://pulsar-c.example/prefix")
+
+
+def _router() -> PeerRouter:
+    return PeerRouter({"a": A, "b": B, "c": C})
+
+
+@pytest.mark.parametrize(
+    ("name", "url"),
+    [
+        ("a", "ftp://host"),
+        ("a", "http://"),
+        ("a", "http://user:secret@host:8080"),
+        ("a", "http://host:8080/?x=1"),
+        ("", "http://host"),
+        ("a/b", "http://host"),
+        (" a", "http://host"),
+    ],
+    ids=["scheme", "no-host", "credentials", "query", "empty-name", "slash-name", "space-name"],
+)
+def test_bad_endpoints_are_rejected(name: str, url: str) -> None:
+    with pytest.raises(RoutingConfigError) as info:
+        ClusterEndpoint(name, url)
+    assert "secret" not in str(info.value)
+
+
+def test_endpoint_drops_the_trailing_slash_and_builds_urls() -> None:
+    assert B.admin_url == "http://127.0.0.1:8002"
+    assert B.url("/admin/v2/clusters") == "http://127.0.0.1:8002/admin/v2/clusters"
+    assert C.url("/admin/v2/x") == "https://pulsar-c.example/prefix/admin/v2/x"
+
+
+@pytest.mark.parametrize(
+    ("location", "cluster", "listed"),
+    [
+        ("http://127.0.0.1:8002/admin/v2/namespaces/t/ns/bundles", "b", True),
+        ("https://pulsar-c.example/prefix/admin/v2/namespaces/t/ns/bundles", "c", True),
+        ("https://pulsar-c.example:443/prefix/admin/v2/x", "c", True),
+        ("https://pulsar-c.example/other/admin/v2/x", "a", False),
+        ("http://10.0.0.9:8080/admin/v2/namespaces/t/ns/bundles", "a", False),
+        ("/admin/v2/namespaces/t/ns/bundles", "a", True),
+    ],
+    ids=[
+        "peer-b",
+        "peer-c-prefix",
+        "explicit-default-port",
+        "other-prefix",
+        "unlisted-broker",
+        "relative",
+    ],
+)
+def test_redirect_targets_are_attributed_to_clusters(
+    location: str, cluster: str, listed: bool
+) -> None:
+    current = Hop("a", "http://127.0.0.1:8001/admin/v2/namespaces/t/ns/bundles")
+    target = _router().resolve_redirect(current, location)
+    assert (target.cluster, target.listed) == (cluster, listed)
+
+
+def test_redirect_chain_follows_peers_and_detects_the_loop() -> None:
+    chain = RedirectChain(first=Hop("a", A.url("/p")), max_hops=5, method="PUT")
+    chain.follow(Hop("b", B.url("/p")))
+    chain.follow(Hop("c", C.url("/p")))
+    with pytest.raises(RedirectLoopError) as info:
+        chain.follow(Hop("a", A.url("/p")))
+    assert info.value.visited == ("a", "b", "c")
+    assert info.value.status == 307 and info.value.method == "PUT"
+    assert "a -> b -> c -> a" in str(info.value)
+
+
+def test_redirect_chain_limits_the_hops() -> None:
+    chain = RedirectChain(first=Hop("a", A.url("/p")), max_hops=1)
+    chain.follow(Hop("b", B.url("/p")))
+    with pytest.raises(TooManyRedirectsError) as info:
+        chain.follow(Hop("c", C.url("/p")))
+    assert info.value.visited == ("a", "b")
+
+
+def test_zero_hops_refuses_any_redirect() -> None:
+    chain = RedirectChain(first=Hop("a", A.url("/p")), max_hops=0)
+    with pytest.raises(TooManyRedirectsError):
+        chain.follow(Hop("b", B.url("/p")))
+
+
+def test_brokers_inside_one_cluster_are_distinct_visits() -> None:
+    chain = RedirectChain(first=Hop("a", A.url("/p")), max_hops=3)
+    chain.follow(Hop("a", "http://10.0.0.9:8080/p", listed=False))
+    assert chain.path == ["a", "a@http://10.0.0.9:8080"]
+    with pytest.raises(RedirectLoopError):
+        chain.follow(Hop("a", "http://10.0.0.9:8080/p", listed=False))
+
+
+def test_owner_cache_starts_at_the_owner_then_forgets() -> None:
+    router = _router()
+    assert router.entry_cluster == "a"
+    assert router.start_cluster("t/ns") == "a"
+    router.remember_owner("t/ns", "c")
+    assert router.owner_of("t/ns") == "c"
+    assert router.start_cluster("t/ns") == "c"
+    assert router.start_cluster("t/other") == "a"
+    router.forget_owner("t/ns")
+    assert router.owner_of("t/ns") is None
+
+
+@pytest.mark.parametrize(
+    ("clusters", "entry"),
+    [({}, None), ({"x": A}, None), ({"a": A}, "zz")],
+    ids=["empty", "key-mismatch", "unknown-entry"],
+)
+def test_bad_peer_groups_are_rejected(
+    clusters: dict[str, ClusterEndpoint], entry: str | None
+) -> None:
+    with pytest.raises(RoutingConfigError):
+        PeerRouter(clusters, entry_cluster=entry)
+
+
+def test_unknown_cluster_names_the_group() -> None:
+    with pytest.raises(RoutingConfigError, match="a, b, c"):
+        _router().endpoint("zz")
+
+
+def test_safe_url_removes_credentials() -> None:
+    assert safe_url("http://u:pw@host:1/x?y=1#f") == "http://host:1/x?y=1"
