@@ -64,9 +64,9 @@ class _Redirector:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            do_GET = do_PUT = do_POST = _answer  # noqa: N815 - http.server's naming
+            do_GET = do_PUT = do_POST = _answer
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
