@@ -1,0 +1,98 @@
+"""Fault injection for the simulated brokers: 5xx answers, slow answers, dropped connections.
+
+Seeded and settable at runtime; every request asks `decide()` once, before it is routed.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class FaultKind(StrEnum):
+    NONE = "none"
+    ERROR_500 = "error_500"
+    ERROR_503 = "error_503"
+    DROP = "drop"
+
+
+@dataclass(frozen=True)
+class FaultDecision:
+    kind: FaultKind
+    latency_s: float
+
+
+class FaultInjector:
+    """Fractions of requests to fail; `only_paths` limits faults to paths containing any of
+    the given substrings (empty = every path). Counters in `injected` by kind."""
+
+    def __init__(self, *, seed: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._random = random.Random(seed)
+        self.error_rate_500 = 0.0
+        self.error_rate_503 = 0.0
+        self.drop_connection_rate = 0.0
+        self.latency_s = 0.0
+        self.only_paths: tuple[str, ...] = ()
+        self.injected: Counter[str] = Counter()
+
+    def configure(
+        self,
+        *,
+        error_rate_500: float | None = None,
+        error_rate_503: float | None = None,
+        drop_connection_rate: float | None = None,
+        latency_s: float | None = None,
+        only_paths: tuple[str, ...] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        with self._lock:
+            for name, value in (
+                ("error_rate_500", error_rate_500),
+                ("error_rate_503", error_rate_503),
+                ("drop_connection_rate", drop_connection_rate),
+            ):
+                if value is not None:
+                    if not 0.0 <= value <= 1.0:
+                        raise ValueError(f"{name} must be in [0, 1], got {value}")
+                    setattr(self, name, value)
+            if latency_s is not None:
+                if latency_s < 0:
+                    raise ValueError(f"latency_s must be >= 0, got {latency_s}")
+                self.latency_s = latency_s
+            if only_paths is not None:
+                self.only_paths = tuple(only_paths)
+            if seed is not None:
+                self._random = random.Random(seed)
+
+    def clear(self) -> None:
+        self.configure(
+            error_rate_500=0.0,
+            error_rate_503=0.0,
+            drop_connection_rate=0.0,
+            latency_s=0.0,
+            only_paths=(),
+        )
+
+    def decide(self, path: str) -> FaultDecision:
+        with self._lock:
+            if self.only_paths and not any(p in path for p in self.only_paths):
+                return FaultDecision(FaultKind.NONE, 0.0)
+            # One draw per request splits [0, 1) into drop | 500 | 503 | none.
+            draw = self._random.random()
+            kind = FaultKind.NONE
+            edge = self.drop_connection_rate
+            if draw < edge:
+                kind = FaultKind.DROP
+            elif draw < (edge := edge + self.error_rate_500):
+                kind = FaultKind.ERROR_500
+            elif draw < edge + self.error_rate_503:
+                kind = FaultKind.ERROR_503
+            if kind is not FaultKind.NONE:
+                self.injected[kind.value] += 1
+            if self.latency_s > 0:
+                self.injected["latency"] += 1
+            return FaultDecision(kind, self.latency_s)

@@ -1,0 +1,616 @@
+"""The state of a simulated peer group: clusters, brokers, namespaces, bundles, topics,
+ledgers, offloads and every split applied, with the operations the admin API exposes.
+
+Operations raise `SimError(status, reason)` for answers Pulsar gives as HTTP errors, and
+`PeerRedirect(cluster)` when a namespace lives on a peer cluster. Thread-safe: every public
+method holds the model's lock. Time comes from the `SimClock` only.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from balancer.bundles import BundleRange, InvalidBundle, NamespaceBundles, format_position
+from balancer.hashing import hash_position
+from balancer.load import TopicLoad
+from balancer.sim.clock import SimClock
+from balancer.sim.scenarios import Scenario
+from balancer.sim.stats import (
+    Ledger,
+    TopicSnapshot,
+    broker_topic_stats,
+    internal_stats,
+    topic_stats,
+)
+from balancer.sim.traffic import IntArray, TrafficModel
+from balancer.split import SplitAlgorithm, SplitError, SplitOptions, compute_split
+from balancer.topics import InvalidTopicName, parse_topic
+
+# Ledger ids of topic i are LEDGER_ID_STRIDE * i + k: unique in the group, increasing per topic.
+LEDGER_ID_STRIDE = 1_000_000
+SPECIAL_BUNDLES = ("LARGEST", "HOT")
+PULSAR_SPLIT_ALGORITHMS = (
+    SplitAlgorithm.RANGE_EQUALLY_DIVIDE,
+    SplitAlgorithm.TOPIC_COUNT_EQUALLY_DIVIDE,
+    SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE,
+    SplitAlgorithm.FLOW_OR_QPS_EQUALLY_DIVIDE,
+)
+
+
+class SimError(Exception):
+    """An answer Pulsar gives as an HTTP error: status and the `reason` of its JSON body."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"{status}: {reason}")
+        self.status = status
+        self.reason = reason
+
+
+class PeerRedirect(Exception):
+    """The namespace lives on this peer cluster: answer 307 to its service URL."""
+
+    def __init__(self, cluster: str) -> None:
+        super().__init__(cluster)
+        self.cluster = cluster
+
+
+@dataclass
+class ClusterState:
+    name: str
+    broker_count: int
+    peers: list[str]
+    broker_urls: list[str] = field(default_factory=list)  # set once the servers are bound
+
+    @property
+    def service_url(self) -> str:
+        return self.broker_urls[0] if self.broker_urls else ""
+
+    def broker_address(self, broker: int) -> str:
+        """`host:port` of a broker, as Pulsar names brokers."""
+        if broker < len(self.broker_urls):
+            return self.broker_urls[broker].removeprefix("http://")
+        return f"broker-{broker}"
+
+
+@dataclass
+class NamespaceState:
+    name: str  # tenant/ns
+    cluster: str
+    layout: NamespaceBundles
+    owners: dict[BundleRange, int]  # bundle -> broker index in the cluster
+    topic_indices: IntArray  # sorted by hash position
+    sorted_positions: IntArray
+    local_index: dict[str, int]  # local topic name -> global topic index
+    partitioned: dict[str, int]  # partitioned base local name -> partitions
+    topic_buckets: int | None
+
+    @property
+    def tenant(self) -> str:
+        return self.name.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class SplitRecord:
+    """One split applied: the parent is gone, the children replace it."""
+
+    time_ms: int
+    cluster: str
+    namespace: str
+    parent: BundleRange
+    children: tuple[BundleRange, ...]
+    algorithm: str
+    boundaries: tuple[int, ...]
+    unloaded: bool
+
+
+@dataclass(frozen=True)
+class NoopSplit:
+    """A split request answered 204 with no valid boundary: nothing changed."""
+
+    time_ms: int
+    namespace: str
+    bundle: BundleRange
+    algorithm: str
+
+
+@dataclass(frozen=True)
+class UnloadRecord:
+    time_ms: int
+    namespace: str
+    bundle: BundleRange
+    from_broker: int
+    to_broker: int
+
+
+@dataclass
+class OffloadState:
+    status: str = "NOT_RUN"  # NOT_RUN | RUNNING | SUCCESS | ERROR
+    target_prefix: int = 0  # ledgers [0, target_prefix) offloaded when it completes
+    completes_at_s: float = 0.0
+    last_error: str = ""
+
+
+def _initial_owner(namespace: str, bundle: BundleRange, brokers: int) -> int:
+    return zlib.crc32(f"{namespace}/{bundle}".encode()) % brokers
+
+
+class SimModel:
+    def __init__(self, scenario: Scenario, clock: SimClock) -> None:
+        self.scenario = scenario
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.traffic = TrafficModel(scenario)
+        table = self.traffic.table
+        self.clusters: dict[str, ClusterState] = {
+            c.name: ClusterState(c.name, c.brokers, list(c.peers)) for c in scenario.clusters
+        }
+        self.namespaces: dict[str, NamespaceState] = {}
+        for n, spec in enumerate(scenario.namespaces):
+            idx = np.flatnonzero(table.namespace_index == n).astype(np.int64)
+            order = np.argsort(table.positions[idx], kind="stable")
+            idx = idx[order]
+            layout = NamespaceBundles.initial(spec.name, spec.bundles)
+            brokers = self.clusters[spec.cluster].broker_count
+            self.namespaces[spec.name] = NamespaceState(
+                name=spec.name,
+                cluster=spec.cluster,
+                layout=layout,
+                owners={b: _initial_owner(spec.name, b, brokers) for b in layout.bundles},
+                topic_indices=idx,
+                sorted_positions=table.positions[idx],
+                local_index={table.local_names[int(i)]: int(i) for i in idx},
+                partitioned=dict(table.partitioned[n]),
+                topic_buckets=spec.topic_buckets,
+            )
+        self.splits: list[SplitRecord] = []
+        self.noop_splits: list[NoopSplit] = []
+        self.unloads: list[UnloadRecord] = []
+        self.offloads: dict[int, OffloadState] = {}
+        self.offloaded_prefix = np.zeros(table.size, dtype=np.int64)
+        self.last_offload_success_ms = np.zeros(table.size, dtype=np.int64)
+        self.request_counts: Counter[tuple[str, str]] = Counter()  # (cluster, route) -> n
+        self._broker_stats_cache: dict[tuple[str, int], tuple[tuple[int, int], dict[str, Any]]] = {}
+        self._layout_version = 0
+
+    # ----- time and bookkeeping -------------------------------------------------------
+
+    def elapsed_s(self) -> float:
+        return self.clock.elapsed_s()
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
+    def count_request(self, cluster: str, route: str) -> None:
+        with self.lock:
+            self.request_counts[(cluster, route)] += 1
+
+    def requests(self, *, route: str | None = None, cluster: str | None = None) -> int:
+        """How many requests matched `route` (a route name such as "split") on `cluster`."""
+        with self.lock:
+            return sum(
+                n
+                for (c, r), n in self.request_counts.items()
+                if (route is None or r == route) and (cluster is None or c == cluster)
+            )
+
+    def _settle(self) -> None:
+        """Complete the offloads whose simulated duration has passed."""
+        now_s = self.elapsed_s()
+        for i, state in self.offloads.items():
+            if state.status == "RUNNING" and now_s >= state.completes_at_s:
+                state.status = "SUCCESS"
+                if state.target_prefix > int(self.offloaded_prefix[i]):
+                    self.offloaded_prefix[i] = state.target_prefix
+                self.last_offload_success_ms[i] = self.scenario.start_ms + int(
+                    state.completes_at_s * 1000
+                )
+
+    # ----- clusters and namespaces ------------------------------------------------------
+
+    def cluster(self, name: str) -> ClusterState:
+        c = self.clusters.get(name)
+        if c is None:
+            raise SimError(404, f"Cluster {name} does not exist")
+        return c
+
+    def set_peers(self, cluster: str, peers: Sequence[str]) -> None:
+        with self.lock:
+            c = self.cluster(cluster)
+            for p in peers:
+                if p == cluster:
+                    raise SimError(412, "Own cluster cannot be part of peer cluster list")
+                if p not in self.clusters:
+                    raise SimError(412, f"Peer cluster {p} does not exist")
+            c.peers = list(dict.fromkeys(peers))
+
+    def tenants(self) -> list[str]:
+        return sorted({ns.tenant for ns in self.namespaces.values()})
+
+    def tenant_clusters(self, tenant: str) -> list[str]:
+        clusters = sorted({ns.cluster for ns in self.namespaces.values() if ns.tenant == tenant})
+        if not clusters:
+            raise SimError(404, "Tenant does not exist")
+        return clusters
+
+    def namespaces_of(self, cluster: str, tenant: str) -> list[str]:
+        """The tenant's namespaces this cluster holds (each cluster keeps its own metadata)."""
+        self.tenant_clusters(tenant)
+        return sorted(
+            ns.name
+            for ns in self.namespaces.values()
+            if ns.tenant == tenant and ns.cluster == cluster
+        )
+
+    def locate(self, cluster: str, namespace: str) -> NamespaceState:
+        """The namespace if `cluster` holds it; else `PeerRedirect` to the first peer (in the
+        cluster's peer order) that holds it; `SimError(412)` if no peer does; 404 if none
+        of the group's clusters knows it."""
+        with self.lock:
+            ns = self.namespaces.get(namespace)
+            if ns is None:
+                raise SimError(404, "Namespace does not exist")
+            if ns.cluster == cluster:
+                return ns
+            for peer in self.cluster(cluster).peers:
+                if ns.cluster == peer:
+                    raise PeerRedirect(peer)
+            raise SimError(
+                412,
+                f"Namespace missing local cluster name in clusters list: local_cluster={cluster} "
+                f"ns={namespace} clusters=[{ns.cluster}]",
+            )
+
+    def policies(self, ns: NamespaceState) -> dict[str, Any]:
+        with self.lock:
+            policies: dict[str, Any] = {
+                "bundles": ns.layout.to_json(),
+                "replication_clusters": [ns.cluster],
+                "auth_policies": {"namespace_auth": {}, "destination_auth": {}},
+                "deleted": False,
+            }
+            if ns.topic_buckets is not None:
+                policies["numberOfTopicBuckets"] = ns.topic_buckets
+            return policies
+
+    # ----- bundles ------------------------------------------------------------------------
+
+    def _bundle_slice(self, ns: NamespaceState, bundle: BundleRange) -> IntArray:
+        lo = int(np.searchsorted(ns.sorted_positions, bundle.lower, side="left"))
+        if bundle.is_last:  # 0xffffffff itself belongs to the last bundle
+            hi = int(np.searchsorted(ns.sorted_positions, bundle.upper, side="right"))
+        else:
+            hi = int(np.searchsorted(ns.sorted_positions, bundle.upper, side="left"))
+        return ns.topic_indices[lo:hi]
+
+    def resolve_bundle(
+        self, ns: NamespaceState, text: str, *, allow_special: bool = False
+    ) -> BundleRange:
+        with self.lock:
+            if allow_special and text in SPECIAL_BUNDLES:
+                return self._special_bundle(ns, text)
+            try:
+                bundle = BundleRange.parse(text)
+            except InvalidBundle as exc:
+                raise SimError(412, f"Invalid bundle range {text!r}: {exc}") from None
+            if not ns.layout.has(bundle):
+                raise SimError(404, f"Namespace bundle {ns.name}/{bundle} not found")
+            return bundle
+
+    def _special_bundle(self, ns: NamespaceState, which: str) -> BundleRange:
+        """LARGEST: most topics; HOT: highest msgRate in + out. Ties go to the lowest bundle."""
+        rates = self.traffic.rates(self.elapsed_s())
+        best: tuple[float, float, BundleRange] | None = None
+        for b in ns.layout.bundles:
+            idx = self._bundle_slice(ns, b)
+            if which == "LARGEST":
+                key: tuple[float, float] = (float(len(idx)), 0.0)
+            else:
+                key = (
+                    float(rates.msg_rate_in[idx].sum() + rates.msg_rate_out[idx].sum()),
+                    float(rates.throughput_in[idx].sum() + rates.throughput_out[idx].sum()),
+                )
+            if best is None or key > best[:2]:
+                best = (*key, b)
+        assert best is not None  # a layout always has at least one bundle
+        return best[2]
+
+    def topics_of_bundle(self, ns: NamespaceState, bundle: BundleRange | None) -> list[str]:
+        with self.lock:
+            names = self.traffic.table.full_names
+            idx = ns.topic_indices if bundle is None else self._bundle_slice(ns, bundle)
+            return [names[int(i)] for i in idx]
+
+    def owner_of(self, ns: NamespaceState, position: int) -> int:
+        with self.lock:
+            return ns.owners[ns.layout.find(position)]
+
+    def topic_loads(self, ns: NamespaceState, bundle: BundleRange) -> list[TopicLoad]:
+        """The bundle's topics with their load now, as the split algorithms take them."""
+        t = self.traffic.table
+        rates = self.traffic.rates(self.elapsed_s())
+        idx = self._bundle_slice(ns, bundle)
+        return [
+            TopicLoad(
+                topic=t.full_names[i],
+                position=int(t.positions[i]),
+                msg_rate_in=float(rates.msg_rate_in[i]),
+                msg_rate_out=float(rates.msg_rate_out[i]),
+                msg_throughput_in=float(rates.throughput_in[i]),
+                msg_throughput_out=float(rates.throughput_out[i]),
+                producer_count=int(t.producers[i]),
+                consumer_count=int(t.subscriptions[i] * t.consumers_per_subscription[i]),
+            )
+            for i in (int(x) for x in idx)
+        ]
+
+    def split_bundle(
+        self,
+        ns: NamespaceState,
+        bundle_text: str,
+        *,
+        algorithm: str | None,
+        boundaries: Sequence[int],
+        unload: bool,
+    ) -> SplitRecord | None:
+        """Apply a split as a broker would; None when the algorithm finds no valid boundary."""
+        with self.lock:
+            broker = self.scenario.broker
+            name = algorithm or broker.default_split_algorithm
+            supported = [a.value for a in PULSAR_SPLIT_ALGORITHMS]
+            if name not in supported:
+                raise SimError(
+                    412,
+                    f"Unsupported namespace bundle split algorithm {name}, "
+                    f"supported algorithms are {supported}",
+                )
+            algo = SplitAlgorithm(name)
+            if (
+                algo is SplitAlgorithm.FLOW_OR_QPS_EQUALLY_DIVIDE
+                and broker.default_split_algorithm != algo.value
+            ):
+                # Pulsar PR 17872: this algorithm only works as the broker's default.
+                raise SimError(
+                    412,
+                    "Unsupported namespace bundle split algorithm flow_or_qps_equally_divide: "
+                    "it is not the broker's default split algorithm",
+                )
+            if algo is SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE and not boundaries:
+                raise SimError(412, "SplitBoundaries can't be empty")
+            parent = self.resolve_bundle(ns, bundle_text, allow_special=True)
+            if algo is SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE:
+                outside = [b for b in boundaries if not parent.strictly_inside(b)]
+                if outside:
+                    # Stricter than Pulsar, which drops such positions silently: a boundary
+                    # outside the bundle means the caller's view of the layout is stale.
+                    raise SimError(
+                        412,
+                        f"Split boundaries {[format_position(b) for b in outside]} are not "
+                        f"strictly inside bundle {parent}",
+                    )
+            options = SplitOptions(
+                max_msg_rate=broker.max_msg_rate,
+                max_bandwidth_mbytes=broker.max_bandwidth_mbytes,
+                difference_threshold_pct=broker.flow_or_qps_difference_threshold_pct,
+                positions=tuple(boundaries),
+            )
+            try:
+                result = compute_split(algo, parent, self.topic_loads(ns, parent), options)
+            except SplitError as exc:
+                raise SimError(412, str(exc)) from None
+            now_ms = self.now_ms()
+            if not result.is_split:
+                self.noop_splits.append(NoopSplit(now_ms, ns.name, parent, algo.value))
+                return None
+            try:
+                layout, children = ns.layout.split(parent, result.boundaries)
+            except InvalidBundle as exc:
+                raise SimError(412, str(exc)) from None
+            owner = ns.owners.pop(parent)
+            brokers = self.clusters[ns.cluster].broker_count
+            for child in children:
+                ns.owners[child] = _initial_owner(ns.name, child, brokers) if unload else owner
+            ns.layout = layout
+            self._layout_version += 1
+            record = SplitRecord(
+                time_ms=now_ms,
+                cluster=ns.cluster,
+                namespace=ns.name,
+                parent=parent,
+                children=tuple(children),
+                algorithm=algo.value,
+                boundaries=tuple(result.boundaries),
+                unloaded=unload,
+            )
+            self.splits.append(record)
+            return record
+
+    def unload_bundle(self, ns: NamespaceState, bundle_text: str) -> UnloadRecord:
+        """Unloading moves the bundle to the next broker of the cluster (if there is one)."""
+        with self.lock:
+            bundle = self.resolve_bundle(ns, bundle_text)
+            brokers = self.clusters[ns.cluster].broker_count
+            before = ns.owners[bundle]
+            ns.owners[bundle] = (before + 1) % brokers
+            self._layout_version += 1
+            record = UnloadRecord(self.now_ms(), ns.name, bundle, before, ns.owners[bundle])
+            self.unloads.append(record)
+            return record
+
+    def topic_hash_positions(
+        self, ns: NamespaceState, bundle_text: str, topics: Sequence[str]
+    ) -> dict[str, Any]:
+        with self.lock:
+            bundle = self.resolve_bundle(ns, bundle_text)
+            positions: dict[str, int] = {}
+            if not topics:
+                for name in self.topics_of_bundle(ns, bundle):
+                    positions[name] = hash_position(name)
+            for raw in topics:
+                try:
+                    topic = parse_topic(raw)
+                except InvalidTopicName as exc:
+                    raise SimError(412, str(exc)) from None
+                if topic.namespace_name != ns.name:
+                    continue
+                parts = ns.partitioned.get(topic.local_name, 0) if not topic.is_partition else 0
+                names = [topic.partition(p).full for p in range(parts)] if parts else [topic.full]
+                for name in names:
+                    pos = hash_position(name)
+                    if bundle.contains(pos):
+                        positions[name] = pos
+            return {"namespace": ns.name, "bundle": str(bundle), "topicHashPositions": positions}
+
+    # ----- topics ---------------------------------------------------------------------------
+
+    def topic_index(self, ns: NamespaceState, local_name: str) -> int:
+        i = ns.local_index.get(local_name)
+        if i is None:
+            raise SimError(404, f"Topic persistent://{ns.name}/{local_name} not found")
+        return i
+
+    def partitions_of(self, ns: NamespaceState, local_name: str) -> int:
+        return ns.partitioned.get(local_name, 0)
+
+    def ledgers(self, i: int) -> tuple[list[Ledger], int]:
+        """The topic's ledgers oldest first (the last is the current one) and the current
+        ledger's size in bytes."""
+        with self.lock:
+            self._settle()
+            return self._ledgers(i, float(self.traffic.bytes_written(self.elapsed_s())[i]))
+
+    def _ledgers(self, i: int, written: float) -> tuple[list[Ledger], int]:
+        limit = self.scenario.broker.ledger_max_size_bytes
+        total = int(written)
+        closed, current = divmod(total, limit)
+        size = float(self.traffic.table.msg_size_bytes[i])
+        per_ledger_entries = max(int(limit // size), 1)
+        first = i * LEDGER_ID_STRIDE
+        offloaded = int(self.offloaded_prefix[i])
+        ledgers = [
+            Ledger(first + k, per_ledger_entries, limit, k < offloaded) for k in range(closed)
+        ]
+        ledgers.append(Ledger(first + closed, int(current // size), current, False))
+        return ledgers, current
+
+    def _snapshot(self, i: int, elapsed_s: float, written: float) -> TopicSnapshot:
+        t = self.traffic.table
+        rates = self.traffic.rates(elapsed_s)
+        ns = self.namespaces[self.scenario.namespaces[int(t.namespace_index[i])].name]
+        limit = self.scenario.broker.ledger_max_size_bytes
+        offloaded_bytes = int(self.offloaded_prefix[i]) * limit
+        storage = int(written) - offloaded_bytes
+        backlog = int(min(float(rates.throughput_in[i] * t.backlog_s[i]), float(storage)))
+        broker = ns.owners[ns.layout.find(int(t.positions[i]))]
+        prefix = int(self.offloaded_prefix[i])
+        return TopicSnapshot(
+            full_name=t.full_names[i],
+            now_ms=self.scenario.start_ms + int(elapsed_s * 1000),
+            start_ms=self.scenario.start_ms,
+            owner_broker=self.clusters[ns.cluster].broker_address(broker),
+            msg_rate_in=float(rates.msg_rate_in[i]),
+            msg_rate_out=float(rates.msg_rate_out[i]),
+            throughput_in=float(rates.throughput_in[i]),
+            throughput_out=float(rates.throughput_out[i]),
+            msg_size_bytes=float(t.msg_size_bytes[i]),
+            producers=int(t.producers[i]),
+            subscriptions=int(t.subscriptions[i]),
+            consumers_per_subscription=int(t.consumers_per_subscription[i]),
+            bytes_in_total=max(int(written - t.initial_storage_bytes[i]), 0),
+            storage_size_bytes=storage,
+            offloaded_size_bytes=offloaded_bytes,
+            backlog_size_bytes=backlog,
+            last_offload_ledger_id=i * LEDGER_ID_STRIDE + prefix - 1 if prefix else 0,
+            last_offload_success_ms=int(self.last_offload_success_ms[i]),
+        )
+
+    def topic_stats(self, i: int) -> dict[str, Any]:
+        with self.lock:
+            self._settle()
+            elapsed = self.elapsed_s()
+            written = float(self.traffic.bytes_written(elapsed)[i])
+            return topic_stats(self._snapshot(i, elapsed, written))
+
+    def internal_stats(self, i: int) -> dict[str, Any]:
+        with self.lock:
+            ledgers, current = self.ledgers(i)
+            return internal_stats(
+                ledgers=ledgers,
+                current_ledger_size=current,
+                now_ms=self.now_ms(),
+                subscriptions=int(self.traffic.table.subscriptions[i]),
+            )
+
+    def broker_stats(self, cluster: str, broker: int) -> dict[str, Any]:
+        """`broker-stats/topics` of one broker: the topics of the bundles it owns, nested
+        namespace -> bundle -> "persistent" -> topic, as of the last stats refresh."""
+        with self.lock:
+            self._settle()
+            interval = self.scenario.broker.stats_update_interval_s
+            elapsed = self.elapsed_s()
+            if interval > 0:
+                elapsed = (elapsed // interval) * interval
+            key = (int(elapsed * 1000), self._layout_version)
+            cached = self._broker_stats_cache.get((cluster, broker))
+            if cached is not None and cached[0] == key:
+                return cached[1]
+            written = self.traffic.bytes_written(elapsed)
+            out: dict[str, Any] = {}
+            for ns in self.namespaces.values():
+                if ns.cluster != cluster:
+                    continue
+                by_bundle: dict[str, Any] = {}
+                for bundle in ns.layout.bundles:
+                    if ns.owners[bundle] != broker:
+                        continue
+                    topics = {}
+                    for i in (int(x) for x in self._bundle_slice(ns, bundle)):
+                        snap = self._snapshot(i, elapsed, float(written[i]))
+                        topics[snap.full_name] = broker_topic_stats(snap)
+                    if topics:
+                        by_bundle[str(bundle)] = {"persistent": topics}
+                if by_bundle:
+                    out[ns.name] = by_bundle
+            self._broker_stats_cache[(cluster, broker)] = (key, out)
+            return out
+
+    # ----- offload ---------------------------------------------------------------------------
+
+    def trigger_offload(self, i: int, ledger_id: int) -> OffloadState:
+        """Offload every closed, non-empty, not yet offloaded ledger with id < `ledger_id`;
+        done after `offload_duration_s` of simulated time."""
+        with self.lock:
+            self._settle()
+            state = self.offloads.setdefault(i, OffloadState())
+            if state.status == "RUNNING":
+                raise SimError(409, "Offload already in progress")
+            ledgers, _ = self._ledgers(i, float(self.traffic.bytes_written(self.elapsed_s())[i]))
+            closed = len(ledgers) - 1
+            wanted = min(closed, max(ledger_id - i * LEDGER_ID_STRIDE, 0))
+            state.last_error = ""
+            state.target_prefix = max(wanted, int(self.offloaded_prefix[i]))
+            state.status = "RUNNING"
+            state.completes_at_s = self.elapsed_s() + self.scenario.broker.offload_duration_s
+            self._settle()
+            return state
+
+    def offload_status(self, i: int) -> dict[str, Any]:
+        with self.lock:
+            self._settle()
+            state = self.offloads.get(i, OffloadState())
+            prefix = int(self.offloaded_prefix[i])
+            return {
+                "status": state.status,
+                "lastError": state.last_error,
+                "firstUnoffloadedMessage": {
+                    "ledgerId": i * LEDGER_ID_STRIDE + prefix,
+                    "entryId": 0,
+                    "partitionIndex": -1,
+                },
+            }

@@ -1,0 +1,219 @@
+"""Scenario files: YAML describing clusters, namespaces, topics and their traffic shapes.
+
+Loaded once, validated by pydantic (unknown keys are errors); a bad file fails with a
+`ScenarioError` naming the offending key, e.g. `namespaces.0.topic_groups.1.zipf_exponent`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+SplitAlgorithmName = Literal[
+    "range_equally_divide",
+    "topic_count_equally_divide",
+    "specified_positions_divide",
+    "flow_or_qps_equally_divide",
+]
+
+_NAMESPACE = re.compile(r"^[-=:.\w]+/[-=:.\w]+$")
+_LOCAL_NAME = re.compile(r"^[^/\s]+$")
+_DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be loaded; the message names the file and the bad key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BrokerSettings(_Strict):
+    """Broker configuration shared by every simulated broker (Pulsar's defaults)."""
+
+    default_split_algorithm: SplitAlgorithmName = "range_equally_divide"
+    max_msg_rate: float = Field(30000.0, gt=0)  # loadBalancerNamespaceBundleMaxMsgRate
+    # loadBalancerNamespaceBundleMaxBandwidthMbytes
+    max_bandwidth_mbytes: float = Field(100.0, gt=0)
+    flow_or_qps_difference_threshold_pct: float = Field(10.0, ge=0)
+    # broker-stats/topics is a snapshot refreshed every statsUpdateFrequencyInSecs.
+    stats_update_interval_s: float = Field(60.0, ge=0)
+    offload_duration_s: float = Field(30.0, ge=0)
+    ledger_max_size_bytes: int = Field(256 * 1024 * 1024, gt=0)
+    # Storage integrates throughput-in over a fixed grid of this many simulated seconds.
+    integration_step_s: float = Field(60.0, gt=0)
+
+
+class ClusterSpec(_Strict):
+    name: str = Field(pattern=r"^[-=:.\w]+$")
+    brokers: int = Field(1, ge=1, le=16)
+    peers: list[str] = Field(default_factory=list)
+
+
+class TopicGroupSpec(_Strict):
+    """`count` topics `{name}-{i}` (just `{name}` when count is 1), each optionally partitioned.
+
+    The group's `total_msg_rate_in` is spread over its topics by a Zipf law of
+    `zipf_exponent` (0 = even) over a seeded random ranking; partitions of one topic share
+    their topic's rate evenly.
+    """
+
+    name: str = Field(pattern=_LOCAL_NAME.pattern)
+    count: int = Field(1, ge=1, le=1_000_000)
+    partitions: int = Field(0, ge=0, le=10_000)
+    total_msg_rate_in: float = Field(0.0, ge=0)
+    zipf_exponent: float = Field(0.0, ge=0, le=10)
+    avg_msg_size_bytes: float = Field(1024.0, gt=0)
+    producers_per_topic: int = Field(1, ge=0)
+    subscriptions: int = Field(1, ge=0)
+    consumers_per_subscription: int = Field(1, ge=0)
+    initial_storage_bytes: int = Field(0, ge=0)
+    backlog_s: float = Field(0.0, ge=0)  # consumers lag this far behind: backlog = in * lag
+
+
+class OutstandingTopicSpec(_Strict):
+    """A topic with an explicit rate, overriding its group's share (or added to the namespace)."""
+
+    topic: str = Field(pattern=_LOCAL_NAME.pattern)  # local name, e.g. orders-partition-3
+    msg_rate_in: float = Field(ge=0)
+    avg_msg_size_bytes: float | None = Field(None, gt=0)
+    producers: int | None = Field(None, ge=0)
+    subscriptions: int | None = Field(None, ge=0)
+    consumers_per_subscription: int | None = Field(None, ge=0)
+    initial_storage_bytes: int | None = Field(None, ge=0)
+    backlog_s: float | None = Field(None, ge=0)
+
+
+class StepChange(_Strict):
+    """Rates of the matching topics are multiplied by `factor` from `at_s` on."""
+
+    kind: Literal["step"]
+    at_s: float = Field(ge=0)
+    factor: float = Field(ge=0)
+    topics: list[str] = Field(default_factory=list)  # globs on local names; empty = all
+
+
+class RampChange(_Strict):
+    """Rates of the matching topics go linearly from x1 at `from_s` to x`factor` at `to_s`."""
+
+    kind: Literal["ramp"]
+    from_s: float = Field(ge=0)
+    to_s: float = Field(gt=0)
+    factor: float = Field(ge=0)
+    topics: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RampChange:
+        if self.to_s <= self.from_s:
+            raise ValueError(f"to_s ({self.to_s}) must be after from_s ({self.from_s})")
+        return self
+
+
+Change = Annotated[StepChange | RampChange, Field(discriminator="kind")]
+
+
+class DailyCycle(_Strict):
+    """Rate x (1 + amplitude * cos(2*pi*(hour - peak_hour_utc)/24))."""
+
+    amplitude: float = Field(ge=0, lt=1)
+    peak_hour_utc: float = Field(14.0, ge=0, lt=24)
+
+
+class NamespaceSpec(_Strict):
+    name: str = Field(pattern=_NAMESPACE.pattern)  # tenant/namespace
+    cluster: str  # the one cluster of the peer group that holds it (replication_clusters)
+    bundles: int = Field(4, ge=1, le=4096)
+    topic_buckets: int | None = Field(None, ge=1)  # numberOfTopicBuckets (PIP-157)
+    topic_groups: list[TopicGroupSpec] = Field(default_factory=list)
+    outstanding: list[OutstandingTopicSpec] = Field(default_factory=list)
+    changes: list[Change] = Field(default_factory=list)
+    daily_cycle: DailyCycle | None = None
+
+    @property
+    def tenant(self) -> str:
+        return self.name.split("/", 1)[0]
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    seed: int = 0
+    start_time: datetime = _DEFAULT_START
+    # Multiplicative gaussian noise on rates, redrawn every noise_interval_s (0 = none).
+    noise_pct: float = Field(0.0, ge=0, lt=100)
+    noise_interval_s: float = Field(60.0, gt=0)
+    broker: BrokerSettings = Field(default_factory=BrokerSettings)  # type: ignore[arg-type]
+    clusters: list[ClusterSpec] = Field(min_length=1)
+    namespaces: list[NamespaceSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        names = [c.name for c in self.clusters]
+        _unique(names, "clusters")
+        for i, c in enumerate(self.clusters):
+            for peer in c.peers:
+                if peer not in names:
+                    raise ValueError(f"clusters.{i}.peers: unknown cluster {peer!r}")
+                if peer == c.name:
+                    raise ValueError(f"clusters.{i}.peers: a cluster cannot be its own peer")
+        _unique([n.name for n in self.namespaces], "namespaces")
+        for i, ns in enumerate(self.namespaces):
+            if ns.cluster not in names:
+                raise ValueError(f"namespaces.{i}.cluster: unknown cluster {ns.cluster!r}")
+            _unique([g.name for g in ns.topic_groups], f"namespaces.{i}.topic_groups")
+            _unique([o.topic for o in ns.outstanding], f"namespaces.{i}.outstanding")
+        return self
+
+    @property
+    def start_ms(self) -> int:
+        start = self.start_time
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=UTC)
+        return int(start.timestamp() * 1000)
+
+
+def _unique(values: list[str], where: str) -> None:
+    seen: set[str] = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(f"{where}: duplicate name {v!r}")
+        seen.add(v)
+
+
+def _format_errors(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{loc}: {msg}")
+    return "; ".join(lines)
+
+
+def parse_scenario(data: Any, *, source: str = "<scenario>") -> Scenario:
+    """Validate an already-parsed YAML/JSON document."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario must be a mapping, got {type(data).__name__}")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(f"{source}: {_format_errors(exc)}") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{p}: cannot read scenario file: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{p}: not valid YAML: {exc}") from None
+    return parse_scenario(data, source=str(p))

@@ -1,0 +1,431 @@
+"""One simulated broker's HTTP server: Pulsar's admin REST API over the shared `SimModel`.
+
+Each broker of each cluster listens on its own port on 127.0.0.1; broker 0's URL is the
+cluster's admin/service URL. Every broker answers every admin request (as any Pulsar broker
+does), but `broker-stats/topics` only lists the topics of the bundles that broker owns.
+Errors are Pulsar's JSON `{"reason": "..."}`; a namespace held by a peer cluster is answered
+with 307 to the same path on that peer's service URL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from balancer.sim.faults import FaultInjector, FaultKind
+from balancer.sim.model import NamespaceState, PeerRedirect, SimError, SimModel
+from balancer.sim.paths import metadata_path
+from balancer.topics import InvalidTopicName, parse_topic
+
+log = logging.getLogger(__name__)
+
+_SEG = r"([^/]+)"
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: bytes
+    cluster: str
+    broker: int
+    params: tuple[str, ...] = ()
+
+    def flag(self, name: str) -> bool:
+        return self.query.get(name, ["false"])[-1].lower() == "true"
+
+    def json_body(self) -> Any:
+        if not self.body.strip():
+            return None
+        try:
+            return json.loads(self.body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SimError(400, f"Request body is not valid JSON: {exc}") from None
+
+
+@dataclass
+class Response:
+    status: int
+    body: Any = None  # JSON-serialisable, or str for text/plain
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[SimModel, Request], Response]
+
+
+def _ok(body: Any) -> Response:
+    return Response(200, body)
+
+
+def _no_content() -> Response:
+    return Response(204)
+
+
+# ----- handlers ------------------------------------------------------------------------------
+
+
+def _clusters(m: SimModel, r: Request) -> Response:
+    return _ok(sorted(m.clusters))
+
+
+def _cluster(m: SimModel, r: Request) -> Response:
+    c = m.cluster(r.params[0])
+    return _ok({"serviceUrl": c.service_url, "peerClusterNames": list(c.peers) or None})
+
+
+def _get_peers(m: SimModel, r: Request) -> Response:
+    return _ok(list(m.cluster(r.params[0]).peers))
+
+
+def _set_peers(m: SimModel, r: Request) -> Response:
+    body = r.json_body()
+    if not isinstance(body, list) or not all(isinstance(x, str) for x in body):
+        raise SimError(400, "Peer cluster names must be a JSON array of strings")
+    m.set_peers(r.params[0], body)
+    return _no_content()
+
+
+def _brokers(m: SimModel, r: Request) -> Response:
+    c = m.cluster(r.params[0])
+    return _ok([c.broker_address(b) for b in range(c.broker_count)])
+
+
+def _tenants(m: SimModel, r: Request) -> Response:
+    return _ok(m.tenants())
+
+
+def _tenant(m: SimModel, r: Request) -> Response:
+    return _ok({"adminRoles": [], "allowedClusters": m.tenant_clusters(r.params[0])})
+
+
+def _namespaces(m: SimModel, r: Request) -> Response:
+    return _ok(m.namespaces_of(r.cluster, r.params[0]))
+
+
+def _ns(m: SimModel, r: Request) -> NamespaceState:
+    return m.locate(r.cluster, f"{r.params[0]}/{r.params[1]}")
+
+
+def _policies(m: SimModel, r: Request) -> Response:
+    return _ok(m.policies(_ns(m, r)))
+
+
+def _bundles(m: SimModel, r: Request) -> Response:
+    return _ok(_ns(m, r).layout.to_json())
+
+
+def _split(m: SimModel, r: Request) -> Response:
+    ns = _ns(m, r)
+    body = r.json_body()
+    if body is None:
+        body = []
+    if not isinstance(body, list) or not all(
+        isinstance(x, int) and not isinstance(x, bool) for x in body
+    ):
+        raise SimError(400, "Split boundaries must be a JSON array of integers")
+    algorithm = r.query.get("splitAlgorithmName", [None])[-1] or None
+    m.split_bundle(ns, r.params[2], algorithm=algorithm, boundaries=body, unload=r.flag("unload"))
+    return _no_content()
+
+
+def _unload(m: SimModel, r: Request) -> Response:
+    m.unload_bundle(_ns(m, r), r.params[2])
+    return _no_content()
+
+
+def _hash_positions(m: SimModel, r: Request) -> Response:
+    return _ok(m.topic_hash_positions(_ns(m, r), r.params[2], r.query.get("topics", [])))
+
+
+def _topics(m: SimModel, r: Request) -> Response:
+    ns = _ns(m, r)
+    bundle_text = r.query.get("bundle", [None])[-1]
+    bundle = m.resolve_bundle(ns, bundle_text) if bundle_text else None
+    return _ok(m.topics_of_bundle(ns, bundle))
+
+
+def _topic(m: SimModel, r: Request) -> tuple[NamespaceState, int]:
+    ns = _ns(m, r)
+    local = r.params[2]
+    if m.partitions_of(ns, local):
+        raise SimError(
+            404, f"Topic persistent://{ns.name}/{local} is partitioned: ask its partitions"
+        )
+    return ns, m.topic_index(ns, local)
+
+
+def _topic_stats(m: SimModel, r: Request) -> Response:
+    _, i = _topic(m, r)
+    return _ok(m.topic_stats(i))
+
+
+def _internal_stats(m: SimModel, r: Request) -> Response:
+    _, i = _topic(m, r)
+    return _ok(m.internal_stats(i))
+
+
+def _trigger_offload(m: SimModel, r: Request) -> Response:
+    _, i = _topic(m, r)
+    body = r.json_body()
+    ledger_id = body.get("ledgerId") if isinstance(body, dict) else None
+    entry_id = body.get("entryId") if isinstance(body, dict) else None
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (ledger_id, entry_id)):
+        raise SimError(400, "Offload needs a message id {ledgerId, entryId, partitionIndex}")
+    assert isinstance(ledger_id, int)
+    m.trigger_offload(i, ledger_id)
+    return _no_content()
+
+
+def _offload_status(m: SimModel, r: Request) -> Response:
+    _, i = _topic(m, r)
+    return _ok(m.offload_status(i))
+
+
+def _partitions(m: SimModel, r: Request) -> Response:
+    ns = _ns(m, r)
+    return _ok({"partitions": m.partitions_of(ns, r.params[2])})
+
+
+def _broker_stats(m: SimModel, r: Request) -> Response:
+    return _ok(m.broker_stats(r.cluster, r.broker))
+
+
+def _lookup_bundle(m: SimModel, r: Request) -> Response:
+    domain, tenant, namespace, local = r.params
+    try:
+        topic = parse_topic(f"{domain}://{tenant}/{namespace}/{local}")
+    except InvalidTopicName as exc:
+        raise SimError(412, str(exc)) from None
+    ns = m.locate(r.cluster, topic.namespace_name)
+    from balancer.hashing import hash_position
+
+    with m.lock:
+        bundle = ns.layout.find(hash_position(topic.full))
+    return Response(200, str(bundle), content_type="text/plain")
+
+
+def _metadata_path(m: SimModel, r: Request) -> Response:
+    domain, tenant, namespace, local = r.params
+    try:
+        topic = parse_topic(f"{domain}://{tenant}/{namespace}/{local}")
+    except InvalidTopicName as exc:
+        raise SimError(412, str(exc)) from None
+    ns = m.locate(r.cluster, topic.namespace_name)
+    return _ok(metadata_path(topic, ns.topic_buckets))
+
+
+def _sim_clock(m: SimModel, r: Request) -> Response:
+    return _ok({"now_ms": m.now_ms(), "elapsed_s": m.elapsed_s()})
+
+
+def _sim_splits(m: SimModel, r: Request) -> Response:
+    with m.lock:
+        return _ok(
+            [
+                {
+                    "time_ms": s.time_ms,
+                    "cluster": s.cluster,
+                    "namespace": s.namespace,
+                    "parent": str(s.parent),
+                    "children": [str(c) for c in s.children],
+                    "algorithm": s.algorithm,
+                    "unloaded": s.unloaded,
+                }
+                for s in m.splits
+            ]
+        )
+
+
+_NS = rf"/admin/v2/namespaces/{_SEG}/{_SEG}"
+_TOPIC = rf"/admin/v2/persistent/{_SEG}/{_SEG}/{_SEG}"
+ROUTES: list[tuple[str, re.Pattern[str], str, Handler]] = [
+    (method, re.compile(f"^{pattern}/?$"), name, handler)
+    for method, pattern, name, handler in [
+        ("GET", "/admin/v2/clusters", "clusters", _clusters),
+        ("GET", rf"/admin/v2/clusters/{_SEG}", "cluster", _cluster),
+        ("GET", rf"/admin/v2/clusters/{_SEG}/peers", "peers", _get_peers),
+        ("POST", rf"/admin/v2/clusters/{_SEG}/peers", "set_peers", _set_peers),
+        ("GET", rf"/admin/v2/brokers/{_SEG}", "brokers", _brokers),
+        ("GET", "/admin/v2/tenants", "tenants", _tenants),
+        ("GET", rf"/admin/v2/tenants/{_SEG}", "tenant", _tenant),
+        ("GET", "/admin/v2/broker-stats/topics", "broker_stats", _broker_stats),
+        ("GET", rf"/admin/v2/namespaces/{_SEG}", "namespaces", _namespaces),
+        ("GET", _NS, "policies", _policies),
+        ("GET", f"{_NS}/bundles", "bundles", _bundles),
+        ("PUT", f"{_NS}/{_SEG}/split", "split", _split),
+        ("PUT", f"{_NS}/{_SEG}/unload", "unload", _unload),
+        ("GET", f"{_NS}/{_SEG}/topicHashPositions", "topic_hash_positions", _hash_positions),
+        ("GET", rf"/admin/v2/persistent/{_SEG}/{_SEG}", "topics", _topics),
+        ("GET", f"{_TOPIC}/stats", "topic_stats", _topic_stats),
+        ("GET", f"{_TOPIC}/internalStats", "internal_stats", _internal_stats),
+        ("PUT", f"{_TOPIC}/offload", "offload", _trigger_offload),
+        ("GET", f"{_TOPIC}/offload", "offload_status", _offload_status),
+        ("GET", f"{_TOPIC}/partitions", "partitions", _partitions),
+        (
+            "GET",
+            rf"/lookup/v2/topic/{_SEG}/{_SEG}/{_SEG}/{_SEG}/bundle",
+            "lookup_bundle",
+            _lookup_bundle,
+        ),
+        (
+            "GET",
+            rf"/sim/v1/metadata-path/{_SEG}/{_SEG}/{_SEG}/{_SEG}",
+            "metadata_path",
+            _metadata_path,
+        ),
+        ("GET", "/sim/v1/clock", "sim_clock", _sim_clock),
+        ("GET", "/sim/v1/splits", "sim_splits", _sim_splits),
+    ]
+]
+
+
+def route(method: str, path: str) -> tuple[str, Handler | None, tuple[str, ...]]:
+    """Route name, handler and decoded path parameters (handler None: no such route)."""
+    known_path = False
+    for m, pattern, name, handler in ROUTES:
+        match = pattern.match(path)
+        if match:
+            known_path = True
+            if m == method:
+                return name, handler, tuple(unquote(g) for g in match.groups())
+    return ("method_not_allowed" if known_path else "unknown"), None, ()
+
+
+# ----- the HTTP server ----------------------------------------------------------------------
+
+
+class BrokerServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        *,
+        model: SimModel,
+        faults: FaultInjector,
+        cluster: str,
+        broker: int,
+    ) -> None:
+        super().__init__(address, _BrokerHandler)
+        self.model = model
+        self.faults = faults
+        self.cluster = cluster
+        self.broker = broker
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"sim-{self.cluster}-broker-{self.broker}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+class _BrokerHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: BrokerServer
+    server_version = "pulsar-balancer-sim"
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.server.url, format % args)
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _handle(self, method: str) -> None:
+        srv = self.server
+        split = urlsplit(self.path)
+        name, handler, params = route(method, split.path)
+        srv.model.count_request(srv.cluster, name)
+        body = self._read_body()
+        fault = srv.faults.decide(split.path)
+        if fault.latency_s > 0:
+            time.sleep(fault.latency_s)  # a real delay: that is the fault being injected
+        if fault.kind is FaultKind.DROP:
+            self.close_connection = True  # no response at all: the client sees a reset
+            return
+        if fault.kind is FaultKind.ERROR_500:
+            self._send(Response(500, {"reason": "Injected fault: internal server error"}))
+            return
+        if fault.kind is FaultKind.ERROR_503:
+            self._send(Response(503, {"reason": "Injected fault: service unavailable"}))
+            return
+        if handler is None:
+            status = 405 if name == "method_not_allowed" else 404
+            self._send(Response(status, {"reason": f"No {method} handler for {split.path}"}))
+            return
+        request = Request(
+            method=method,
+            path=split.path,
+            query=parse_qs(split.query, keep_blank_values=True),
+            body=body,
+            cluster=srv.cluster,
+            broker=srv.broker,
+            params=params,
+        )
+        try:
+            response = handler(srv.model, request)
+        except SimError as exc:
+            response = Response(exc.status, {"reason": exc.reason})
+        except PeerRedirect as redirect:
+            peer_url = srv.model.clusters[redirect.cluster].service_url
+            location = f"{peer_url}{self.path}"
+            response = Response(307, None, headers={"Location": location})
+        except Exception:  # a bug in the simulator must not kill the server thread
+            log.exception("simulator error on %s %s", method, self.path)
+            response = Response(500, {"reason": "Simulator internal error"})
+        self._send(response)
+
+    def _send(self, response: Response) -> None:
+        if response.body is None:
+            payload = b""
+        elif response.content_type == "text/plain":
+            payload = str(response.body).encode("utf-8")
+        else:
+            payload = json.dumps(response.body, separators=(",", ":")).encode("utf-8")
+        self.send_response(response.status)
+        for key, value in response.headers.items():
+            self.send_header(key, value)
+        if payload:
+            self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if payload:
+            self.wfile.write(payload)
