@@ -1,0 +1,174 @@
+"""The typed config: the shipped example validates; bad keys fail naming the key; secrets masked."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from balancer.commands import validate_config
+from balancer.config import BalancerConfig, ConfigError, load_config
+from balancer.split import SplitAlgorithm
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "conf" / "balancer.yaml"
+MINIMAL: dict[str, Any] = {"clusters": [{"name": "c1", "admin_url": "http://127.0.0.1:8080"}]}
+
+
+def write(tmp_path: Path, data: Any) -> Path:
+    path = tmp_path / "balancer.yaml"
+    path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return path
+
+
+def with_(path: str, value: Any) -> dict[str, Any]:
+    """MINIMAL with one dotted key set."""
+    data: dict[str, Any] = json.loads(json.dumps(MINIMAL))
+    node = data
+    keys = path.split(".")
+    for key in keys[:-1]:
+        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+    node[keys[-1]] = value
+    return data
+
+
+def test_shipped_example_validates() -> None:
+    config = load_config(EXAMPLE)
+    assert [c.name for c in config.clusters] == ["pulsar-east", "pulsar-west"]
+    assert config.controller.mode == "dry-run"
+    policy = config.thresholds_model().policy_for("acme/orders")
+    assert policy.limits.max_msg_rate == 50_000
+    assert policy.offload_threshold_bytes == 50 * 1024**3
+    tenant = config.thresholds_model().policy_for("acme/billing")
+    assert tenant.algorithm is SplitAlgorithm.FLOW_OR_QPS_EQUALLY_DIVIDE
+    assert tenant.max_bundles == 64 and tenant.offload_threshold_bytes == 10 * 1024**3
+    audit = config.thresholds_model().policy_for("audit/x")
+    assert not audit.split_enabled and audit.offload_threshold_bytes is None
+
+
+def test_every_line_of_the_example_is_documented() -> None:
+    for number, line in enumerate(EXAMPLE.read_text().splitlines(), 1):
+        if line.strip() and not line.lstrip().startswith("#"):
+            assert "#" in line, f"conf/balancer.yaml:{number} has no comment: {line!r}"
+
+
+def test_minimal_config_has_pulsars_defaults(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, MINIMAL))
+    d = config.thresholds.defaults
+    limits = (d.max_topics, d.max_sessions, d.max_msg_rate, d.max_bandwidth_mbytes, d.max_bundles)
+    assert limits == (1000, 1000, 30000, 100, 128)
+    settings = config.detection_settings()
+    assert (settings.hit_count_threshold, settings.max_splits_per_cycle) == (3, 10)
+    assert config.controller.mode == "dry-run"
+
+
+@pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        (with_("controller.rate_limits.splits_per_minut", 3),
+         "controller.rate_limits.splits_per_minut"),
+        (with_("clusters.0.token", "eyJhbGciOi.secret"), "clusters.0.token"),
+        (with_("detection.hit_count_threshold", "three"), "detection.hit_count_threshold"),
+        (with_("detection.fill_factor", 1.5), "detection.fill_factor"),
+        (with_("detection.fill_factor", 0), "detection.fill_factor"),
+        (with_("spark.window_s", 0), "spark.window_s"),
+        (with_("spark.slide_s", 120), "spark"),
+        (with_("controller.mode", "yolo"), "controller.mode"),
+        (with_("offload.default_threshold", "10 parsecs"), "offload.default_threshold"),
+        (with_("thresholds.defaults.algorithm", "specified_positions_divide"),
+         "thresholds.defaults.algorithm"),
+        (with_("clusters.0.admin_url", "http://user:pw@host:8080"), "clusters.0.admin_url"),
+        (with_("clusters.0.token_env", "abc.def-ghi"), "clusters.0.token_env"),
+        ({"clusters": []}, "clusters"),
+        ({}, "clusters"),
+        ({"clusters": [MINIMAL["clusters"][0], MINIMAL["clusters"][0]]}, "clusters"),
+        (with_("kafka.bootstrap_servers", ["no-port"]), "kafka.bootstrap_servers"),
+    ],
+    ids=["unknown-key", "literal-token-key", "wrong-type", "fill-factor-1.5", "fill-factor-0",
+         "zero-window", "slide-longer-than-window", "bad-mode", "bad-size",
+         "specified-positions-as-detection", "credentials-in-url", "token-env-not-a-name",
+         "no-clusters", "clusters-missing", "duplicate-cluster", "server-without-port"],
+)
+def test_invalid_config_names_the_key(tmp_path: Path, data: dict[str, Any], named: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, data))
+    assert f"  {named}" in str(info.value)
+
+
+def test_error_never_echoes_a_pasted_secret(tmp_path: Path) -> None:
+    secret = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.sig"
+    for data in (with_("clusters.0.token_env", secret), with_("clusters.0.token", secret)):
+        with pytest.raises(ConfigError) as info:
+            load_config(write(tmp_path, data))
+        assert secret not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [("clusters: [", "not valid YAML"), ("- a\n- b\n", "top level must be a mapping")],
+    ids=["broken-yaml", "not-a-mapping"],
+)
+def test_unreadable_files(tmp_path: Path, text: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        load_config(write(tmp_path, text))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_frozen() -> None:
+    config = BalancerConfig.from_mapping(MINIMAL)
+    with pytest.raises(ValueError, match="frozen"):
+        config.controller.mode = "apply"  # type: ignore[misc]
+
+
+def test_secret_references_masked() -> None:
+    config = load_config(EXAMPLE)
+    text = json.dumps(config.as_dict())
+    for reference in ("/var/run/secrets/pulsar-east/token", "PULSAR_WEST_TOKEN", "KAFKA_PASSWORD"):
+        assert reference not in text
+    assert config.clusters[0].token_file == Path("/var/run/secrets/pulsar-east/token")
+    assert config.as_dict()["clusters"][0]["token_file"] == "***"
+    assert config.as_dict()["clusters"][1]["token_file"] is None
+
+
+def test_offload_disabled_globally_wins(tmp_path: Path) -> None:
+    data = with_("offload.enabled", False)
+    data["thresholds"] = {"overrides": [{"namespace": "a/*", "offload_threshold": "1G"}]}
+    th = load_config(write(tmp_path, data)).thresholds_model()
+    assert th.policy_for("a/b").offload_threshold_bytes is None
+    assert th.min_offload_threshold_bytes() is None
+
+
+def test_embedded_default(tmp_path: Path) -> None:
+    config = BalancerConfig.embedded_default(
+        bootstrap_servers=["127.0.0.1:39092"],
+        clusters=[("sim-a", "http://127.0.0.1:8081"), ("sim-b", "http://127.0.0.1:8082")],
+        state_dir=tmp_path,
+    )
+    assert config.controller.mode == "apply"
+    assert config.controller.journal_path == tmp_path / "journal.sqlite3"
+    assert [c.name for c in config.clusters] == ["sim-a", "sim-b"]
+
+
+def _cli(path: Path, *extra: str) -> int:
+    parser = argparse.ArgumentParser()
+    validate_config.register(parser.add_subparsers())
+    args = parser.parse_args(["validate-config", str(path), *extra])
+    result: int = args.handler(args)
+    return result
+
+
+def test_validate_config_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _cli(EXAMPLE, "--show") == 0
+    out = capsys.readouterr().out
+    assert "valid (2 cluster(s), mode dry-run" in out and "PULSAR_WEST_TOKEN" not in out
+    bad = write(tmp_path, with_("detection.fill_factor", 1.5))
+    assert _cli(bad) == 2
+    assert "detection.fill_factor" in capsys.readouterr().err
