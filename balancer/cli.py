@@ -13,7 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 # Each module has `register(subparsers) -> None` and sets `handler=` via set_defaults.
-COMMAND_MODULES: tuple[str, ...] = ("balancer.commands.inspect",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "balancer.commands.inspect",
+    "balancer.commands.validate_config",
+)
 
 EXIT_USAGE = 2
 
