@@ -1,0 +1,163 @@
+"""The stream's BatchHandler: each closed window goes through detection, then the controller.
+
+`handle(report)` is idempotent per batch_id: a batch already handled (this process or a
+previous one, per the journal) is skipped; a batch replayed before it was marked handled
+yields the same decision ids, which the journal recognises. Detection state (hit counts,
+cooldowns) lives in memory: after a restart a bundle needs N fresh windows again, which
+errs on the side of not acting.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from balancer.config import BalancerConfig
+from balancer.controller.apply import Controller, ControllerSettings, Outcome
+from balancer.controller.audit import AuditLog
+from balancer.controller.breaker import Breakers
+from balancer.controller.clock import Clock, SystemClock
+from balancer.controller.journal import Journal
+from balancer.controller.limits import ActionLimits
+from balancer.controller.ports import AdminPort
+from balancer.controller.stats import ControllerStats
+from balancer.decisions import Decision
+from balancer.detect import DetectionSettings, DetectorState, detect, over_threshold
+from balancer.load import BundleLoad, TopicLoad
+from balancer.thresholds import Thresholds
+
+log = logging.getLogger(__name__)
+
+
+class BatchReportLike(Protocol):
+    """The fields of `streaming.handler.BatchReport` the controller reads."""
+
+    @property
+    def batch_id(self) -> int | str: ...
+
+    @property
+    def window_end_ms(self) -> int: ...
+
+    @property
+    def bundles(self) -> Sequence[BundleLoad]: ...
+
+    @property
+    def large_topics(self) -> Sequence[tuple[str, TopicLoad]]: ...
+
+
+class ControllerHandler:
+    """Implements the stream's `BatchHandler` protocol on top of a `Controller`."""
+
+    def __init__(
+        self,
+        controller: Controller,
+        *,
+        thresholds: Thresholds,
+        detection: DetectionSettings,
+        clock: Clock | None = None,
+    ) -> None:
+        self.controller = controller
+        self.thresholds = thresholds
+        self.detection = detection
+        self.clock = clock or controller.clock
+        self.state = DetectorState()
+        self.last_outcomes: tuple[Outcome, ...] = ()
+        self._reconciled = False
+        self._lock = threading.Lock()
+
+    @property
+    def stats(self) -> ControllerStats:
+        return self.controller.stats
+
+    @property
+    def offload_min_bytes(self) -> int | None:
+        """Topics at least this large are reported in `large_topics` (None: offload is off)."""
+        return self.thresholds.min_offload_threshold_bytes()
+
+    def wants_topics(self, bundle: BundleLoad) -> bool:
+        """Per-topic loads are needed for bundles over threshold (to compute the split)."""
+        return bool(over_threshold(bundle, self.thresholds.policy_for(bundle.namespace).limits))
+
+    def handle(self, report: BatchReportLike) -> None:
+        batch_id = str(report.batch_id)
+        with self._lock:
+            if not self._reconciled:
+                self.controller.reconcile()
+                self._reconciled = True
+            if self.controller.journal.batch_handled(batch_id):
+                log.info("batch %s already handled: skipped", batch_id)
+                self.stats.batch(replayed=True)
+                return
+            result = detect(
+                bundles=report.bundles,
+                large_topics=report.large_topics,
+                window_end_ms=report.window_end_ms,
+                now_ms=self.clock.now_ms(),
+                thresholds=self.thresholds,
+                settings=self.detection,
+                state=self.state,
+                bundle_counts=self.controller.known_bundle_counts(),
+            )
+            self.state = result.state
+            for skipped in result.skipped:
+                self.stats.count("split", "skipped", skipped.reason.value)
+            decisions: list[Decision] = [*result.splits, *result.offloads]
+            outcomes = [self.controller.handle(d, batch_id=batch_id) for d in decisions]
+            self.last_outcomes = tuple(outcomes)
+            self.controller.journal.mark_batch(batch_id, at_ms=self.clock.now_ms())
+            self.stats.batch(replayed=False)
+
+    def close(self) -> None:
+        self.controller.close()
+
+
+def build_controller(
+    config: BalancerConfig,
+    admin: AdminPort,
+    *,
+    clock: Clock | None = None,
+    journal_path: Path | None = None,
+    audit_path: Path | None = None,
+) -> Controller:
+    """A controller wired from the config (journal, audit log, limits, breakers)."""
+    clock = clock or SystemClock()
+    c = config.controller
+    return Controller(
+        admin,
+        settings=ControllerSettings(
+            mode=c.mode,
+            allow_namespaces=c.allow_namespaces,
+            deny_namespaces=c.deny_namespaces,
+            unload_after_split=c.unload_after_split,
+        ),
+        journal=Journal(journal_path or c.journal_path),
+        audit=AuditLog(audit_path or c.audit_log_path),
+        limits=ActionLimits(
+            splits_per_minute=c.rate_limits.splits_per_minute,
+            splits_per_minute_per_namespace=c.rate_limits.splits_per_minute_per_namespace,
+            offloads_per_minute=c.rate_limits.offloads_per_minute,
+            offloads_per_minute_per_namespace=c.rate_limits.offloads_per_minute_per_namespace,
+            clock=clock,
+        ),
+        breakers=Breakers(
+            failure_threshold=c.breaker.failure_threshold,
+            cooloff_s=c.breaker.cooloff_s,
+            clock=clock,
+        ),
+        clock=clock,
+    )
+
+
+def build_handler(
+    config: BalancerConfig, admin: AdminPort, *, clock: Clock | None = None
+) -> ControllerHandler:
+    """The BatchHandler for the stream, wired from the config."""
+    controller = build_controller(config, admin, clock=clock)
+    return ControllerHandler(
+        controller,
+        thresholds=config.thresholds_model(),
+        detection=config.detection_settings(),
+    )

@@ -1,0 +1,194 @@
+"""The durable decision journal: what the controller set out to do and what came of it.
+
+SQLite (stdlib), one file. Before calling Pulsar the controller commits an "intent" row; after
+Pulsar answers it commits the outcome. On restart, intents without an outcome are
+reconciled against Pulsar's state (never blindly re-applied). Handled batch ids are kept
+too, so a replayed batch is recognised. Each write is its own transaction, fsynced
+(`synchronous=FULL`), so a crash loses at most the step in progress.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS actions (
+    decision_id   TEXT PRIMARY KEY,
+    kind          TEXT NOT NULL,
+    cluster       TEXT NOT NULL,
+    namespace     TEXT NOT NULL,
+    target        TEXT NOT NULL,     -- bundle key or topic
+    action_key    TEXT NOT NULL,     -- what exactly would be done (target + boundaries / point)
+    payload       TEXT NOT NULL,     -- JSON: the decision and the planned call
+    batch_id      TEXT,
+    intent_at_ms  INTEGER NOT NULL,
+    result        TEXT,              -- NULL until the outcome is known
+    detail        TEXT,
+    outcome_at_ms INTEGER
+);
+CREATE INDEX IF NOT EXISTS actions_pending ON actions (result) WHERE result IS NULL;
+CREATE INDEX IF NOT EXISTS actions_key ON actions (action_key);
+CREATE TABLE IF NOT EXISTS batches (
+    batch_id      TEXT PRIMARY KEY,
+    handled_at_ms INTEGER NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    decision_id: str
+    kind: str
+    cluster: str
+    namespace: str
+    target: str
+    action_key: str
+    payload: dict[str, Any]
+    batch_id: str | None
+    intent_at_ms: int
+    result: str | None
+    detail: str | None
+    outcome_at_ms: int | None
+
+    @property
+    def pending(self) -> bool:
+        return self.result is None
+
+
+class Journal:
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        # One connection used from whichever thread runs the batch; the lock serialises it.
+        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def _row(self, row: tuple[Any, ...] | None) -> JournalEntry | None:
+        if row is None:
+            return None
+        return JournalEntry(
+            decision_id=row[0],
+            kind=row[1],
+            cluster=row[2],
+            namespace=row[3],
+            target=row[4],
+            action_key=row[5],
+            payload=json.loads(row[6]),
+            batch_id=row[7],
+            intent_at_ms=row[8],
+            result=row[9],
+            detail=row[10],
+            outcome_at_ms=row[11],
+        )
+
+    _COLUMNS = (
+        "decision_id, kind, cluster, namespace, target, action_key, payload, batch_id, "
+        "intent_at_ms, result, detail, outcome_at_ms"
+    )
+
+    def get(self, decision_id: str) -> JournalEntry | None:
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT {self._COLUMNS} FROM actions WHERE decision_id = ?", (decision_id,)
+            ).fetchone()
+        return self._row(row)
+
+    def record_intent(
+        self,
+        *,
+        decision_id: str,
+        kind: str,
+        cluster: str,
+        namespace: str,
+        target: str,
+        action_key: str,
+        payload: dict[str, Any],
+        batch_id: str | None,
+        at_ms: int,
+    ) -> bool:
+        """Commit the intent; False (and nothing written) when the decision is already known."""
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                cursor = self._conn.execute(
+                    "INSERT OR IGNORE INTO actions (decision_id, kind, cluster, namespace, "
+                    "target, action_key, payload, batch_id, intent_at_ms) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        decision_id,
+                        kind,
+                        cluster,
+                        namespace,
+                        target,
+                        action_key,
+                        json.dumps(payload, sort_keys=True, default=str),
+                        batch_id,
+                        at_ms,
+                    ),
+                )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            return cursor.rowcount == 1
+
+    def record_outcome(self, decision_id: str, *, result: str, detail: str, at_ms: int) -> None:
+        with self._lock:
+            self._conn.execute(
+                "UPDATE actions SET result = ?, detail = ?, outcome_at_ms = ? "
+                "WHERE decision_id = ?",
+                (result, detail, at_ms, decision_id),
+            )
+
+    def pending(self) -> list[JournalEntry]:
+        """Intents with no outcome: a crash happened between the call and its record."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {self._COLUMNS} FROM actions WHERE result IS NULL ORDER BY intent_at_ms"
+            ).fetchall()
+        return [e for e in (self._row(r) for r in rows) if e is not None]
+
+    def applied_with_key(self, action_key: str) -> JournalEntry | None:
+        """An earlier decision that already did exactly this action (or may have: pending)."""
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT {self._COLUMNS} FROM actions WHERE action_key = ? "
+                "AND (result = 'applied' OR result IS NULL) ORDER BY intent_at_ms LIMIT 1",
+                (action_key,),
+            ).fetchone()
+        return self._row(row)
+
+    def entries(self) -> list[JournalEntry]:
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {self._COLUMNS} FROM actions ORDER BY intent_at_ms, decision_id"
+            ).fetchall()
+        return [e for e in (self._row(r) for r in rows) if e is not None]
+
+    def batch_handled(self, batch_id: str) -> bool:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT 1 FROM batches WHERE batch_id = ?", (batch_id,)
+            ).fetchone()
+        return row is not None
+
+    def mark_batch(self, batch_id: str, *, at_ms: int) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO batches (batch_id, handled_at_ms) VALUES (?, ?)",
+                (batch_id, at_ms),
+            )

@@ -1,0 +1,33 @@
+"""What the controller needs from a Pulsar admin client (PulsarPeerGroup satisfies it).
+
+The client routes each call to the cluster that owns the namespace (PIP-8 peer groups) and
+retries with its own backoff; errors arrive as `balancer.pulsar.errors` types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from balancer.bundles import BundleRange, NamespaceBundles
+from balancer.pulsar.models import InternalStats, MessageId, OffloadStatus
+
+
+class AdminPort(Protocol):
+    def get_bundles(self, namespace: str) -> NamespaceBundles: ...
+
+    def split_bundle(
+        self,
+        namespace: str,
+        bundle: BundleRange | str,
+        *,
+        algorithm: str,
+        boundaries: Sequence[int] = (),
+        unload: bool = False,
+    ) -> None: ...
+
+    def internal_stats(self, topic: str) -> InternalStats: ...
+
+    def trigger_offload(self, topic: str, message_id: MessageId) -> None: ...
+
+    def offload_status(self, topic: str) -> OffloadStatus: ...
