@@ -37,7 +37,8 @@ from balancer.pulsar.models import (
 )
 from balancer.pulsar.retry import RetryPolicy
 from balancer.pulsar.routing import ClusterEndpoint, RoutingConfigError
-from balancer.pulsar.transport import RequestKey, RequestRecord, Timeouts
+from balancer.pulsar.timeouts import Timeouts
+from balancer.pulsar.transport import RequestKey, RequestRecord
 
 __all__ = [
     "AuthConfigError",

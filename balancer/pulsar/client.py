@@ -42,7 +42,8 @@ from balancer.pulsar.models import (
 )
 from balancer.pulsar.retry import RetryPolicy
 from balancer.pulsar.routing import ClusterEndpoint
-from balancer.pulsar.transport import AdminTransport, Call, RequestHook, RequestKey, Timeouts
+from balancer.pulsar.timeouts import Timeouts
+from balancer.pulsar.transport import AdminTransport, Call, RequestHook, RequestKey
 from balancer.topics import TopicDomain, TopicName, parse_topic
 
 _T = TypeVar("_T")

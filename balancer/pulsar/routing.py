@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from balancer.pulsar.auth import TlsSettings, TokenSource
 from balancer.pulsar.errors import RedirectLoopError, TooManyRedirectsError
+from balancer.pulsar.timeouts import Timeouts
 
 
 class RoutingConfigError(ValueError):
@@ -26,11 +28,15 @@ class ClusterEndpoint:
     """One cluster of the peer group: its Pulsar cluster name and its admin (web service) URL.
 
     `admin_url` is the base URL, e.g. `https://pulsar-a.example:8443`; a path prefix is kept
-    (for a proxy). A trailing slash is dropped.
+    (for a proxy). A trailing slash is dropped. `token`, `tls` and `timeouts` override the
+    peer group's defaults for this cluster (each cluster may have its own credentials).
     """
 
     name: str
     admin_url: str
+    token: TokenSource | None = None
+    tls: TlsSettings | None = None
+    timeouts: Timeouts | None = None
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip() or "/" in self.name:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import threading
 import time
@@ -32,32 +31,12 @@ from balancer.pulsar.errors import (
 )
 from balancer.pulsar.retry import RetryPolicy, is_retryable_status, parse_retry_after_s
 from balancer.pulsar.routing import ClusterEndpoint, Hop, PeerRouter, RedirectChain, safe_url
+from balancer.pulsar.timeouts import Timeouts
 
 log = logging.getLogger("balancer.pulsar")
 
 _REDIRECT_STATUSES = (307, 308)  # the ones that keep method and body
 _MAX_REASON_CHARS = 500
-
-
-@dataclass(frozen=True, slots=True)
-class Timeouts:
-    """Per-attempt limits on every call, in seconds."""
-
-    connect_s: float = 3.0
-    read_s: float = 15.0
-    write_s: float = 15.0
-    pool_s: float = 5.0
-
-    def __post_init__(self) -> None:
-        for name in ("connect_s", "read_s", "write_s", "pool_s"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value <= 0:
-                raise ValueError(f"timeout {name} must be a finite number > 0, got {value}")
-
-    def httpx(self) -> httpx.Timeout:
-        return httpx.Timeout(
-            connect=self.connect_s, read=self.read_s, write=self.write_s, pool=self.pool_s
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +104,6 @@ class AdminTransport:
         if max_redirect_hops < 0:
             raise ValueError(f"max_redirect_hops must be >= 0, got {max_redirect_hops}")
         self.router = PeerRouter(clusters, entry_cluster=entry_cluster)
-        self._auth = BearerTokenAuth(token, environ=environ) if token is not None else None
         self._retry = retry if retry is not None else RetryPolicy()
         self._max_redirect_hops = max_redirect_hops
         self._follow_unlisted = follow_unlisted_redirects
@@ -135,23 +113,36 @@ class AdminTransport:
         self._monotonic = monotonic
         self._counts: Counter[RequestKey] = Counter()
         self._lock = threading.Lock()
-        tls = tls if tls is not None else TlsSettings()
-        self._http = httpx.Client(
-            auth=self._auth,
-            verify=tls.httpx_verify(),
-            timeout=(timeouts if timeouts is not None else Timeouts()).httpx(),
-            follow_redirects=False,  # we follow 307s ourselves, across clusters
-            transport=http_transport,
-            headers={"Accept": "application/json"},
-        )
+        # One HTTP client per cluster: each cluster may have its own token, CA and timeouts,
+        # and a token for one cluster must not travel to a peer.
+        self._auths: dict[str, BearerTokenAuth | None] = {}
+        self._http: dict[str, httpx.Client] = {}
+        try:
+            for name, endpoint in self.router.clusters.items():
+                source = endpoint.token if endpoint.token is not None else token
+                auth = BearerTokenAuth(source, environ=environ) if source is not None else None
+                settings = endpoint.tls or tls or TlsSettings()
+                self._auths[name] = auth
+                self._http[name] = httpx.Client(
+                    auth=auth,
+                    verify=settings.httpx_verify(),
+                    timeout=(endpoint.timeouts or timeouts or Timeouts()).httpx(),
+                    follow_redirects=False,  # we follow 307s ourselves, across clusters
+                    transport=http_transport,
+                    headers={"Accept": "application/json"},
+                )
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
-        self._http.close()
+        for client in self._http.values():
+            client.close()
 
     def __repr__(self) -> str:
         return (
             f"AdminTransport(clusters={list(self.router.clusters)}, "
-            f"auth={self._auth!r}, max_redirect_hops={self._max_redirect_hops})"
+            f"auth={list(self._auths.values())!r}, max_redirect_hops={self._max_redirect_hops})"
         )
 
     # -- counting ---------------------------------------------------------------------------
@@ -274,7 +265,7 @@ class AdminTransport:
         for attempt in range(1, policy.max_attempts + 1):
             started = self._monotonic()
             try:
-                response = self._http.request(
+                response = self._http[hop.cluster].request(
                     call.method, hop.url, content=content, headers=headers
                 )
             except httpx.TransportError as exc:
@@ -369,10 +360,10 @@ class AdminTransport:
         )
 
     def _redact(self, text: str) -> str:
-        if self._auth is None:
-            return text
-        secret = self._auth.token.get_secret_value()
-        return text.replace(secret, "**********") if secret else text
+        for auth in self._auths.values():
+            if auth is not None:
+                text = text.replace(auth.token.get_secret_value(), "**********")
+        return text
 
     def invalid_response(
         self, call: Call, response: httpx.Response, detail: str
