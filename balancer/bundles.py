@@ -34,7 +34,7 @@ def parse_position(text: str | int) -> int:
         value = text
     elif isinstance(text, str) and _BOUNDARY_TEXT.match(text.strip()):
         value = int(text.strip(), 16)
-    elif isinstance(text, str) and text.strip().isdigit():
+    elif isinstance(text, str) and text.strip().isascii() and text.strip().isdigit():
         value = int(text.strip())
     else:
         raise InvalidBundle(f"invalid hash position {text!r} (expected 0x%08x hex or a decimal)")

@@ -13,8 +13,12 @@ PARTITION_SUFFIX = "-partition-"
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
 
-# Pulsar's NamedEntity rule for tenant and namespace names.
-_ENTITY_NAME = re.compile(r"^[-=:.\w]+$")
+# Pulsar's NamedEntity rule for tenant and namespace names (Java's \w is ASCII-only).
+_ENTITY_NAME = re.compile(r"[-=:.\w]+", re.ASCII)
+# A partition index as Pulsar's TopicName.getPartitionIndex accepts it: a non-negative int
+# without leading zeros ("x-partition-01" is not a partition), at most Integer.MAX_VALUE.
+_PARTITION_INDEX = re.compile(r"0|[1-9][0-9]{0,9}")
+_INT_MAX = 2**31 - 1
 
 
 class InvalidTopicName(ValueError):
@@ -46,7 +50,7 @@ class TopicName:
     def partition_index(self) -> int | None:
         """The `N` of a `-partition-N` name, or None for a non-partition topic."""
         head, sep, tail = self.local_name.rpartition(PARTITION_SUFFIX)
-        if not sep or not head or not tail.isdigit():
+        if not sep or not head or not _PARTITION_INDEX.fullmatch(tail) or int(tail) > _INT_MAX:
             return None
         return int(tail)
 
@@ -109,7 +113,7 @@ def parse_topic(name: str) -> TopicName:
         raise InvalidTopicName(f"topic name {name!r} must be domain://tenant/namespace/topic")
     tenant, namespace, local_name = parts
     for what, value in (("tenant", tenant), ("namespace", namespace)):
-        if not _ENTITY_NAME.match(value):
+        if not _ENTITY_NAME.fullmatch(value):
             raise InvalidTopicName(
                 f"topic name {name!r} has an invalid {what} {value!r} (allowed: letters, digits, -=:._)"
             )
