@@ -47,8 +47,13 @@ class PeerGroup:
             loaded = loaded.model_copy(update={"seed": seed})
         return cls(loaded, time_scale=time_scale)
 
-    def start(self, *, ports: Mapping[str, int] | None = None) -> RunningPeerGroup:
-        """Bind every broker (cluster admin port from `ports`, else OS-chosen) and serve."""
+    def start(
+        self, *, ports: Mapping[str, int] | None = None, required_token: str | None = None
+    ) -> RunningPeerGroup:
+        """Bind every broker (cluster admin port from `ports`, else OS-chosen) and serve.
+
+        With `required_token`, every broker answers 401 unless `Authorization: Bearer <it>`.
+        """
         servers: list[BrokerServer] = []
         try:
             for cluster in self.model.clusters.values():
@@ -60,6 +65,7 @@ class PeerGroup:
                         faults=self.faults,
                         cluster=cluster.name,
                         broker=broker,
+                        required_token=required_token,
                     )
                     servers.append(server)
                     cluster.broker_urls.append(server.url)
@@ -98,6 +104,11 @@ class RunningPeerGroup:
         """Cluster name -> every broker's URL (each serves its own broker-stats/topics)."""
         return {name: list(c.broker_urls) for name, c in self.model.clusters.items()}
 
+    @property
+    def unauthorized_requests(self) -> int:
+        """Requests answered 401 because the bearer token was missing or wrong."""
+        return sum(server.unauthorized for server in self._servers)
+
     def stop(self) -> None:
         if self._stopped:
             return
@@ -124,8 +135,11 @@ def start_peer_group(
     ports: Mapping[str, int] | None = None,
     seed: int | None = None,
     time_scale: float = 0.0,
+    required_token: str | None = None,
 ) -> Iterator[RunningPeerGroup]:
-    running = PeerGroup.from_scenario(scenario, seed=seed, time_scale=time_scale).start(ports=ports)
+    running = PeerGroup.from_scenario(scenario, seed=seed, time_scale=time_scale).start(
+        ports=ports, required_token=required_token
+    )
     try:
         yield running
     finally:

@@ -9,6 +9,7 @@ with 307 to the same path on that peer's service URL.
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import re
@@ -316,12 +317,18 @@ class BrokerServer(ThreadingHTTPServer):
         faults: FaultInjector,
         cluster: str,
         broker: int,
+        required_token: str | None = None,
     ) -> None:
         super().__init__(address, _BrokerHandler)
         self.model = model
         self.faults = faults
         self.cluster = cluster
         self.broker = broker
+        # Token auth as Pulsar's AuthenticationProviderToken: `Authorization: Bearer <token>`
+        # or 401. Set from outside the scenario so the token never sits in a YAML file.
+        self.required_token = required_token
+        self.unauthorized = 0  # requests answered 401
+        self._unauthorized_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @property
@@ -375,6 +382,14 @@ class _BrokerHandler(BaseHTTPRequestHandler):
         name, handler, params = route(method, split.path)
         srv.model.count_request(srv.cluster, name)
         body = self._read_body()
+        if srv.required_token is not None and not hmac.compare_digest(
+            self.headers.get("Authorization", "").encode(),
+            f"Bearer {srv.required_token}".encode(),
+        ):
+            with srv._unauthorized_lock:
+                srv.unauthorized += 1
+            self._send(Response(401, {"reason": "Authentication required"}))
+            return
         fault = srv.faults.decide(split.path)
         if fault.latency_s > 0:
             time.sleep(fault.latency_s)  # a real delay: that is the fault being injected
