@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -28,6 +29,8 @@ MIN_TIMESTAMP_MS = 946_684_800_000
 MAX_TIMESTAMP_MS = 4_102_444_800_000
 # A single Kafka message larger than this is not a stats sample (Kafka's default max is 1 MiB).
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+# A JSON integer literal can be longer than any float: treat it like an infinite rate.
+_MAX_FLOAT = sys.float_info.max
 
 RATE_FIELDS = ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")
 SIZE_FIELDS = ("storageSize", "backlogSize", "offloadedStorageSize")
@@ -136,6 +139,8 @@ def validate_event(
     if broker is not None and not isinstance(broker, str):
         return _reject(RejectReason.WRONG_TYPE, "broker must be a string or null")
     ts = obj["timestamp_ms"]
+    if isinstance(ts, float) and ts.is_integer():
+        ts = int(ts)  # JSON does not tell 1700000000000.0 from 1700000000000 (nor do counts)
     if not _is_int(ts):
         return _reject(RejectReason.WRONG_TYPE, f"timestamp_ms must be an integer, got {_kind(ts)}")
     if not MIN_TIMESTAMP_MS <= ts < MAX_TIMESTAMP_MS:
@@ -153,6 +158,8 @@ def validate_event(
         value = obj[field]
         if not (_is_int(value) or isinstance(value, float)):
             return _reject(RejectReason.WRONG_TYPE, f"{field} must be a number, got {_kind(value)}")
+        if _is_int(value) and abs(value) > _MAX_FLOAT:
+            return _reject(RejectReason.NOT_FINITE, f"{field} is too large for a float")
         if not math.isfinite(value):
             return _reject(RejectReason.NOT_FINITE, f"{field} is {value}")
         if value < 0:
