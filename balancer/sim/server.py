@@ -354,6 +354,7 @@ class BrokerServer(ThreadingHTTPServer):
 
 class _BrokerHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes
     server: BrokerServer
     server_version = "pulsar-balancer-sim"
 

@@ -1,0 +1,242 @@
+"""The simulator's admin REST API over real HTTP: clusters, peers, tenants, namespaces,
+bundles, topics of a bundle, lookups, hash positions, peer redirects and error bodies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from balancer.hashing import hash_position
+from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
+
+SCENARIO: dict[str, Any] = {
+    "name": "api",
+    "seed": 1,
+    "clusters": [
+        {"name": "east", "brokers": 2, "peers": ["west"]},
+        {"name": "west", "peers": ["east"]},
+        {"name": "south"},
+    ],
+    "namespaces": [
+        {
+            "name": "acme/orders",
+            "cluster": "east",
+            "bundles": 4,
+            "topic_buckets": 8,
+            "topic_groups": [
+                {"name": "orders", "partitions": 6, "total_msg_rate_in": 600},
+                {"name": "ev", "count": 30, "total_msg_rate_in": 300, "zipf_exponent": 1.0},
+            ],
+        },
+        {"name": "acme/west-ns", "cluster": "west", "topic_groups": [{"name": "w", "count": 3}]},
+        {"name": "other/south-ns", "cluster": "south", "topic_groups": [{"name": "s"}]},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def group() -> Iterator[RunningPeerGroup]:
+    with start_peer_group(parse_scenario(SCENARIO)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=5.0) as client:
+        yield client
+
+
+def url(group: RunningPeerGroup, cluster: str, path: str) -> str:
+    return f"{group.admin_urls[cluster]}{path}"
+
+
+def test_each_cluster_listens_on_its_own_loopback_port(group: RunningPeerGroup) -> None:
+    urls = [u for us in group.broker_urls.values() for u in us]
+    assert len(urls) == 4 and len(set(urls)) == 4
+    assert all(u.startswith("http://127.0.0.1:") for u in urls)
+    assert {c: us[0] for c, us in group.broker_urls.items()} == group.admin_urls
+
+
+def test_clusters_and_cluster_data(group: RunningPeerGroup, http: httpx.Client) -> None:
+    assert http.get(url(group, "west", "/admin/v2/clusters")).json() == ["east", "south", "west"]
+    data = http.get(url(group, "west", "/admin/v2/clusters/east")).json()
+    assert data["serviceUrl"] == group.admin_urls["east"]
+    assert data["peerClusterNames"] == ["west"]
+    missing = http.get(url(group, "east", "/admin/v2/clusters/nowhere"))
+    assert missing.status_code == 404 and "nowhere" in missing.json()["reason"]
+
+
+def test_brokers_of_a_cluster_are_host_port(group: RunningPeerGroup, http: httpx.Client) -> None:
+    brokers = http.get(url(group, "east", "/admin/v2/brokers/east")).json()
+    assert brokers == [u.removeprefix("http://") for u in group.broker_urls["east"]]
+
+
+def test_tenants_and_namespaces_are_per_cluster(
+    group: RunningPeerGroup, http: httpx.Client
+) -> None:
+    assert http.get(url(group, "east", "/admin/v2/tenants")).json() == ["acme", "other"]
+    assert http.get(url(group, "east", "/admin/v2/tenants/acme")).json()["allowedClusters"] == [
+        "east",
+        "west",
+    ]
+    assert http.get(url(group, "east", "/admin/v2/namespaces/acme")).json() == ["acme/orders"]
+    assert http.get(url(group, "west", "/admin/v2/namespaces/acme")).json() == ["acme/west-ns"]
+    assert http.get(url(group, "east", "/admin/v2/namespaces/nobody")).status_code == 404
+
+
+def test_bundles_json_is_pulsars(group: RunningPeerGroup, http: httpx.Client) -> None:
+    body = http.get(url(group, "east", "/admin/v2/namespaces/acme/orders/bundles")).json()
+    assert body == {
+        "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
+        "numBundles": 4,
+    }
+
+
+def test_policies_carry_bundles_and_topic_buckets(
+    group: RunningPeerGroup, http: httpx.Client
+) -> None:
+    policies = http.get(url(group, "east", "/admin/v2/namespaces/acme/orders")).json()
+    assert policies["numberOfTopicBuckets"] == 8
+    assert policies["replication_clusters"] == ["east"]
+    assert policies["bundles"]["numBundles"] == 4
+
+
+def test_topics_of_each_bundle_partition_the_namespace(
+    group: RunningPeerGroup, http: httpx.Client
+) -> None:
+    every = http.get(url(group, "east", "/admin/v2/persistent/acme/orders")).json()
+    assert len(every) == 36
+    seen: list[str] = []
+    for bundle in (
+        "0x00000000_0x40000000",
+        "0x40000000_0x80000000",
+        "0x80000000_0xc0000000",
+        "0xc0000000_0xffffffff",
+    ):
+        names = http.get(
+            url(group, "east", "/admin/v2/persistent/acme/orders"), params={"bundle": bundle}
+        ).json()
+        lower, upper = (int(x, 16) for x in bundle.split("_"))
+        assert all(lower <= hash_position(n) < upper for n in names)
+        seen += names
+    assert sorted(seen) == sorted(every)
+
+
+@pytest.mark.parametrize(
+    ("bundle", "status"),
+    [("0x00000000_0x20000000", 404), ("not-a-bundle", 412)],
+    ids=["well-formed-but-absent", "malformed"],
+)
+def test_topics_of_unknown_bundle(
+    group: RunningPeerGroup, http: httpx.Client, bundle: str, status: int
+) -> None:
+    r = http.get(url(group, "east", "/admin/v2/persistent/acme/orders"), params={"bundle": bundle})
+    assert r.status_code == status
+    assert r.json()["reason"]
+
+
+def test_lookup_bundle_is_plain_text(group: RunningPeerGroup, http: httpx.Client) -> None:
+    topic = "persistent://acme/orders/orders-partition-2"
+    r = http.get(
+        url(group, "east", "/lookup/v2/topic/persistent/acme/orders/orders-partition-2/bundle")
+    )
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    position = hash_position(topic)
+    lower, upper = (int(x, 16) for x in r.text.split("_"))
+    assert lower <= position < upper
+
+
+def test_topic_hash_positions_all_and_filtered(group: RunningPeerGroup, http: httpx.Client) -> None:
+    bundle = "0x00000000_0x40000000"
+    path = f"/admin/v2/namespaces/acme/orders/{bundle}/topicHashPositions"
+    everything = http.get(url(group, "east", path)).json()
+    assert everything["namespace"] == "acme/orders" and everything["bundle"] == bundle
+    in_bundle = http.get(
+        url(group, "east", "/admin/v2/persistent/acme/orders"), params={"bundle": bundle}
+    ).json()
+    assert everything["topicHashPositions"] == {n: hash_position(n) for n in in_bundle}
+    # A partitioned base name expands to its partitions that fall in the bundle.
+    base = http.get(
+        url(group, "east", path), params={"topics": ["persistent://acme/orders/orders"]}
+    ).json()["topicHashPositions"]
+    expected = {
+        f"persistent://acme/orders/orders-partition-{p}": hash_position(
+            f"persistent://acme/orders/orders-partition-{p}"
+        )
+        for p in range(6)
+    }
+    assert base == {k: v for k, v in expected.items() if v < 0x40000000}
+
+
+def test_namespace_on_a_peer_is_redirected_with_307(
+    group: RunningPeerGroup, http: httpx.Client
+) -> None:
+    path = "/admin/v2/namespaces/acme/west-ns/bundles?x=1"
+    r = http.get(url(group, "east", path))
+    assert r.status_code == 307
+    assert r.headers["location"] == f"{group.admin_urls['west']}{path}"
+    followed = http.get(url(group, "east", path), follow_redirects=True)
+    assert followed.status_code == 200 and followed.json()["numBundles"] == 4
+
+
+@pytest.mark.parametrize(
+    ("cluster", "path", "status"),
+    [
+        ("east", "/admin/v2/namespaces/other/south-ns/bundles", 412),
+        ("south", "/admin/v2/namespaces/acme/orders/bundles", 412),
+        ("east", "/admin/v2/namespaces/acme/nowhere/bundles", 404),
+        ("east", "/admin/v2/persistent/acme/orders/no-such-topic/stats", 404),
+        ("east", "/admin/v2/no/such/route", 404),
+    ],
+    ids=["not-a-peer", "no-peers-at-all", "unknown-namespace", "unknown-topic", "unknown-route"],
+)
+def test_errors_have_pulsar_reason_bodies(
+    group: RunningPeerGroup, http: httpx.Client, cluster: str, path: str, status: int
+) -> None:
+    r = http.get(url(group, cluster, path))
+    assert r.status_code == status
+    assert isinstance(r.json()["reason"], str) and r.json()["reason"]
+
+
+def test_peers_post_then_get(http: httpx.Client) -> None:
+    with start_peer_group(parse_scenario(SCENARIO)) as group:
+        peers = url(group, "south", "/admin/v2/clusters/south/peers")
+        assert http.get(peers).json() == []
+        assert http.post(peers, json=["east"]).status_code == 204
+        assert http.get(peers).json() == ["east"]
+        # south now redirects to its new peer.
+        r = http.get(url(group, "south", "/admin/v2/namespaces/acme/orders/bundles"))
+        assert r.status_code == 307
+        assert http.post(peers, json=["south"]).status_code == 412
+        assert http.post(peers, json=["mars"]).status_code == 412
+        assert http.post(peers, json={"not": "a list"}).status_code == 400
+
+
+def test_metadata_path_debug_endpoint_uses_topic_buckets(
+    group: RunningPeerGroup, http: httpx.Client
+) -> None:
+    from balancer.buckets import topic_bucket
+
+    body = http.get(
+        url(group, "east", "/sim/v1/metadata-path/persistent/acme/orders/orders-partition-1")
+    ).json()
+    bucket = topic_bucket("persistent://acme/orders/orders-partition-1", 8)
+    assert body["bucket"] == bucket
+    assert body["path"] == f"/managed-ledgers/acme/orders/persistent/${bucket}/orders-partition-1"
+    plain = http.get(url(group, "west", "/sim/v1/metadata-path/persistent/acme/west-ns/w-1")).json()
+    assert plain["bucket"] is None
+    assert plain["path"] == "/managed-ledgers/acme/west-ns/persistent/w-1"
+
+
+def test_requests_are_counted_per_cluster_and_route(http: httpx.Client) -> None:
+    with start_peer_group(parse_scenario(SCENARIO)) as group:
+        for _ in range(3):
+            http.get(url(group, "east", "/admin/v2/namespaces/acme/orders/bundles"))
+        http.get(url(group, "west", "/admin/v2/clusters"))
+        assert group.model.requests(route="bundles", cluster="east") == 3
+        assert group.model.requests(route="bundles") == 3
+        assert group.model.requests(cluster="west") == 1

@@ -1,0 +1,103 @@
+"""Fault injection over real HTTP: a share of answers 500/503, slow answers, dropped
+connections; seeded, so a run is repeatable."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
+
+SCENARIO: dict[str, Any] = {
+    "name": "faults",
+    "seed": 21,
+    "clusters": [{"name": "c1"}],
+    "namespaces": [{"name": "t/ns", "cluster": "c1", "topic_groups": [{"name": "x"}]}],
+}
+PATH = "/admin/v2/namespaces/t/ns/bundles"
+
+
+@pytest.fixture
+def group() -> Iterator[RunningPeerGroup]:
+    with start_peer_group(parse_scenario(SCENARIO)) as running:
+        yield running
+
+
+def outcomes(group: RunningPeerGroup, n: int, path: str = PATH) -> Counter[str]:
+    seen: Counter[str] = Counter()
+    with httpx.Client(timeout=5.0) as http:
+        for _ in range(n):
+            try:
+                seen[str(http.get(f"{group.admin_urls['c1']}{path}").status_code)] += 1
+            except httpx.TransportError:
+                seen["dropped"] += 1
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ({"error_rate_500": 1.0}, "500"),
+        ({"error_rate_503": 1.0}, "503"),
+        ({"drop_connection_rate": 1.0}, "dropped"),
+    ],
+    ids=["all-500", "all-503", "all-dropped"],
+)
+def test_full_rate_faults(
+    group: RunningPeerGroup, setting: dict[str, float], expected: str
+) -> None:
+    group.faults.configure(**setting)
+    assert outcomes(group, 5) == {expected: 5}
+    group.faults.clear()
+    assert outcomes(group, 2) == {"200": 2}
+
+
+def test_error_bodies_are_pulsar_reasons(group: RunningPeerGroup) -> None:
+    group.faults.configure(error_rate_503=1.0)
+    r = httpx.get(f"{group.admin_urls['c1']}{PATH}")
+    assert r.status_code == 503 and "Injected" in r.json()["reason"]
+
+
+def test_mixed_rates_give_roughly_those_shares(group: RunningPeerGroup) -> None:
+    group.faults.configure(error_rate_500=0.2, error_rate_503=0.2, drop_connection_rate=0.1)
+    seen = outcomes(group, 200)
+    assert sum(seen.values()) == 200
+    assert 20 <= seen["500"] <= 60 and 20 <= seen["503"] <= 60
+    assert 5 <= seen["dropped"] <= 40 and seen["200"] >= 60
+    assert group.faults.injected["error_500"] == seen["500"]
+
+
+def test_faults_are_seeded(group: RunningPeerGroup) -> None:
+    def run() -> list[str]:
+        group.faults.configure(error_rate_500=0.5, seed=99)
+        with httpx.Client(timeout=5.0) as http:
+            return [str(http.get(f"{group.admin_urls['c1']}{PATH}").status_code) for _ in range(30)]
+
+    first = run()
+    assert set(first) == {"200", "500"}
+    assert run() == first
+
+
+def test_latency_slows_every_answer(group: RunningPeerGroup) -> None:
+    group.faults.configure(latency_s=0.05)
+    start = time.perf_counter()
+    assert outcomes(group, 4) == {"200": 4}
+    assert time.perf_counter() - start >= 0.2
+
+
+def test_faults_can_be_limited_to_some_paths(group: RunningPeerGroup) -> None:
+    group.faults.configure(error_rate_503=1.0, only_paths=("/broker-stats/",))
+    assert outcomes(group, 3) == {"200": 3}
+    assert outcomes(group, 3, "/admin/v2/broker-stats/topics") == {"503": 3}
+
+
+def test_bad_fault_settings_are_rejected(group: RunningPeerGroup) -> None:
+    with pytest.raises(ValueError, match="error_rate_500"):
+        group.faults.configure(error_rate_500=1.5)
+    with pytest.raises(ValueError, match="latency_s"):
+        group.faults.configure(latency_s=-1)
