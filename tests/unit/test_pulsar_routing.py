@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from balancer.pulsar.errors import RedirectLoopError, TooManyRedirectsError
 from balancer.pulsar.routing import (
@@ -139,3 +141,27 @@ def test_unknown_cluster_names_the_group() -> None:
 
 def test_safe_url_removes_credentials() -> None:
     assert safe_url("http://u:pw@host:1/x?y=1#f") == "http://host:1/x?y=1"
+
+
+@given(
+    targets=st.lists(st.sampled_from("abcdef"), min_size=1, max_size=8),
+    max_hops=st.integers(min_value=0, max_value=6),
+)
+def test_a_chain_stops_at_the_first_repeat_or_past_the_hop_limit(
+    targets: list[str], max_hops: int
+) -> None:
+    first, *rest = targets
+    chain = RedirectChain(first=Hop(first, f"http://{first}/p"), max_hops=max_hops)
+    visited = [first]
+    for name in rest:
+        if name in visited:
+            with pytest.raises(RedirectLoopError):
+                chain.follow(Hop(name, f"http://{name}/p"))
+            return
+        if len(visited) - 1 >= max_hops:
+            with pytest.raises(TooManyRedirectsError):
+                chain.follow(Hop(name, f"http://{name}/p"))
+            return
+        chain.follow(Hop(name, f"http://{name}/p"))
+        visited.append(name)
+    assert chain.path == visited and len(visited) - 1 <= max_hops
