@@ -73,19 +73,37 @@ class ControllerSettings:
 class Outcome:
     decision_id: str
     kind: DecisionKind
+    cluster: str
+    namespace: str
     result: ActionResult
     reason: str  # metric label: SplitReason spelling for splits, "Size" for offloads
     detail: str
     duration_s: float
     pulsar: dict[str, Any] = field(default_factory=dict)  # what Pulsar answered, for the audit
+    children: int = 0  # bundles created by an applied split
+    bytes_offloaded: int = 0  # bytes a triggered offload moves (closed ledgers before the point)
+
+
+OutcomeListener = Callable[[Outcome], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """How one decision ended, before it becomes an Outcome."""
+
+    result: ActionResult
+    detail: str
+    pulsar: dict[str, Any] = field(default_factory=dict)
+    children: int = 0
+    bytes_offloaded: int = 0
 
 
 class _Finish(Exception):
+    """Ends a decision early with a result (control flow inside one decision, not an error)."""
+
     def __init__(self, result: ActionResult, detail: str, **pulsar: Any) -> None:
         super().__init__(detail)
-        self.result = result
-        self.detail = detail
-        self.pulsar = pulsar
+        self.step = _Step(result, detail, pulsar)
 
 
 def _error_info(exc: PulsarAdminError) -> dict[str, Any]:
@@ -132,7 +150,12 @@ class Controller:
         self.stats = stats or ControllerStats()
         self._offload_point = offload_point
         self._bundle_counts: dict[tuple[str, str], int] = {}
+        self._listeners: list[OutcomeListener] = []
         self._lock = threading.Lock()  # one decision at a time: the journal order is the truth
+
+    def add_listener(self, listener: OutcomeListener) -> None:
+        """Call `listener(outcome)` after every decision (e.g. to feed the metrics exporter)."""
+        self._listeners.append(listener)
 
     # -- read-only views ----------------------------------------------------------------------
 
@@ -162,25 +185,34 @@ class Controller:
         decision: Any,
         batch_id: str | None,
         reason: str,
-        steps: Callable[[Any, str | None], tuple[ActionResult, str, dict[str, Any]]],
+        steps: Callable[[Any, str | None], _Step],
     ) -> Outcome:
         started = self.clock.monotonic()
         with self._lock:
             try:
                 self._gate(decision)
-                result, detail, pulsar = steps(decision, batch_id)
+                step = steps(decision, batch_id)
             except _Finish as finish:
-                result, detail, pulsar = finish.result, finish.detail, finish.pulsar
+                step = finish.step
         outcome = Outcome(
             decision_id=decision.decision_id,
             kind=decision.kind,
-            result=result,
+            cluster=decision.cluster,
+            namespace=decision.namespace,
+            result=step.result,
             reason=reason,
-            detail=detail,
+            detail=step.detail,
             duration_s=self.clock.monotonic() - started,
-            pulsar=pulsar,
+            pulsar=step.pulsar,
+            children=step.children,
+            bytes_offloaded=step.bytes_offloaded,
         )
         self._report(decision, outcome, batch_id)
+        for listener in self._listeners:
+            try:
+                listener(outcome)
+            except Exception:  # a metrics bug must not stop the controller
+                log.exception("outcome listener failed")
         return outcome
 
     def _gate(self, decision: SplitDecision | OffloadDecision) -> None:
@@ -261,9 +293,7 @@ class Controller:
         if not written:
             raise _Finish(ActionResult.DUPLICATE, "decision already in the journal")
 
-    def _split_steps(
-        self, decision: SplitDecision, batch_id: str | None
-    ) -> tuple[ActionResult, str, dict[str, Any]]:
+    def _split_steps(self, decision: SplitDecision, batch_id: str | None) -> _Step:
         layout = self._layout(decision)
         if not layout.has(decision.bundle):
             raise _Finish(ActionResult.STALE, f"bundle {decision.bundle} no longer in the layout")
@@ -297,26 +327,26 @@ class Controller:
                 ),
             )
         except _Finish as finish:
-            self._outcome(decision.decision_id, finish.result, finish.detail)
+            self._outcome(decision.decision_id, finish.step.result, finish.step.detail)
             raise
+        children = len(decision.boundaries) + 1
         # Pulsar answers 204 even when it found nothing to split: check the layout.
         try:
             after = self._layout(decision)
         except _Finish as finish:
-            detail = f"split accepted; layout not verified ({finish.detail})"
+            detail = f"split accepted; layout not verified ({finish.step.detail})"
             self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
-            return ActionResult.APPLIED, detail, {"status": 204}
+            return _Step(ActionResult.APPLIED, detail, {"status": 204}, children=children)
         if _split_done(after, decision.bundle, decision.boundaries):
-            detail = f"split into {len(decision.boundaries) + 1} bundles"
+            detail = f"split into {children} bundles"
             self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
-            return ActionResult.APPLIED, detail, {"status": 204, "num_bundles": after.num_bundles}
+            pulsar = {"status": 204, "num_bundles": after.num_bundles}
+            return _Step(ActionResult.APPLIED, detail, pulsar, children=children)
         detail = "split answered 204 but the layout lacks the boundaries"
         self._outcome(decision.decision_id, ActionResult.FAILED, detail)
-        return ActionResult.FAILED, detail, {"status": 204, "num_bundles": after.num_bundles}
+        return _Step(ActionResult.FAILED, detail, {"status": 204, "num_bundles": after.num_bundles})
 
-    def _offload_steps(
-        self, decision: OffloadDecision, batch_id: str | None
-    ) -> tuple[ActionResult, str, dict[str, Any]]:
+    def _offload_steps(self, decision: OffloadDecision, batch_id: str | None) -> _Step:
         status = self._call(
             decision.cluster, "offload status", lambda: self.admin.offload_status(decision.topic)
         )
@@ -343,11 +373,17 @@ class Controller:
                 on_conflict=ActionResult.ALREADY_RUNNING,
             )
         except _Finish as finish:
-            self._outcome(decision.decision_id, finish.result, finish.detail)
+            self._outcome(decision.decision_id, finish.step.result, finish.step.detail)
             raise
-        detail = f"offload up to ledger {point.ledger_id}"
+        moved = sum(
+            lg.size
+            for lg in stats.ledgers_with_sizes()
+            if lg.ledger_id < point.ledger_id and not lg.offloaded and lg.entries > 0
+        )
+        detail = f"offload up to ledger {point.ledger_id} ({moved} bytes)"
         self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
-        return ActionResult.APPLIED, detail, {"status": 204, "message_id": point.to_json()}
+        pulsar = {"status": 204, "message_id": point.to_json()}
+        return _Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved)
 
     def _outcome(self, decision_id: str, result: ActionResult, detail: str) -> None:
         self.journal.record_outcome(

@@ -1,0 +1,56 @@
+"""Feed the controller's outcomes and breaker states to the Prometheus exporter.
+
+`attach_metrics(controller, metrics)` registers a listener: each outcome is counted with the
+exporter's closed result sets (results the exporter does not know, such as `denied` or
+`rate_limited`, stay in `controller.stats` only) and the cluster's breaker gauge is updated.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from balancer.controller.apply import Controller, Outcome
+from balancer.controller.breaker import BreakerState
+from balancer.controller.stats import ActionResult
+from balancer.decisions import DecisionKind
+
+SPLIT_RESULTS: dict[ActionResult, str] = {
+    ActionResult.APPLIED: "applied",
+    ActionResult.STALE: "stale",
+    ActionResult.FAILED: "failed",
+    ActionResult.DRY_RUN: "dry_run",
+}
+OFFLOAD_RESULTS: dict[ActionResult, str] = {
+    ActionResult.APPLIED: "triggered",
+    ActionResult.ALREADY_RUNNING: "already_running",
+    ActionResult.FAILED: "failed",
+    ActionResult.DRY_RUN: "dry_run",
+    ActionResult.NOTHING_TO_OFFLOAD: "nothing_to_offload",
+}
+
+
+class MetricsSink(Protocol):
+    """The part of `balancer.exporter.BalancerMetrics` the controller feeds."""
+
+    def record_split(self, cluster: str, result: str, reason: str, children: int = 0) -> None: ...
+
+    def record_offload(self, cluster: str, result: str, bytes_offloaded: int = 0) -> None: ...
+
+    def set_breaker(self, cluster: str, open: bool) -> None: ...
+
+
+def attach_metrics(controller: Controller, metrics: MetricsSink) -> None:
+    def on_outcome(outcome: Outcome) -> None:
+        if outcome.kind is DecisionKind.SPLIT:
+            result = SPLIT_RESULTS.get(outcome.result)
+            if result is not None:
+                metrics.record_split(outcome.cluster, result, outcome.reason, outcome.children)
+        else:
+            result = OFFLOAD_RESULTS.get(outcome.result)
+            if result is not None:
+                metrics.record_offload(outcome.cluster, result, outcome.bytes_offloaded)
+        status = controller.breaker_states().get(outcome.cluster)
+        if status is not None:
+            metrics.set_breaker(outcome.cluster, status.state is BreakerState.OPEN)
+
+    controller.add_listener(on_outcome)

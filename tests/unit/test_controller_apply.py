@@ -1,0 +1,271 @@
+"""Controller paths that need a scripted admin API: 4xx vs 5xx, no-op splits, offload rules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from balancer.bundles import BundleRange, NamespaceBundles
+from balancer.config import BalancerConfig
+from balancer.controller.apply import Controller, ControllerSettings, default_offload_point
+from balancer.controller.audit import AuditLog
+from balancer.controller.breaker import Breakers, BreakerState
+from balancer.controller.clock import FakeClock
+from balancer.controller.handler import ControllerHandler, build_handler
+from balancer.controller.journal import Journal
+from balancer.controller.limits import ActionLimits
+from balancer.controller.metrics_bridge import attach_metrics
+from balancer.controller.stats import ActionResult
+from balancer.decisions import (
+    OffloadDecision,
+    SplitDecision,
+    SplitInputs,
+    SplitReason,
+    offload_decision_id,
+)
+from balancer.detect import DetectionSettings
+from balancer.load import BundleLoad, TopicLoad, roll_up
+from balancer.pulsar import ForbiddenError, ServerError, UnavailableError
+from balancer.pulsar.models import InternalStats, LedgerInfo, MessageId, OffloadState, OffloadStatus
+from balancer.split import ChildLoad, SplitAlgorithm
+from balancer.thresholds import BundleLimits, NamespacePolicy, PolicyOverride, Thresholds
+
+NS = "acme/orders"
+PARENT = BundleRange(0, 0x40000000)
+
+
+@dataclass
+class FakeAdmin:
+    layout: NamespaceBundles = field(default_factory=lambda: NamespaceBundles.initial(NS, 4))
+    apply_splits: bool = True
+    error: Exception | None = None
+    ledgers: tuple[LedgerInfo, ...] = ()
+    current_ledger_size: int = 0
+    status: OffloadState = OffloadState.NOT_RUN
+    calls: list[str] = field(default_factory=list)
+
+    def _maybe_fail(self, name: str) -> None:
+        self.calls.append(name)
+        if self.error is not None:
+            raise self.error
+
+    def get_bundles(self, namespace: str) -> NamespaceBundles:
+        self._maybe_fail("get_bundles")
+        return self.layout
+
+    def split_bundle(self, namespace: str, bundle: BundleRange | str, *, algorithm: str,
+                     boundaries: Sequence[int] = (), unload: bool = False) -> None:
+        self._maybe_fail(f"split:{algorithm}:{unload}")
+        if self.apply_splits:
+            assert isinstance(bundle, BundleRange)
+            self.layout, _ = self.layout.split(bundle, boundaries)
+
+    def internal_stats(self, topic: str) -> InternalStats:
+        self._maybe_fail("internal_stats")
+        return InternalStats(number_of_entries=0, total_size=0, current_ledger_entries=1,
+                             current_ledger_size=self.current_ledger_size, ledgers=self.ledgers)
+
+    def trigger_offload(self, topic: str, message_id: MessageId) -> None:
+        self._maybe_fail(f"offload:{message_id.ledger_id}")
+
+    def offload_status(self, topic: str) -> OffloadStatus:
+        self._maybe_fail("offload_status")
+        return OffloadStatus(self.status, "")
+
+
+def split_decision(decision_id: str = "split-1", bundle: BundleRange = PARENT) -> SplitDecision:
+    mid = bundle.lower + bundle.width // 2
+    return SplitDecision(
+        decision_id=decision_id, cluster="east", namespace=NS, bundle=bundle,
+        algorithm=SplitAlgorithm.BALANCED_FLOW_DIVIDE, boundaries=(mid,),
+        children=(ChildLoad(BundleRange(bundle.lower, mid), 1, 1.0, 1.0, 1),
+                  ChildLoad(BundleRange(mid, bundle.upper), 1, 1.0, 1.0, 1)),
+        reasons=(SplitReason.MSG_RATE,), window_end_ms=60_000,
+        inputs=SplitInputs(1.0, 1.0, 2, 2, 1.0, 3, BundleLimits(), 4, 128),
+    )
+
+
+def offload_decision(threshold: int = 1000) -> OffloadDecision:
+    topic = f"persistent://{NS}/t-partition-1"
+    return OffloadDecision(
+        decision_id=offload_decision_id(cluster="east", topic=topic, window_end_ms=1),
+        cluster="east", namespace=NS, topic=topic, storage_size_bytes=10_000,
+        offloaded_size_bytes=0, threshold_bytes=threshold, window_end_ms=1)
+
+
+def make(tmp_path: Path, admin: FakeAdmin, clock: FakeClock | None = None) -> Controller:
+    clock = clock or FakeClock()
+    return Controller(
+        admin, settings=ControllerSettings(mode="apply"),
+        journal=Journal(tmp_path / "j.sqlite3"), audit=AuditLog(tmp_path / "a.jsonl"),
+        limits=ActionLimits(splits_per_minute=100, splits_per_minute_per_namespace=100,
+                            offloads_per_minute=100, offloads_per_minute_per_namespace=100,
+                            clock=clock),
+        breakers=Breakers(failure_threshold=2, cooloff_s=60, clock=clock), clock=clock)
+
+
+def test_split_uses_specified_positions_and_unload(tmp_path: Path) -> None:
+    admin = FakeAdmin()
+    controller = make(tmp_path, admin)
+    outcome = controller.apply_split(split_decision())
+    assert outcome.result is ActionResult.APPLIED and outcome.children == 2
+    assert admin.calls == ["get_bundles", "split:specified_positions_divide:True", "get_bundles"]
+    assert controller.known_bundle_counts() == {("east", NS): 5}
+
+
+def test_split_answered_204_without_effect_is_failed(tmp_path: Path) -> None:
+    controller = make(tmp_path, FakeAdmin(apply_splits=False))
+    outcome = controller.apply_split(split_decision())
+    assert outcome.result is ActionResult.FAILED and "lacks the boundaries" in outcome.detail
+    entry = controller.journal.get("split-1")
+    assert entry is not None and entry.result == "failed"
+
+
+@pytest.mark.parametrize(
+    ("error", "opens"),
+    [
+        (ForbiddenError("no", status=403), False),
+        (ServerError("boom", status=500), True),
+        (UnavailableError("down"), True),
+    ],
+    ids=["4xx-is-an-answer", "5xx-counts", "no-answer-counts"],
+)
+def test_breaker_counts_only_server_failures(tmp_path: Path, error: Exception,
+                                             opens: bool) -> None:
+    admin = FakeAdmin(error=error)
+    controller = make(tmp_path, admin)
+    first = [controller.apply_split(split_decision(f"split-{i}")) for i in range(3)]
+    state = controller.breaker_states()["east"].state
+    assert (state is BreakerState.OPEN) is opens
+    expected = [ActionResult.FAILED, ActionResult.FAILED,
+                ActionResult.BREAKER_OPEN if opens else ActionResult.FAILED]
+    assert [o.result for o in first] == expected
+
+
+@pytest.mark.parametrize(
+    ("threshold", "expected"),
+    [(0, (2, 0)), (1000, (2, 0)), (5000, (1, 0)), (6000, None)],
+    ids=["zero", "1000", "5000", "6000-nothing"],
+)
+def test_default_offload_point_is_pulsars_rule(threshold: int,
+                                               expected: tuple[int, int] | None) -> None:
+    stats = InternalStats(number_of_entries=0, total_size=0, current_ledger_entries=1,
+                          current_ledger_size=3000,
+                          ledgers=(LedgerInfo(0, 1, 1000, False), LedgerInfo(1, 1, 2000, False),
+                                   LedgerInfo(2, 1, 0, False)))
+    point = default_offload_point(stats, threshold)
+    assert (None if point is None else (point.ledger_id, point.entry_id)) == expected
+
+
+def test_offload_paths(tmp_path: Path) -> None:
+    ledgers = (LedgerInfo(0, 1, 1000, False), LedgerInfo(1, 1, 2000, False),
+               LedgerInfo(2, 1, 0, False))
+    admin = FakeAdmin(ledgers=ledgers, current_ledger_size=3000)
+    controller = make(tmp_path, admin)
+    nothing = controller.apply_offload(offload_decision(threshold=6000))
+    assert nothing.result is ActionResult.NOTHING_TO_OFFLOAD
+    done = controller.apply_offload(offload_decision(threshold=1000))
+    assert done.result is ActionResult.APPLIED and done.bytes_offloaded == 3000
+    assert "offload:2" in admin.calls
+    # The same point decided again (a later window) is the same action: not sent twice.
+    later = replace(offload_decision(), decision_id="offload-later", window_end_ms=2)
+    assert controller.apply_offload(later).result is ActionResult.DUPLICATE
+    assert admin.calls.count("offload:2") == 1
+    admin.status = OffloadState.RUNNING
+    running = controller.apply_offload(replace(offload_decision(), decision_id="offload-3"))
+    assert running.result is ActionResult.ALREADY_RUNNING
+
+
+def test_reconcile_keeps_intent_pending_while_pulsar_is_down(tmp_path: Path) -> None:
+    admin = FakeAdmin()
+    controller = make(tmp_path, admin)
+    controller.journal.record_intent(
+        decision_id="d", kind="split", cluster="east", namespace=NS, target="t", action_key="k",
+        payload={"call": {"bundle": str(PARENT), "boundaries": [0x20000000]}}, batch_id=None,
+        at_ms=1)
+    admin.error = UnavailableError("down")
+    assert controller.reconcile() == []
+    assert [e.decision_id for e in controller.journal.pending()] == ["d"]
+    admin.error = None
+    assert controller.reconcile() == [("d", ActionResult.ABANDONED)]
+
+
+@dataclass
+class Sink:
+    splits: list[tuple[str, str, str, int]] = field(default_factory=list)
+    offloads: list[tuple[str, str, int]] = field(default_factory=list)
+    breakers: list[tuple[str, bool]] = field(default_factory=list)
+
+    def record_split(self, cluster: str, result: str, reason: str, children: int = 0) -> None:
+        self.splits.append((cluster, result, reason, children))
+
+    def record_offload(self, cluster: str, result: str, bytes_offloaded: int = 0) -> None:
+        self.offloads.append((cluster, result, bytes_offloaded))
+
+    def set_breaker(self, cluster: str, open: bool) -> None:
+        self.breakers.append((cluster, open))
+
+
+def test_metrics_bridge_maps_outcomes(tmp_path: Path) -> None:
+    admin = FakeAdmin(ledgers=(LedgerInfo(0, 1, 1000, False), LedgerInfo(1, 1, 0, False)),
+                      current_ledger_size=5000)
+    controller = make(tmp_path, admin)
+    sink = Sink()
+    attach_metrics(controller, sink)
+
+    def broken(_: Any) -> None:
+        raise RuntimeError("listener bug")
+
+    controller.add_listener(broken)  # must not stop the controller
+    controller.apply_split(split_decision())
+    controller.apply_split(split_decision())  # duplicate: not an exporter result
+    controller.apply_offload(offload_decision(threshold=100))
+    assert sink.splits == [("east", "applied", "MsgRate", 2)]
+    assert sink.offloads == [("east", "triggered", 1000)]
+    assert sink.breakers == [("east", False)] * 3
+
+
+def test_handler_protocol_surface(tmp_path: Path) -> None:
+    thresholds = Thresholds(NamespacePolicy(offload_threshold_bytes=10**10),
+                            (PolicyOverride("acme/logs", offload_threshold_bytes=10**9),
+                             PolicyOverride("acme/off", offload_enabled=False)))
+    handler = ControllerHandler(make(tmp_path, FakeAdmin()), thresholds=thresholds,
+                                detection=DetectionSettings())
+    assert handler.offload_min_bytes == 10**9
+    hot = BundleLoad("east", NS, PARENT, 1, msg_rate_in=40_000.0, topic_count=3)
+    cold = BundleLoad("east", NS, PARENT, 1, msg_rate_in=10.0, topic_count=3)
+    assert handler.wants_topics(hot) and not handler.wants_topics(cold)
+    handler.close()
+
+
+@dataclass(frozen=True)
+class Report:
+    batch_id: int
+    window_end_ms: int
+    bundles: tuple[BundleLoad, ...]
+    large_topics: tuple[tuple[str, TopicLoad], ...] = ()
+
+
+def test_handler_waits_for_hysteresis_and_counts_skips(tmp_path: Path) -> None:
+    config = BalancerConfig.from_mapping({
+        "clusters": [{"name": "east", "admin_url": "http://127.0.0.1:1"}],
+        "controller": {"mode": "apply", "journal_path": str(tmp_path / "j.sqlite3"),
+                       "audit_log_path": str(tmp_path / "a.jsonl")},
+    })
+    admin = FakeAdmin()
+    handler = build_handler(config, admin, clock=FakeClock())
+    topics = tuple(TopicLoad(f"persistent://{NS}/t{i}", 0x01000000 * (i + 1),
+                             msg_rate_in=8000.0) for i in range(5))
+    for i in range(3):
+        load = roll_up(cluster="east", namespace=NS, bundle=PARENT, window_end_ms=(i + 1) * 1000,
+                       topics=topics)
+        handler.handle(Report(i, (i + 1) * 1000, (load,)))
+    assert [o.result for o in handler.last_outcomes] == [ActionResult.APPLIED]
+    counters = handler.stats.snapshot().counters
+    assert counters[("split", "skipped", "hysteresis")] == 2
+    assert counters[("split", "applied", "MsgRate")] == 1
+    handler.close()
