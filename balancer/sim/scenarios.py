@@ -189,9 +189,10 @@ def _unique(values: list[str], where: str) -> None:
 def _format_errors(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"{loc}: {msg}")
+        # Cross-field checks name their key in the message itself.
+        lines.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(lines)
 
 
