@@ -16,6 +16,7 @@ from typing import NoReturn
 COMMAND_MODULES: tuple[str, ...] = (
     "balancer.commands.inspect",
     "balancer.commands.validate_config",
+    "balancer.commands.simulate",
 )
 
 EXIT_USAGE = 2
