@@ -207,13 +207,6 @@ class PulsarPeerGroup:
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _json(self, call: Call) -> Any:
-        response = self._t.send(call)
-        try:
-            return response.json()
-        except ValueError:
-            raise self._t.invalid_response(call, response, "not JSON") from None
-
     def _parse(self, call: Call, parse: Callable[[Any], _T]) -> _T:
         response = self._t.send(call)
         try:

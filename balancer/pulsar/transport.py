@@ -230,7 +230,8 @@ class AdminTransport:
                     self._learn_owner(call.namespace, hop.cluster)
                 return response
             if status == 412 and call.namespace is not None:
-                # No peer holds the namespace (any more): drop a stale owner.
+                # No peer holds the namespace (any more): drop a stale owner. A 412 for another
+                # cause (an unsupported algorithm) only costs one extra redirect next time.
                 self.router.forget_owner(call.namespace)
             raise self._error(call, hop, response, attempts)
 
