@@ -51,6 +51,7 @@ class SkipReason(StrEnum):
     CYCLE_CAP = "cycle_cap"  # the per-cycle cap on splits is reached; retried next window
     COOLDOWN = "cooldown"  # the namespace was split recently
     NO_BOUNDARY = "no_boundary"  # the algorithm found no valid boundary
+    ALGORITHM_ERROR = "algorithm_error"  # the algorithm gave boundaries Pulsar would reject
     SPLIT_DISABLED = "split_disabled"  # the namespace policy turns splitting off
 
 

@@ -39,7 +39,7 @@ from balancer.decisions import (
     split_decision_id,
 )
 from balancer.load import BundleLoad, TopicLoad
-from balancer.split import SplitOptions, compute_split
+from balancer.split import SplitError, SplitOptions, compute_split
 from balancer.thresholds import BundleLimits, NamespacePolicy, Thresholds
 from balancer.topics import InvalidTopicName, parse_topic
 
@@ -196,7 +196,11 @@ def _decide_split(
         fill_factor=settings.fill_factor,
         max_children=remaining + 1,
     )
-    result = compute_split(policy.algorithm, load.bundle, load.topics, options)
+    try:
+        result = compute_split(policy.algorithm, load.bundle, load.topics, options)
+    except SplitError:
+        # A Pulsar algorithm whose boundaries Pulsar itself would reject: no split, not a crash.
+        return SkipReason.ALGORITHM_ERROR
     boundaries = tuple(sorted(b for b in result.boundaries if load.bundle.strictly_inside(b)))
     if not boundaries:
         return SkipReason.NO_BOUNDARY

@@ -392,23 +392,29 @@ class Controller:
 
     def _report(self, decision: Decision, outcome: Outcome, batch_id: str | None) -> None:
         self.stats.count(decision.kind.value, outcome.result.value, outcome.reason)
-        if outcome.result is ActionResult.APPLIED:
+        if outcome.result in (ActionResult.APPLIED, ActionResult.DRY_RUN):
             target = (
                 decision.bundle.key(decision.namespace)
                 if isinstance(decision, SplitDecision)
                 else decision.topic
             )
-            self.stats.applied(
-                AppliedAction(
-                    decision_id=decision.decision_id,
-                    kind=decision.kind.value,
-                    cluster=decision.cluster,
-                    namespace=decision.namespace,
-                    target=target,
-                    detail=outcome.detail,
-                    at_ms=self.clock.now_ms(),
-                )
+            detail = outcome.detail
+            if isinstance(decision, SplitDecision) and outcome.result is ActionResult.DRY_RUN:
+                points = ", ".join(format_position(b) for b in decision.boundaries)
+                detail = f"would split at {points} ({decision.reason.value})"
+            action = AppliedAction(
+                decision_id=decision.decision_id,
+                kind=decision.kind.value,
+                cluster=decision.cluster,
+                namespace=decision.namespace,
+                target=target,
+                detail=detail,
+                at_ms=self.clock.now_ms(),
             )
+            if outcome.result is ActionResult.APPLIED:
+                self.stats.applied(action)
+            else:
+                self.stats.planned(action)
         level = logging.INFO if outcome.result is not ActionResult.FAILED else logging.WARNING
         log.log(
             level,

@@ -46,6 +46,7 @@ class AppliedAction:
 class StatsSnapshot:
     counters: dict[tuple[str, str, str], int]
     applied: tuple[AppliedAction, ...]
+    planned: tuple[AppliedAction, ...]  # what dry-run would have done
     batches_handled: int
     batches_replayed: int
 
@@ -56,6 +57,7 @@ class ControllerStats:
     def __init__(self, *, max_applied: int = 1000) -> None:
         self._counters: Counter[tuple[str, str, str]] = Counter()
         self._applied: deque[AppliedAction] = deque(maxlen=max_applied)
+        self._planned: deque[AppliedAction] = deque(maxlen=max_applied)
         self._batches = 0
         self._replayed = 0
         self._lock = threading.Lock()
@@ -67,6 +69,10 @@ class ControllerStats:
     def applied(self, action: AppliedAction) -> None:
         with self._lock:
             self._applied.append(action)
+
+    def planned(self, action: AppliedAction) -> None:
+        with self._lock:
+            self._planned.append(action)
 
     def batch(self, *, replayed: bool) -> None:
         with self._lock:
@@ -80,6 +86,7 @@ class ControllerStats:
             return StatsSnapshot(
                 counters=dict(self._counters),
                 applied=tuple(self._applied),
+                planned=tuple(self._planned),
                 batches_handled=self._batches,
                 batches_replayed=self._replayed,
             )
@@ -92,6 +99,7 @@ class ControllerStats:
                 for (k, r, why), n in sorted(snap.counters.items())
             ],
             "applied": [_asdict(a) for a in snap.applied],
+            "planned": [_asdict(a) for a in snap.planned],
             "batches_handled": snap.batches_handled,
             "batches_replayed": snap.batches_replayed,
         }

@@ -190,6 +190,9 @@ def test_dry_run_touches_nothing(sim: RunningPeerGroup, client: PulsarPeerGroup,
     (record,) = rig.audit_records()
     assert record["result"] == "dry_run" and record["decision"]["boundaries"]
     assert handler.controller.journal.entries() == []
+    (planned,) = handler.stats.snapshot().planned
+    assert planned.target == f"{HOT_NS}/{FIRST}" and planned.detail.startswith("would split at")
+    assert handler.stats.snapshot().applied == ()
     handler.close()
 
 

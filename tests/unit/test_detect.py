@@ -364,3 +364,16 @@ def test_every_decision_respects_budget_and_bundle(rates: list[float], sessions:
         assert count + len(d.boundaries) <= 128
     if count >= 128:
         assert result.splits == ()
+
+
+def test_algorithm_error_is_a_skip_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import balancer.detect as detect_module
+    from balancer.split import SplitError
+
+    def broken(*_: object) -> None:
+        raise SplitError("boundaries outside the bundle")
+
+    monkeypatch.setattr(detect_module, "compute_split", broken)
+    result = run([bundle_load(HOT)])
+    assert result.splits == ()
+    assert [k.reason for k in result.skipped] == [SkipReason.ALGORITHM_ERROR]
