@@ -425,13 +425,25 @@ def test_routes_to_the_cluster_that_owns_the_namespace(
     handler.close()
 
 
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.c3VwZXItc2VjcmV0.c2lnbmF0dXJl"
+
+
+@pytest.fixture
+def secured_sim() -> Iterator[RunningPeerGroup]:
+    with start_peer_group(parse_scenario(SCENARIO), required_token=TOKEN) as running:
+        yield running
+
+
 def test_audit_log_and_journal_hold_no_token(
-    sim: RunningPeerGroup, rig: Rig, tmp_path: Path
+    secured_sim: RunningPeerGroup, rig: Rig, tmp_path: Path
 ) -> None:
-    token = "eyJhbGciOiJIUzI1NiJ9.c3VwZXItc2VjcmV0.c2lnbmF0dXJl"
+    sim, token = secured_sim, TOKEN
     token_file = tmp_path / "token"
     token_file.write_text(token)
-    with make_client(sim, token=TokenSource(file=token_file)) as client:
+    endpoints = [ClusterEndpoint(name, url, token=TokenSource(file=token_file))
+                 for name, url in sim.admin_urls.items()]
+    retry = RetryPolicy(max_attempts=1)
+    with PulsarPeerGroup(endpoints, retry=retry, sleep=lambda _s: None) as client:
         handler = rig.handler(rig.controller(client))
         handler.handle(report(sim, 1, 60_000))
         sim.faults.configure(error_rate_503=1.0)
@@ -440,5 +452,6 @@ def test_audit_log_and_journal_hold_no_token(
         handler.close()
     audit = (rig.tmp / "audit.jsonl").read_text()
     assert len(audit.splitlines()) == 2 and '"result": "failed"' in audit
+    assert '"result": "applied"' in audit  # the token was sent: the secured sim accepted it
     assert token not in audit and "c3VwZXItc2VjcmV0" not in audit
     assert token.encode() not in (rig.tmp / "journal.sqlite3").read_bytes()
