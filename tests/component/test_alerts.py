@@ -124,3 +124,18 @@ def test_alerts_use_only_metrics_the_exporter_has() -> None:
     for rule in rules():
         for name in re.findall(r"\bpulsar_balancer_\w+", rule["expr"]):
             assert name in known, f"{rule['alert']} uses unknown metric {name}"
+
+
+@pytest.mark.promtool
+@needs_promtool
+def test_example_prometheus_config_is_valid() -> None:
+    config = REPO / "conf" / "prometheus" / "prometheus.yml"
+    result = subprocess.run(
+        [str(PROMTOOL), "check", "config", config.name],
+        cwd=config.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert yaml.safe_load(config.read_text())["scrape_configs"][0]["job_name"] == "pulsar-balancer"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -247,12 +248,16 @@ def test_record_split(result: str, children: int, counted_children: float | None
 def test_record_offload(result: str, nbytes: int, counted: float | None) -> None:
     metrics, registry, _ = make()
     metrics.record_offload("east", result, bytes_offloaded=nbytes)
-    assert registry.get_sample_value(
-        "pulsar_balancer_offloads_total", {"cluster": "east", "result": result}
-    ) == 1
-    assert registry.get_sample_value(
-        "pulsar_balancer_offloaded_bytes_total", {"cluster": "east"}
-    ) == counted
+    assert (
+        registry.get_sample_value(
+            "pulsar_balancer_offloads_total", {"cluster": "east", "result": result}
+        )
+        == 1
+    )
+    assert (
+        registry.get_sample_value("pulsar_balancer_offloaded_bytes_total", {"cluster": "east"})
+        == counted
+    )
 
 
 @pytest.mark.parametrize(
@@ -302,10 +307,20 @@ def test_admin_requests() -> None:
     metrics.observe_admin_request("east", "put", 204, 0.2)
     metrics.observe_admin_request("east", "PUT", None, 5.0)
     get = registry.get_sample_value
-    assert get("pulsar_balancer_admin_requests_total",
-               {"cluster": "east", "method": "PUT", "code": "204"}) == 1
-    assert get("pulsar_balancer_admin_requests_total",
-               {"cluster": "east", "method": "PUT", "code": "error"}) == 1
+    assert (
+        get(
+            "pulsar_balancer_admin_requests_total",
+            {"cluster": "east", "method": "PUT", "code": "204"},
+        )
+        == 1
+    )
+    assert (
+        get(
+            "pulsar_balancer_admin_requests_total",
+            {"cluster": "east", "method": "PUT", "code": "error"},
+        )
+        == 1
+    )
     assert get("pulsar_balancer_admin_request_duration_seconds_count",
                {"cluster": "east", "method": "PUT"}) == 2  # fmt: skip
 
@@ -324,3 +339,23 @@ def test_snapshot_family_names_are_documented() -> None:
     names = set(snapshot_family_names())
     assert "pulsar_balancer_bundle_threshold_ratio" in names
     assert len(names) == 10
+
+
+def test_every_metric_is_documented_in_operations_md() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    metrics, registry, _ = make()
+    metrics.register_cluster("c")
+    metrics.record_split("c", "applied", "topics", children=2)
+    metrics.set_mode("apply")
+    metrics.set_cluster_reachable("c", True)
+    metrics.observe_admin_request("c", "GET", 200, 0.1)
+    metrics.observe_batch(Report(events_rejected={"bad_json": 1}, kafka_lag={0: 1}))
+    families = {f.name for f in registry.collect() if f.name.startswith("pulsar_balancer_")}
+    families |= set(snapshot_family_names())
+    documented = {
+        name.removesuffix("_total")
+        for name in re.findall(r"^\| `(pulsar_balancer_\w+)`", doc, flags=re.MULTILINE)
+    }
+    assert families == documented
