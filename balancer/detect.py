@@ -9,7 +9,9 @@ Rules (Pulsar's, plus the gates this project adds):
 - Hysteresis: a split is decided on the `hit_count_threshold`-th consecutive complete window
   over threshold. A window is identified by its `window_end_ms`: a window seen again (replay)
   or an older one never counts twice. A window under threshold resets the count, and so does
-  a window in which the bundle does not appear.
+  a window in which the bundle does not appear. (Pulsar compares its hit counter with `>`,
+  so its threshold 3 acts on the 4th check; here N means "act on the Nth window", as the
+  project's issue states.)
 - Never split a bundle with < 2 topics or with `upper - lower <= 1`; respect the namespace's
   maximum bundle count (counting the children a split adds: the algorithm gets
   `max_children = remaining budget + 1`), a per-cycle cap on splits (the most overloaded
