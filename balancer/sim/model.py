@@ -8,6 +8,7 @@ method holds the model's lock. Time comes from the `SimClock` only.
 
 from __future__ import annotations
 
+import json
 import threading
 import zlib
 from collections import Counter
@@ -59,6 +60,15 @@ class PeerRedirect(Exception):
     def __init__(self, cluster: str) -> None:
         super().__init__(cluster)
         self.cluster = cluster
+
+
+class OwnerRedirect(Exception):
+    """Another broker of the cluster owns the bundle: answer 307 to that broker."""
+
+    def __init__(self, cluster: str, broker: int) -> None:
+        super().__init__(f"{cluster}/{broker}")
+        self.cluster = cluster
+        self.broker = broker
 
 
 @dataclass
@@ -177,6 +187,7 @@ class SimModel:
         self.last_offload_success_ms = np.zeros(table.size, dtype=np.int64)
         self.request_counts: Counter[tuple[str, str]] = Counter()  # (cluster, route) -> n
         self._broker_stats_cache: dict[tuple[str, int], tuple[tuple[int, int], dict[str, Any]]] = {}
+        self._broker_stats_bytes: dict[tuple[str, int], tuple[dict[str, Any], bytes]] = {}
         self._layout_version = 0
 
     # ----- time and bookkeeping -------------------------------------------------------
@@ -331,8 +342,22 @@ class SimModel:
         with self.lock:
             return ns.owners[ns.layout.find(position)]
 
+    def check_owner(self, ns: NamespaceState, bundle: BundleRange, broker: int) -> None:
+        """With `redirect_to_owner`, a bundle or topic request on a broker that does not own
+        the bundle is redirected to the owner, as Pulsar's brokers do."""
+        if not self.scenario.broker.redirect_to_owner:
+            return
+        with self.lock:
+            owner = ns.owners.get(bundle)
+            if owner is not None and owner != broker:
+                raise OwnerRedirect(ns.cluster, owner)
+
     def topic_loads(self, ns: NamespaceState, bundle: BundleRange) -> list[TopicLoad]:
         """The bundle's topics with their load now, as the split algorithms take them."""
+        with self.lock:
+            return self._topic_loads(ns, bundle)
+
+    def _topic_loads(self, ns: NamespaceState, bundle: BundleRange) -> list[TopicLoad]:
         t = self.traffic.table
         rates = self.traffic.rates(self.elapsed_s())
         idx = self._bundle_slice(ns, bundle)
@@ -401,7 +426,7 @@ class SimModel:
                 positions=tuple(boundaries),
             )
             try:
-                result = compute_split(algo, parent, self.topic_loads(ns, parent), options)
+                result = compute_split(algo, parent, self._topic_loads(ns, parent), options)
             except SplitError as exc:
                 raise SimError(412, str(exc)) from None
             now_ms = self.now_ms()
@@ -579,6 +604,17 @@ class SimModel:
                     out[ns.name] = by_bundle
             self._broker_stats_cache[(cluster, broker)] = (key, out)
             return out
+
+    def broker_stats_json(self, cluster: str, broker: int) -> bytes:
+        """`broker_stats` serialised, cached with the snapshot (it can be tens of MB)."""
+        with self.lock:
+            document = self.broker_stats(cluster, broker)
+            cached = self._broker_stats_bytes.get((cluster, broker))
+            if cached is not None and cached[0] is document:
+                return cached[1]
+            payload = json.dumps(document, separators=(",", ":")).encode("utf-8")
+            self._broker_stats_bytes[(cluster, broker)] = (document, payload)
+            return payload
 
     # ----- offload ---------------------------------------------------------------------------
 

@@ -46,6 +46,9 @@ class BrokerSettings(_Strict):
     stats_update_interval_s: float = Field(60.0, ge=0)
     offload_duration_s: float = Field(30.0, ge=0)
     ledger_max_size_bytes: int = Field(256 * 1024 * 1024, gt=0)
+    # Answer bundle and topic requests on a broker that does not own the bundle with 307 to
+    # the owner (Pulsar does; off by default so any broker answers everything).
+    redirect_to_owner: bool = False
     # Storage integrates throughput-in over a fixed grid of this many simulated seconds.
     integration_step_s: float = Field(60.0, gt=0)
 

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from balancer.sim.faults import FaultInjector, FaultKind
-from balancer.sim.model import NamespaceState, PeerRedirect, SimError, SimModel
+from balancer.sim.model import NamespaceState, OwnerRedirect, PeerRedirect, SimError, SimModel
 from balancer.sim.paths import metadata_path
 from balancer.topics import InvalidTopicName, parse_topic
 
@@ -59,6 +59,13 @@ class Response:
     body: Any = None  # JSON-serialisable, or str for text/plain
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RawJson:
+    """A body already serialised to JSON bytes."""
+
+    payload: bytes
 
 
 Handler = Callable[[SimModel, Request], Response]
@@ -135,12 +142,24 @@ def _split(m: SimModel, r: Request) -> Response:
     ):
         raise SimError(400, "Split boundaries must be a JSON array of integers")
     algorithm = r.query.get("splitAlgorithmName", [None])[-1] or None
-    m.split_bundle(ns, r.params[2], algorithm=algorithm, boundaries=body, unload=r.flag("unload"))
+    with m.lock:
+        try:
+            bundle = m.resolve_bundle(ns, r.params[2], allow_special=True)
+        except SimError:
+            bundle = None  # split_bundle reports the bad bundle after the algorithm checks
+        if bundle is not None:
+            m.check_owner(ns, bundle, r.broker)
+        m.split_bundle(
+            ns, r.params[2], algorithm=algorithm, boundaries=body, unload=r.flag("unload")
+        )
     return _no_content()
 
 
 def _unload(m: SimModel, r: Request) -> Response:
-    m.unload_bundle(_ns(m, r), r.params[2])
+    ns = _ns(m, r)
+    with m.lock:
+        m.check_owner(ns, m.resolve_bundle(ns, r.params[2]), r.broker)
+        m.unload_bundle(ns, r.params[2])
     return _no_content()
 
 
@@ -162,7 +181,10 @@ def _topic(m: SimModel, r: Request) -> tuple[NamespaceState, int]:
         raise SimError(
             404, f"Topic persistent://{ns.name}/{local} is partitioned: ask its partitions"
         )
-    return ns, m.topic_index(ns, local)
+    i = m.topic_index(ns, local)
+    with m.lock:
+        m.check_owner(ns, ns.layout.find(int(m.traffic.table.positions[i])), r.broker)
+    return ns, i
 
 
 def _topic_stats(m: SimModel, r: Request) -> Response:
@@ -198,7 +220,7 @@ def _partitions(m: SimModel, r: Request) -> Response:
 
 
 def _broker_stats(m: SimModel, r: Request) -> Response:
-    return _ok(m.broker_stats(r.cluster, r.broker))
+    return Response(200, RawJson(m.broker_stats_json(r.cluster, r.broker)))
 
 
 def _lookup_bundle(m: SimModel, r: Request) -> Response:
@@ -424,6 +446,11 @@ class _BrokerHandler(BaseHTTPRequestHandler):
             peer_url = srv.model.clusters[redirect.cluster].service_url
             location = f"{peer_url}{self.path}"
             response = Response(307, None, headers={"Location": location})
+        except OwnerRedirect as owner:
+            broker_url = srv.model.clusters[owner.cluster].broker_urls[owner.broker]
+            query = {**request.query, "authoritative": ["true"]}
+            location = f"{broker_url}{split.path}?{urlencode(query, doseq=True)}"
+            response = Response(307, None, headers={"Location": location})
         except Exception:  # a bug in the simulator must not kill the server thread
             log.exception("simulator error on %s %s", method, self.path)
             response = Response(500, {"reason": "Simulator internal error"})
@@ -432,6 +459,8 @@ class _BrokerHandler(BaseHTTPRequestHandler):
     def _send(self, response: Response) -> None:
         if response.body is None:
             payload = b""
+        elif isinstance(response.body, RawJson):
+            payload = response.body.payload
         elif response.content_type == "text/plain":
             payload = str(response.body).encode("utf-8")
         else:

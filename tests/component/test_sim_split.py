@@ -289,3 +289,31 @@ def test_split_with_unload_moves_children_by_hash_and_unload_moves_a_bundle(
     assert r.status_code == 204
     assert ns.owners[BundleRange(0x80000000, 0xC0000000)] == (owner + 1) % 2
     assert group.model.unloads[-1].from_broker == owner
+
+
+def test_owner_redirect_mode_sends_bundle_and_topic_requests_to_the_owner(
+    http: httpx.Client,
+) -> None:
+    doc = scenario()
+    doc["broker"]["redirect_to_owner"] = True
+    with start_peer_group(parse_scenario(doc)) as group:
+        ns = group.model.namespaces[NS]
+        owner = ns.owners[BundleRange(0, 0x40000000)]
+        other = 1 - owner
+        owner_url, other_url = group.broker_urls["east"][owner], group.broker_urls["east"][other]
+        path = f"/admin/v2/namespaces/{NS}/{FIRST}/split"
+        r = http.put(f"{other_url}{path}")
+        assert r.status_code == 307
+        assert r.headers["location"] == f"{owner_url}{path}?authoritative=true"
+        assert group.model.splits == []
+        assert http.put(f"{other_url}{path}", follow_redirects=True).status_code == 204
+        assert len(group.model.splits) == 1
+        topic = "orders-partition-1"
+        position = hash_position(f"persistent://{NS}/{topic}")
+        holder = ns.owners[ns.layout.find(position)]
+        stats_path = f"/admin/v2/persistent/{NS}/{topic}/stats"
+        direct = http.get(f"{group.broker_urls['east'][holder]}{stats_path}")
+        assert direct.status_code == 200
+        moved = http.get(f"{group.broker_urls['east'][1 - holder]}{stats_path}")
+        assert moved.status_code == 307
+        assert moved.headers["location"].startswith(group.broker_urls["east"][holder])
