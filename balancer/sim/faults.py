@@ -36,6 +36,7 @@ class FaultInjector:
         self.error_rate_503 = 0.0
         self.drop_connection_rate = 0.0
         self.latency_s = 0.0
+        self.offload_failure_rate = 0.0  # share of offloads that end in ERROR
         self.only_paths: tuple[str, ...] = ()
         self.injected: Counter[str] = Counter()
 
@@ -46,6 +47,7 @@ class FaultInjector:
         error_rate_503: float | None = None,
         drop_connection_rate: float | None = None,
         latency_s: float | None = None,
+        offload_failure_rate: float | None = None,
         only_paths: tuple[str, ...] | None = None,
         seed: int | None = None,
     ) -> None:
@@ -54,6 +56,7 @@ class FaultInjector:
                 ("error_rate_500", error_rate_500),
                 ("error_rate_503", error_rate_503),
                 ("drop_connection_rate", drop_connection_rate),
+                ("offload_failure_rate", offload_failure_rate),
             ):
                 if value is not None:
                     if not 0.0 <= value <= 1.0:
@@ -74,8 +77,19 @@ class FaultInjector:
             error_rate_503=0.0,
             drop_connection_rate=0.0,
             latency_s=0.0,
+            offload_failure_rate=0.0,
             only_paths=(),
         )
+
+    def offload_fails(self) -> bool:
+        """Decided when an offload starts: will it end in ERROR?"""
+        with self._lock:
+            if self.offload_failure_rate <= 0:
+                return False
+            fails = self._random.random() < self.offload_failure_rate
+            if fails:
+                self.injected["offload_failure"] += 1
+            return fails
 
     def decide(self, path: str) -> FaultDecision:
         with self._lock:

@@ -31,8 +31,8 @@ class PeerGroup:
     def __init__(self, scenario: Scenario, *, time_scale: float = 0.0) -> None:
         self.scenario = scenario
         self.clock = SimClock(scenario.start_ms, time_scale=time_scale)
-        self.model = SimModel(scenario, self.clock)
         self.faults = FaultInjector(seed=scenario.seed)
+        self.model = SimModel(scenario, self.clock, faults=self.faults)
 
     @classmethod
     def from_scenario(

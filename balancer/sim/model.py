@@ -22,6 +22,7 @@ from balancer.bundles import BundleRange, InvalidBundle, NamespaceBundles, forma
 from balancer.hashing import hash_position
 from balancer.load import TopicLoad
 from balancer.sim.clock import SimClock
+from balancer.sim.faults import FaultInjector
 from balancer.sim.scenarios import Scenario
 from balancer.sim.stats import (
     Ledger,
@@ -145,6 +146,7 @@ class OffloadState:
     target_prefix: int = 0  # ledgers [0, target_prefix) offloaded when it completes
     completes_at_s: float = 0.0
     last_error: str = ""
+    will_fail: bool = False
 
 
 def _initial_owner(namespace: str, bundle: BundleRange, brokers: int) -> int:
@@ -152,9 +154,12 @@ def _initial_owner(namespace: str, bundle: BundleRange, brokers: int) -> int:
 
 
 class SimModel:
-    def __init__(self, scenario: Scenario, clock: SimClock) -> None:
+    def __init__(
+        self, scenario: Scenario, clock: SimClock, *, faults: FaultInjector | None = None
+    ) -> None:
         self.scenario = scenario
         self.clock = clock
+        self.faults = faults if faults is not None else FaultInjector(seed=scenario.seed)
         self.lock = threading.RLock()
         self.traffic = TrafficModel(scenario)
         table = self.traffic.table
@@ -216,6 +221,10 @@ class SimModel:
         now_s = self.elapsed_s()
         for i, state in self.offloads.items():
             if state.status == "RUNNING" and now_s >= state.completes_at_s:
+                if state.will_fail:
+                    state.status = "ERROR"
+                    state.last_error = "Injected fault: offload to tiered storage failed"
+                    continue
                 state.status = "SUCCESS"
                 if state.target_prefix > int(self.offloaded_prefix[i]):
                     self.offloaded_prefix[i] = state.target_prefix
@@ -632,6 +641,7 @@ class SimModel:
             state.last_error = ""
             state.target_prefix = max(wanted, int(self.offloaded_prefix[i]))
             state.status = "RUNNING"
+            state.will_fail = self.faults.offload_fails()
             state.completes_at_s = self.elapsed_s() + self.scenario.broker.offload_duration_s
             self._settle()
             return state

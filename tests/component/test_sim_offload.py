@@ -133,3 +133,24 @@ def test_size_threshold_rule_keeps_the_newest_bytes(
     stored = get(http, group, "stats")["storageSize"]
     written = 30 * 1_000_000
     assert threshold - LEDGER_BYTES < stored - written <= threshold
+
+
+def test_an_injected_offload_failure_ends_in_error_and_offloads_nothing(
+    group: RunningPeerGroup, http: httpx.Client
+) -> None:
+    group.faults.configure(offload_failure_rate=1.0)
+    ids = [x["ledgerId"] for x in get(http, group, "internalStats")["ledgers"]]
+    body = {"ledgerId": ids[4], "entryId": 0, "partitionIndex": -1}
+    assert http.put(topic_url(group, "offload"), json=body).status_code == 204
+    group.clock.advance(30)
+    status = get(http, group, "offload")
+    assert status["status"] == "ERROR" and status["lastError"]
+    assert get(http, group, "stats")["offloadedStorageSize"] == 0
+    group.faults.clear()  # a retry after an error may run again
+    assert http.put(topic_url(group, "offload"), json=body).status_code == 204
+    group.clock.advance(30)
+    assert get(http, group, "offload") == {
+        "status": "SUCCESS",
+        "lastError": "",
+        "firstUnoffloadedMessage": {"ledgerId": ids[4], "entryId": 0, "partitionIndex": -1},
+    }
