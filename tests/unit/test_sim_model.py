@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from balancer.bundles import BundleRange
 from balancer.hashing import hash_position
 from balancer.sim import PeerGroup, load_scenario, parse_scenario
 from balancer.sim.model import LEDGER_ID_STRIDE, SimError, SimModel
@@ -129,8 +128,7 @@ def test_the_demo_scenario_shows_hot_bundles_and_an_offload_candidate() -> None:
     audit = model.namespaces["acme/audit"]
     i = model.topic_index(audit, "audit-log")
     assert model.topic_stats(i)["storageSize"] > 10 * 1024**3
-    # And the hottest partition stays hot enough that no split of its bundle is trivial.
+    # The outstanding partition is a third of Pulsar's bundle threshold on its own.
     orders = model.namespaces["acme/orders"]
     j = model.topic_index(orders, "orders-partition-3")
     assert model.topic_stats(j)["msgRateIn"] > 10_000
-    assert BundleRange.full().contains(hash_position("persistent://acme/orders/orders-partition-3"))
