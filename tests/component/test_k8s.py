@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -169,6 +170,13 @@ def test_config_map_passes_validate_config(kustomization: Path, tmp_path: Path) 
     path = tmp_path / CONFIG_FILE
     path.write_text(data[CONFIG_FILE])
     load_config(path)  # raises ConfigError naming every bad key
+    # ... and the operator's command says so too.
+    cli = Path(sys.executable).parent / "pulsar-balancer"
+    result = subprocess.run(
+        [str(cli), "validate-config", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "valid" in result.stdout
 
 
 @needs_renderer
