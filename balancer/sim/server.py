@@ -214,6 +214,11 @@ def _offload_status(m: SimModel, r: Request) -> Response:
     return _ok(m.offload_status(i))
 
 
+def _partitioned_topics(m: SimModel, r: Request) -> Response:
+    ns = _ns(m, r)
+    return _ok(sorted(f"persistent://{ns.name}/{base}" for base in ns.partitioned))
+
+
 def _partitions(m: SimModel, r: Request) -> Response:
     ns = _ns(m, r)
     return _ok({"partitions": m.partitions_of(ns, r.params[2])})
@@ -289,6 +294,12 @@ ROUTES: list[tuple[str, re.Pattern[str], str, Handler]] = [
         ("PUT", f"{_NS}/{_SEG}/unload", "unload", _unload),
         ("GET", f"{_NS}/{_SEG}/topicHashPositions", "topic_hash_positions", _hash_positions),
         ("GET", rf"/admin/v2/persistent/{_SEG}/{_SEG}", "topics", _topics),
+        (
+            "GET",
+            rf"/admin/v2/persistent/{_SEG}/{_SEG}/partitioned",
+            "partitioned_topics",
+            _partitioned_topics,
+        ),
         ("GET", f"{_TOPIC}/stats", "topic_stats", _topic_stats),
         ("GET", f"{_TOPIC}/internalStats", "internal_stats", _internal_stats),
         ("PUT", f"{_TOPIC}/offload", "offload", _trigger_offload),

@@ -177,6 +177,10 @@ def test_partitioned_base_name_has_no_topic_stats(
     assert r.status_code == 404
     p = http.get(f"{group.admin_urls['east']}/admin/v2/persistent/{NS}/orders/partitions").json()
     assert p == {"partitions": 12}
+    listed = http.get(f"{group.admin_urls['east']}/admin/v2/persistent/{NS}/partitioned").json()
+    assert listed == [f"persistent://{NS}/orders"]
+    single = http.get(f"{group.admin_urls['east']}/admin/v2/persistent/{NS}/hot/partitions")
+    assert single.json() == {"partitions": 0}
 
 
 @pytest.mark.parametrize(("other_seed", "same"), [(9, True), (10, False)], ids=["same", "other"])
