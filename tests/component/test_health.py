@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -142,3 +143,31 @@ def test_stop_releases_the_port() -> None:
     srv.stop()
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{url}/healthz", timeout=2)
+
+
+def test_readiness_follows_the_exporters_last_batch() -> None:
+    """Wiring as in production: last_batch_age_s comes from BalancerMetrics and its clock."""
+    now_s = [1_000.0]
+    registry = CollectorRegistry()
+    metrics = BalancerMetrics(registry, limits=lambda c, n: None, clock=lambda: now_s[0])
+    checks = standard_checks(
+        stream_running=lambda: True,
+        kafka_reachable=lambda: True,
+        clusters_reachable=lambda: [True],
+        last_batch_age_s=metrics.last_batch_age_s,
+        max_batch_age_s=60.0,
+    )
+    report = SimpleNamespace(
+        batch_id=1, window_end_ms=0, bundles=(), large_topics=(), events_consumed=0,
+        events_rejected={}, events_late=0, kafka_lag={}, watermark_delay_s=0.0, duration_s=1.0,
+    )  # fmt: skip
+    with HealthServer(registry=registry, checks=checks) as srv:
+        before = httpx.get(f"{srv.url}/readyz", timeout=5)
+        metrics.observe_batch(report)
+        now_s[0] += 30.0
+        fresh = httpx.get(f"{srv.url}/readyz", timeout=5)
+        now_s[0] += 31.0
+        stale = httpx.get(f"{srv.url}/readyz", timeout=5)
+    assert (before.status_code, before.json()["failing"]) == (503, ["last_batch_recent"])
+    assert fresh.status_code == 200
+    assert (stale.status_code, stale.json()["failing"]) == (503, ["last_batch_recent"])
