@@ -13,7 +13,6 @@ import threading
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,16 @@ from balancer.load import TopicLoad
 from balancer.sim.clock import SimClock
 from balancer.sim.faults import FaultInjector
 from balancer.sim.scenarios import Scenario
+from balancer.sim.state import (
+    ClusterState,
+    NamespaceState,
+    NoopSplit,
+    OwnerRedirect,
+    PeerRedirect,
+    SimError,
+    SplitRecord,
+    UnloadRecord,
+)
 from balancer.sim.stats import (
     Ledger,
     TopicSnapshot,
@@ -31,122 +40,31 @@ from balancer.sim.stats import (
     internal_stats,
     topic_stats,
 )
+from balancer.sim.storage import LEDGER_ID_STRIDE, LedgerStore, OffloadState
 from balancer.sim.traffic import IntArray, TrafficModel
 from balancer.split import SplitAlgorithm, SplitError, SplitOptions, compute_split
 from balancer.topics import InvalidTopicName, parse_topic
 
-# Ledger ids of topic i are LEDGER_ID_STRIDE * i + k: unique in the group, increasing per topic.
-LEDGER_ID_STRIDE = 1_000_000
 SPECIAL_BUNDLES = ("LARGEST", "HOT")
+__all__ = [
+    "LEDGER_ID_STRIDE",
+    "ClusterState",
+    "NamespaceState",
+    "NoopSplit",
+    "OwnerRedirect",
+    "PeerRedirect",
+    "SimError",
+    "SimModel",
+    "SplitRecord",
+    "UnloadRecord",
+]
+
 PULSAR_SPLIT_ALGORITHMS = (
     SplitAlgorithm.RANGE_EQUALLY_DIVIDE,
     SplitAlgorithm.TOPIC_COUNT_EQUALLY_DIVIDE,
     SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE,
     SplitAlgorithm.FLOW_OR_QPS_EQUALLY_DIVIDE,
 )
-
-
-class SimError(Exception):
-    """An answer Pulsar gives as an HTTP error: status and the `reason` of its JSON body."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(f"{status}: {reason}")
-        self.status = status
-        self.reason = reason
-
-
-class PeerRedirect(Exception):
-    """The namespace lives on this peer cluster: answer 307 to its service URL."""
-
-    def __init__(self, cluster: str) -> None:
-        super().__init__(cluster)
-        self.cluster = cluster
-
-
-class OwnerRedirect(Exception):
-    """Another broker of the cluster owns the bundle: answer 307 to that broker."""
-
-    def __init__(self, cluster: str, broker: int) -> None:
-        super().__init__(f"{cluster}/{broker}")
-        self.cluster = cluster
-        self.broker = broker
-
-
-@dataclass
-class ClusterState:
-    name: str
-    broker_count: int
-    peers: list[str]
-    broker_urls: list[str] = field(default_factory=list)  # set once the servers are bound
-
-    @property
-    def service_url(self) -> str:
-        return self.broker_urls[0] if self.broker_urls else ""
-
-    def broker_address(self, broker: int) -> str:
-        """`host:port` of a broker, as Pulsar names brokers."""
-        if broker < len(self.broker_urls):
-            return self.broker_urls[broker].removeprefix("http://")
-        return f"broker-{broker}"
-
-
-@dataclass
-class NamespaceState:
-    name: str  # tenant/ns
-    cluster: str
-    layout: NamespaceBundles
-    owners: dict[BundleRange, int]  # bundle -> broker index in the cluster
-    topic_indices: IntArray  # sorted by hash position
-    sorted_positions: IntArray
-    local_index: dict[str, int]  # local topic name -> global topic index
-    partitioned: dict[str, int]  # partitioned base local name -> partitions
-    topic_buckets: int | None
-
-    @property
-    def tenant(self) -> str:
-        return self.name.split("/", 1)[0]
-
-
-@dataclass(frozen=True)
-class SplitRecord:
-    """One split applied: the parent is gone, the children replace it."""
-
-    time_ms: int
-    cluster: str
-    namespace: str
-    parent: BundleRange
-    children: tuple[BundleRange, ...]
-    algorithm: str
-    boundaries: tuple[int, ...]
-    unloaded: bool
-
-
-@dataclass(frozen=True)
-class NoopSplit:
-    """A split request answered 204 with no valid boundary: nothing changed."""
-
-    time_ms: int
-    namespace: str
-    bundle: BundleRange
-    algorithm: str
-
-
-@dataclass(frozen=True)
-class UnloadRecord:
-    time_ms: int
-    namespace: str
-    bundle: BundleRange
-    from_broker: int
-    to_broker: int
-
-
-@dataclass
-class OffloadState:
-    status: str = "NOT_RUN"  # NOT_RUN | RUNNING | SUCCESS | ERROR
-    target_prefix: int = 0  # ledgers [0, target_prefix) offloaded when it completes
-    completes_at_s: float = 0.0
-    last_error: str = ""
-    will_fail: bool = False
 
 
 def _initial_owner(namespace: str, bundle: BundleRange, brokers: int) -> int:
@@ -187,9 +105,12 @@ class SimModel:
         self.splits: list[SplitRecord] = []
         self.noop_splits: list[NoopSplit] = []
         self.unloads: list[UnloadRecord] = []
-        self.offloads: dict[int, OffloadState] = {}
-        self.offloaded_prefix = np.zeros(table.size, dtype=np.int64)
-        self.last_offload_success_ms = np.zeros(table.size, dtype=np.int64)
+        self.storage = LedgerStore(
+            msg_size_bytes=table.msg_size_bytes,
+            ledger_max_size_bytes=scenario.broker.ledger_max_size_bytes,
+            offload_duration_s=scenario.broker.offload_duration_s,
+            start_ms=scenario.start_ms,
+        )
         self.request_counts: Counter[tuple[str, str]] = Counter()  # (cluster, route) -> n
         self._broker_stats_cache: dict[tuple[str, int], tuple[tuple[int, int], dict[str, Any]]] = {}
         self._broker_stats_bytes: dict[tuple[str, int], tuple[dict[str, Any], bytes]] = {}
@@ -217,20 +138,7 @@ class SimModel:
             )
 
     def _settle(self) -> None:
-        """Complete the offloads whose simulated duration has passed."""
-        now_s = self.elapsed_s()
-        for i, state in self.offloads.items():
-            if state.status == "RUNNING" and now_s >= state.completes_at_s:
-                if state.will_fail:
-                    state.status = "ERROR"
-                    state.last_error = "Injected fault: offload to tiered storage failed"
-                    continue
-                state.status = "SUCCESS"
-                if state.target_prefix > int(self.offloaded_prefix[i]):
-                    self.offloaded_prefix[i] = state.target_prefix
-                self.last_offload_success_ms[i] = self.scenario.start_ms + int(
-                    state.completes_at_s * 1000
-                )
+        self.storage.settle(self.elapsed_s())
 
     # ----- clusters and namespaces ------------------------------------------------------
 
@@ -517,32 +425,19 @@ class SimModel:
         ledger's size in bytes."""
         with self.lock:
             self._settle()
-            return self._ledgers(i, float(self.traffic.bytes_written(self.elapsed_s())[i]))
+            return self.storage.ledgers(i, self._written(i))
 
-    def _ledgers(self, i: int, written: float) -> tuple[list[Ledger], int]:
-        limit = self.scenario.broker.ledger_max_size_bytes
-        total = int(written)
-        closed, current = divmod(total, limit)
-        size = float(self.traffic.table.msg_size_bytes[i])
-        per_ledger_entries = max(int(limit // size), 1)
-        first = i * LEDGER_ID_STRIDE
-        offloaded = int(self.offloaded_prefix[i])
-        ledgers = [
-            Ledger(first + k, per_ledger_entries, limit, k < offloaded) for k in range(closed)
-        ]
-        ledgers.append(Ledger(first + closed, int(current // size), current, False))
-        return ledgers, current
+    def _written(self, i: int) -> float:
+        return float(self.traffic.bytes_written(self.elapsed_s())[i])
 
     def _snapshot(self, i: int, elapsed_s: float, written: float) -> TopicSnapshot:
         t = self.traffic.table
         rates = self.traffic.rates(elapsed_s)
         ns = self.namespaces[self.scenario.namespaces[int(t.namespace_index[i])].name]
-        limit = self.scenario.broker.ledger_max_size_bytes
-        offloaded_bytes = int(self.offloaded_prefix[i]) * limit
+        offloaded_bytes = self.storage.offloaded_bytes(i)
         storage = int(written) - offloaded_bytes
         backlog = int(min(float(rates.throughput_in[i] * t.backlog_s[i]), float(storage)))
         broker = ns.owners[ns.layout.find(int(t.positions[i]))]
-        prefix = int(self.offloaded_prefix[i])
         return TopicSnapshot(
             full_name=t.full_names[i],
             now_ms=self.scenario.start_ms + int(elapsed_s * 1000),
@@ -560,8 +455,8 @@ class SimModel:
             storage_size_bytes=storage,
             offloaded_size_bytes=offloaded_bytes,
             backlog_size_bytes=backlog,
-            last_offload_ledger_id=i * LEDGER_ID_STRIDE + prefix - 1 if prefix else 0,
-            last_offload_success_ms=int(self.last_offload_success_ms[i]),
+            last_offload_ledger_id=self.storage.last_offloaded_ledger_id(i),
+            last_offload_success_ms=int(self.storage.last_offload_success_ms[i]),
         )
 
     def topic_stats(self, i: int) -> dict[str, Any]:
@@ -629,34 +524,17 @@ class SimModel:
 
     def trigger_offload(self, i: int, ledger_id: int) -> OffloadState:
         """Offload every closed, non-empty, not yet offloaded ledger with id < `ledger_id`;
-        done after `offload_duration_s` of simulated time."""
+        done after `offload_duration_s` of simulated time. 409 while one is running."""
         with self.lock:
-            self._settle()
-            state = self.offloads.setdefault(i, OffloadState())
-            if state.status == "RUNNING":
-                raise SimError(409, "Offload already in progress")
-            ledgers, _ = self._ledgers(i, float(self.traffic.bytes_written(self.elapsed_s())[i]))
-            closed = len(ledgers) - 1
-            wanted = min(closed, max(ledger_id - i * LEDGER_ID_STRIDE, 0))
-            state.last_error = ""
-            state.target_prefix = max(wanted, int(self.offloaded_prefix[i]))
-            state.status = "RUNNING"
-            state.will_fail = self.faults.offload_fails()
-            state.completes_at_s = self.elapsed_s() + self.scenario.broker.offload_duration_s
-            self._settle()
-            return state
+            return self.storage.trigger(
+                i,
+                ledger_id,
+                written_bytes=self._written(i),
+                now_s=self.elapsed_s(),
+                will_fail=self.faults.offload_fails(),
+            )
 
     def offload_status(self, i: int) -> dict[str, Any]:
         with self.lock:
             self._settle()
-            state = self.offloads.get(i, OffloadState())
-            prefix = int(self.offloaded_prefix[i])
-            return {
-                "status": state.status,
-                "lastError": state.last_error,
-                "firstUnoffloadedMessage": {
-                    "ledgerId": i * LEDGER_ID_STRIDE + prefix,
-                    "entryId": 0,
-                    "partitionIndex": -1,
-                },
-            }
+            return self.storage.status(i)

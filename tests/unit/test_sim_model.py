@@ -103,7 +103,7 @@ def test_special_bundles_in_other_requests_are_412() -> None:
 )
 def test_ledger_rollover_arithmetic(written: int, closed: int, current: int) -> None:
     model = make_model(ledger_max_size_bytes=1000)
-    ledgers, current_size = model._ledgers(3, float(written))
+    ledgers, current_size = model.storage.ledgers(3, float(written))
     assert len(ledgers) == closed + 1
     assert current_size == current
     assert [x.ledger_id for x in ledgers] == [3 * LEDGER_ID_STRIDE + k for k in range(closed + 1)]

@@ -1,0 +1,103 @@
+"""Values of the simulated peer group's state: clusters, namespaces, the records of what
+was applied, and the outcomes the admin API turns into HTTP errors and redirects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from balancer.bundles import BundleRange, NamespaceBundles
+from balancer.sim.traffic import IntArray
+
+
+class SimError(Exception):
+    """An answer Pulsar gives as an HTTP error: status and the `reason` of its JSON body."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"{status}: {reason}")
+        self.status = status
+        self.reason = reason
+
+
+class PeerRedirect(Exception):
+    """The namespace lives on this peer cluster: answer 307 to its service URL."""
+
+    def __init__(self, cluster: str) -> None:
+        super().__init__(cluster)
+        self.cluster = cluster
+
+
+class OwnerRedirect(Exception):
+    """Another broker of the cluster owns the bundle: answer 307 to that broker."""
+
+    def __init__(self, cluster: str, broker: int) -> None:
+        super().__init__(f"{cluster}/{broker}")
+        self.cluster = cluster
+        self.broker = broker
+
+
+@dataclass
+class ClusterState:
+    name: str
+    broker_count: int
+    peers: list[str]
+    broker_urls: list[str] = field(default_factory=list)  # set once the servers are bound
+
+    @property
+    def service_url(self) -> str:
+        return self.broker_urls[0] if self.broker_urls else ""
+
+    def broker_address(self, broker: int) -> str:
+        """`host:port` of a broker, as Pulsar names brokers."""
+        if broker < len(self.broker_urls):
+            return self.broker_urls[broker].removeprefix("http://")
+        return f"broker-{broker}"
+
+
+@dataclass
+class NamespaceState:
+    name: str  # tenant/ns
+    cluster: str
+    layout: NamespaceBundles
+    owners: dict[BundleRange, int]  # bundle -> broker index in the cluster
+    topic_indices: IntArray  # sorted by hash position
+    sorted_positions: IntArray
+    local_index: dict[str, int]  # local topic name -> global topic index
+    partitioned: dict[str, int]  # partitioned base local name -> partitions
+    topic_buckets: int | None
+
+    @property
+    def tenant(self) -> str:
+        return self.name.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class SplitRecord:
+    """One split applied: the parent is gone, the children replace it."""
+
+    time_ms: int
+    cluster: str
+    namespace: str
+    parent: BundleRange
+    children: tuple[BundleRange, ...]
+    algorithm: str
+    boundaries: tuple[int, ...]
+    unloaded: bool
+
+
+@dataclass(frozen=True)
+class NoopSplit:
+    """A split request answered 204 with no valid boundary: nothing changed."""
+
+    time_ms: int
+    namespace: str
+    bundle: BundleRange
+    algorithm: str
+
+
+@dataclass(frozen=True)
+class UnloadRecord:
+    time_ms: int
+    namespace: str
+    bundle: BundleRange
+    from_broker: int
+    to_broker: int
