@@ -12,10 +12,14 @@ weight <= 1 means "under target" on every axis.
    partition", seed 000): it is allowed to be over, alone. A left-to-right greedy that packs
    each child as full as the target allows finds this minimum, because any contiguous part
    of an allowed child is itself allowed.
-3. Among the splits with k children, the one whose heaviest child is lightest: a binary
-   search on the weight cap `c`, each step the same greedy (children of weight <= c, or a
-   single unit). The greedy child count only falls as `c` grows, so the least `c` giving at
-   most k children is the min-max cap (up to a 1e-10 relative tolerance).
+3. Among the splits with k children, one whose heaviest child is lightest: a binary search
+   on a weight cap `c`, each step the same greedy (children of weight <= c, or a single
+   unit). The greedy child count only falls as `c` grows, so the least `c` giving at most k
+   children is the min-max cap (to a 1e-10 relative tolerance). The search starts at 0, not
+   at total / k, because a unit over the cap alone does not bound the others.
+   Then, rather than the greedy's "full, full, tiny", each child ends where its weight is
+   nearest to an equal share of what is left, among the ends that keep it under `c` and the
+   rest packable into the children left (known from a greedy packing from the right).
 4. `max_children` (the namespace's remaining bundle budget) caps k; then step 3 minimises
    the heaviest child with at most that many children.
 
@@ -32,8 +36,8 @@ No split when: the bundle cannot be split (width <= 1), it is over no threshold 
 `max_children` < 2. Never more children than units.
 
 Purely computational, with no side effects. Cost: O(n log n) for the sort, then about 40
-greedy passes of O(k log n) each (numpy when k is close to n): about 0.15 s for 100,000
-topics, 2.5 s for 1,000,000 (most of it reading the TopicLoad objects).
+greedy passes of O(k log n) each (numpy when k is close to n): about 0.2 s for 100,000
+topics, 2 s for 1,000,000 (most of it reading the TopicLoad objects).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from balancer.split.model import SplitError, SplitOptions
 _DEFAULT = SplitOptions()
 # Relative precision of the min-max cap found by the binary search.
 _CAP_TOLERANCE = 1e-10
+_CAP_SEARCH_STEPS = 80
 # A scalar greedy pass costs O(k log n), a vectorised one O(n log n): vectorise only when
 # the children are many compared with the units.
 _VECTOR_GREEDY_MIN_UNITS_PER_CHILD = 16
@@ -136,10 +141,7 @@ class _Units:
             starts.append(i)
             if max_children is not None and len(starts) > max_children:
                 return None
-            j = m
-            for prefix, limit in zip(self.prefix_lists, self.limits, strict=True):
-                j = min(j, bisect.bisect_right(prefix, prefix[i] + cap * limit, i, j + 1) - 1)
-            i = max(j, i + 1)  # a unit alone is always allowed (an outstanding partition)
+            i = self.reach(i, cap)
         return starts
 
     def _greedy_vector(self, cap: float, max_children: int) -> list[int] | None:
@@ -159,11 +161,70 @@ class _Units:
             i = jumps[i]
         return starts
 
+    def fits(self, start: int, end: int, cap: float) -> bool:
+        """Whether units[start:end] weigh at most `cap` (the greedy's own comparison)."""
+        return all(
+            prefix[end] <= prefix[start] + cap * limit
+            for prefix, limit in zip(self.prefix_lists, self.limits, strict=True)
+        )
+
+    def reach(self, start: int, cap: float) -> int:
+        """The end of the longest child from `start` under `cap` (a unit alone always fits)."""
+        end = self.size
+        for prefix, limit in zip(self.prefix_lists, self.limits, strict=True):
+            end = min(
+                end, bisect.bisect_right(prefix, prefix[start] + cap * limit, start, end + 1) - 1
+            )
+        return max(end, start + 1)
+
+    def reach_back(self, end: int, cap: float) -> int:
+        """The start of the longest child ending at `end` under `cap`."""
+        first = bisect.bisect_left(range(end), True, key=lambda s: self.fits(s, end, cap))
+        return min(first, end - 1)
+
+    def weight(self, start: int, end: int) -> float:
+        """Weight of the child holding units[start:end]."""
+        return max(
+            float(prefix[end] - prefix[start]) / limit
+            for prefix, limit in zip(self.prefix_lists, self.limits, strict=True)
+        )
+
+    def even(self, cap: float, k: int) -> list[int]:
+        """k children under `cap`, each as close as it can be to an equal share of the rest.
+
+        The plain greedy packs every child full and leaves the last one light ("full, full,
+        tiny"). Here each child ends where its weight is nearest to (rest / children left),
+        within what keeps the rest packable in the children left: packing greedily from the
+        right gives, for r children, the leftmost start `earliest[r]` from which the rest
+        still fits. Every child stays under `cap` (or is a single unit).
+        """
+        m = self.size
+        earliest = [m]
+        for _ in range(k - 1):
+            earliest.append(max(self.reach_back(earliest[-1], cap), 0) if earliest[-1] else 0)
+        starts: list[int] = []
+        i = 0
+        for left in range(k, 1, -1):
+            starts.append(i)
+            lo = max(i + 1, earliest[left - 1])
+            hi = min(self.reach(i, cap), m - (left - 1))
+            i = _nearest_end(self, i, lo, max(lo, hi), self.weight(i, m) / left)
+        starts.append(i)
+        return starts
+
     def total_weight(self) -> float:
         return max(
             float(prefix[-1]) / limit
             for prefix, limit in zip(self.prefix_lists, self.limits, strict=True)
         )
+
+
+def _nearest_end(units: _Units, start: int, lo: int, hi: int, share: float) -> int:
+    """The end in [lo, hi] whose child weight is nearest to `share` (weights rise with end)."""
+    first_over = bisect.bisect_left(range(lo, hi + 1), share, key=lambda j: units.weight(start, j))
+    candidates = [lo + first_over - 1, lo + first_over]
+    valid = [j for j in candidates if lo <= j <= hi] or [hi]
+    return min(valid, key=lambda j: abs(units.weight(start, j) - share))
 
 
 def _inseparable(bundle: BundleRange, a: int, b: int) -> bool:
@@ -214,21 +275,23 @@ def balanced_boundaries(
     fewest = units.greedy(1.0)
     assert fewest is not None  # no child limit given
     k = min(max(len(fewest), 2), limit)
-    starts = _min_max_greedy(units, k)
+    starts = units.even(_min_max_cap(units, k), k)
     return tuple(_boundary(bundle, units.positions[s - 1], units.positions[s]) for s in starts[1:])
 
 
-def _min_max_greedy(units: _Units, k: int) -> list[int]:
-    """The greedy children under the least cap that gives at most k children."""
-    hi = units.total_weight()  # one child holds everything: always within k
-    lo = hi / k * (1 - _CAP_TOLERANCE)  # k children cannot all be lighter than total / k
-    best = units.greedy(hi, k)
-    assert best is not None
-    while hi - lo > _CAP_TOLERANCE * hi:
+def _min_max_cap(units: _Units, k: int) -> float:
+    """The least weight cap under which the greedy needs at most k children.
+
+    The lower end starts at 0, not at total / k: a single unit is allowed over the cap, so
+    the cap the other children need can be far below the average.
+    """
+    lo, hi = 0.0, units.total_weight()  # one child holds everything: always within k
+    for _ in range(_CAP_SEARCH_STEPS):
+        if hi - lo <= _CAP_TOLERANCE * hi:
+            break
         mid = (lo + hi) / 2
-        starts = units.greedy(mid, k)
-        if starts is None:
+        if units.greedy(mid, k) is None:
             lo = mid
         else:
-            hi, best = mid, starts
-    return best
+            hi = mid
+    return hi
