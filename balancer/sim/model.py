@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from balancer.bundles import BundleRange, InvalidBundle, NamespaceBundles, format_position
+from balancer.bundles import BundleRange, InvalidBundle, NamespaceBundles
 from balancer.hashing import hash_position
 from balancer.load import TopicLoad
 from balancer.sim.clock import SimClock
 from balancer.sim.faults import FaultInjector
 from balancer.sim.scenarios import Scenario
+from balancer.sim.splitting import check_positions, choose_algorithm, split_options
 from balancer.sim.state import (
     ClusterState,
     NamespaceState,
@@ -42,7 +43,7 @@ from balancer.sim.stats import (
 )
 from balancer.sim.storage import LEDGER_ID_STRIDE, LedgerStore, OffloadState
 from balancer.sim.traffic import IntArray, TrafficModel
-from balancer.split import SplitAlgorithm, SplitError, SplitOptions, compute_split
+from balancer.split import SplitError, compute_split
 from balancer.topics import InvalidTopicName, parse_topic
 
 SPECIAL_BUNDLES = ("LARGEST", "HOT")
@@ -58,13 +59,6 @@ __all__ = [
     "SplitRecord",
     "UnloadRecord",
 ]
-
-PULSAR_SPLIT_ALGORITHMS = (
-    SplitAlgorithm.RANGE_EQUALLY_DIVIDE,
-    SplitAlgorithm.TOPIC_COUNT_EQUALLY_DIVIDE,
-    SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE,
-    SplitAlgorithm.FLOW_OR_QPS_EQUALLY_DIVIDE,
-)
 
 
 def _initial_owner(namespace: str, bundle: BundleRange, brokers: int) -> int:
@@ -304,44 +298,10 @@ class SimModel:
         """Apply a split as a broker would; None when the algorithm finds no valid boundary."""
         with self.lock:
             broker = self.scenario.broker
-            name = algorithm or broker.default_split_algorithm
-            supported = [a.value for a in PULSAR_SPLIT_ALGORITHMS]
-            if name not in supported:
-                raise SimError(
-                    412,
-                    f"Unsupported namespace bundle split algorithm {name}, "
-                    f"supported algorithms are {supported}",
-                )
-            algo = SplitAlgorithm(name)
-            if (
-                algo is SplitAlgorithm.FLOW_OR_QPS_EQUALLY_DIVIDE
-                and broker.default_split_algorithm != algo.value
-            ):
-                # Pulsar PR 17872: this algorithm only works as the broker's default.
-                raise SimError(
-                    412,
-                    "Unsupported namespace bundle split algorithm flow_or_qps_equally_divide: "
-                    "it is not the broker's default split algorithm",
-                )
-            if algo is SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE and not boundaries:
-                raise SimError(412, "SplitBoundaries can't be empty")
+            algo = choose_algorithm(algorithm, broker, boundaries)
             parent = self.resolve_bundle(ns, bundle_text, allow_special=True)
-            if algo is SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE:
-                outside = [b for b in boundaries if not parent.strictly_inside(b)]
-                if outside:
-                    # Stricter than Pulsar, which drops such positions silently: a boundary
-                    # outside the bundle means the caller's view of the layout is stale.
-                    raise SimError(
-                        412,
-                        f"Split boundaries {[format_position(b) for b in outside]} are not "
-                        f"strictly inside bundle {parent}",
-                    )
-            options = SplitOptions(
-                max_msg_rate=broker.max_msg_rate,
-                max_bandwidth_mbytes=broker.max_bandwidth_mbytes,
-                difference_threshold_pct=broker.flow_or_qps_difference_threshold_pct,
-                positions=tuple(boundaries),
-            )
+            check_positions(algo, parent, boundaries)
+            options = split_options(broker, boundaries)
             try:
                 result = compute_split(algo, parent, self._topic_loads(ns, parent), options)
             except SplitError as exc:
