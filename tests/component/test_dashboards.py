@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +22,6 @@ from balancer.bundles import BundleRange
 from balancer.exporter import BalancerMetrics
 from balancer.health import HealthServer
 from balancer.load import BundleLoad
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for tests.*
 from tests.prometheus_server import (
     DASHBOARD_DIR,
     PrometheusServer,
