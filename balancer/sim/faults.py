@@ -27,7 +27,8 @@ class FaultDecision:
 
 class FaultInjector:
     """Fractions of requests to fail; `only_paths` limits faults to paths containing any of
-    the given substrings (empty = every path). Counters in `injected` by kind."""
+    the given substrings, `only_clusters` to those clusters' brokers (empty = all).
+    Counters in `injected` by kind."""
 
     def __init__(self, *, seed: int = 0) -> None:
         self._lock = threading.Lock()
@@ -38,6 +39,7 @@ class FaultInjector:
         self.latency_s = 0.0
         self.offload_failure_rate = 0.0  # share of offloads that end in ERROR
         self.only_paths: tuple[str, ...] = ()
+        self.only_clusters: tuple[str, ...] = ()
         self.injected: Counter[str] = Counter()
 
     def configure(
@@ -49,6 +51,7 @@ class FaultInjector:
         latency_s: float | None = None,
         offload_failure_rate: float | None = None,
         only_paths: tuple[str, ...] | None = None,
+        only_clusters: tuple[str, ...] | None = None,
         seed: int | None = None,
     ) -> None:
         with self._lock:
@@ -68,6 +71,8 @@ class FaultInjector:
                 self.latency_s = latency_s
             if only_paths is not None:
                 self.only_paths = tuple(only_paths)
+            if only_clusters is not None:
+                self.only_clusters = tuple(only_clusters)
             if seed is not None:
                 self._random = random.Random(seed)
 
@@ -79,6 +84,7 @@ class FaultInjector:
             latency_s=0.0,
             offload_failure_rate=0.0,
             only_paths=(),
+            only_clusters=(),
         )
 
     def offload_fails(self) -> bool:
@@ -91,9 +97,11 @@ class FaultInjector:
                 self.injected["offload_failure"] += 1
             return fails
 
-    def decide(self, path: str) -> FaultDecision:
+    def decide(self, path: str, cluster: str = "") -> FaultDecision:
         with self._lock:
             if self.only_paths and not any(p in path for p in self.only_paths):
+                return FaultDecision(FaultKind.NONE, 0.0)
+            if self.only_clusters and cluster not in self.only_clusters:
                 return FaultDecision(FaultKind.NONE, 0.0)
             # One draw per request splits [0, 1) into drop | 500 | 503 | none.
             draw = self._random.random()

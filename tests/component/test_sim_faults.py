@@ -16,7 +16,7 @@ from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
 SCENARIO: dict[str, Any] = {
     "name": "faults",
     "seed": 21,
-    "clusters": [{"name": "c1"}],
+    "clusters": [{"name": "c1"}, {"name": "c2"}],
     "namespaces": [{"name": "t/ns", "cluster": "c1", "topic_groups": [{"name": "x"}]}],
 }
 PATH = "/admin/v2/namespaces/t/ns/bundles"
@@ -94,6 +94,13 @@ def test_faults_can_be_limited_to_some_paths(group: RunningPeerGroup) -> None:
     group.faults.configure(error_rate_503=1.0, only_paths=("/broker-stats/",))
     assert outcomes(group, 3) == {"200": 3}
     assert outcomes(group, 3, "/admin/v2/broker-stats/topics") == {"503": 3}
+
+
+def test_faults_can_be_limited_to_some_clusters(group: RunningPeerGroup) -> None:
+    group.faults.configure(drop_connection_rate=1.0, only_clusters=("c2",))
+    assert outcomes(group, 3) == {"200": 3}
+    with httpx.Client(timeout=5.0) as http, pytest.raises(httpx.TransportError):
+        http.get(f"{group.admin_urls['c2']}/admin/v2/clusters")
 
 
 def test_bad_fault_settings_are_rejected(group: RunningPeerGroup) -> None:
