@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from balancer.sim import PeerGroup
 from balancer.sim.scenarios import ScenarioError, load_scenario, parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "conf" / "scenarios"
@@ -39,6 +40,12 @@ def test_every_shipped_scenario_loads(path: Path) -> None:
     scenario = load_scenario(path)
     assert scenario.name == path.stem
     assert scenario.namespaces
+    model = PeerGroup.from_scenario(scenario).model
+    model.clock.advance(3600)
+    for ns in model.namespaces.values():
+        assert ns.topic_indices.size, f"{ns.name} has no topics"
+        stats = model.topic_stats(int(ns.topic_indices[0]))
+        assert stats["msgRateIn"] >= 0 and stats["storageSize"] >= 0
 
 
 @pytest.mark.parametrize(
