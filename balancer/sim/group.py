@@ -15,12 +15,17 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
+from balancer.bundles import BundleRange, NamespaceBundles
 from balancer.sim.clock import SimClock
 from balancer.sim.faults import FaultInjector
 from balancer.sim.model import SimModel
 from balancer.sim.scenarios import Scenario, load_scenario
 from balancer.sim.server import BrokerServer
+from balancer.sim.state import NamespaceState, SimError, SplitRecord
+from balancer.sim.stats import Ledger
+from balancer.topics import parse_topic
 
 LOOPBACK = "127.0.0.1"
 
@@ -109,6 +114,45 @@ class RunningPeerGroup:
     def unauthorized_requests(self) -> int:
         """Requests answered 401 because the bearer token was missing or wrong."""
         return sum(server.unauthorized for server in self._servers)
+
+    # ----- conveniences for tests: by name, not by model index ----------------------------
+
+    def bundles(self, namespace: str) -> NamespaceBundles:
+        """The namespace's current bundle layout (`tenant/ns`)."""
+        with self.model.lock:
+            return self._namespace(namespace).layout
+
+    def topics(self, namespace: str, bundle: BundleRange | str | None = None) -> list[str]:
+        """Full names of the namespace's topics, or of one bundle's."""
+        ns = self._namespace(namespace)
+        chosen = BundleRange.parse(bundle) if isinstance(bundle, str) else bundle
+        return self.model.topics_of_bundle(ns, chosen)
+
+    def ledgers(self, topic: str) -> tuple[list[Ledger], int]:
+        """A topic's ledgers oldest first (the last is the current one), current size."""
+        return self.model.ledgers(self._topic_index(topic))
+
+    def topic_stats(self, topic: str) -> dict[str, Any]:
+        """What `GET .../{topic}/stats` answers now."""
+        return self.model.topic_stats(self._topic_index(topic))
+
+    def splits(self, namespace: str | None = None) -> list[SplitRecord]:
+        """Every split applied (of one namespace), oldest first."""
+        with self.model.lock:
+            return [s for s in self.model.splits if namespace in (None, s.namespace)]
+
+    def _namespace(self, namespace: str) -> NamespaceState:
+        ns = self.model.namespaces.get(namespace)
+        if ns is None:
+            raise KeyError(f"no namespace {namespace!r} in the scenario")
+        return ns
+
+    def _topic_index(self, topic: str) -> int:
+        name = parse_topic(topic)
+        try:
+            return self.model.topic_index(self._namespace(name.namespace_name), name.local_name)
+        except SimError as exc:
+            raise KeyError(exc.reason) from None
 
     def stop(self) -> None:
         if self._stopped:

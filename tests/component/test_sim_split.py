@@ -91,7 +91,9 @@ def test_default_algorithm_is_range_equally_divide(
         "0xc0000000",
         "0xffffffff",
     ]
-    [record] = group.model.splits
+    [record] = group.splits(NS)
+    assert group.splits("acme/lonely") == []
+    assert group.bundles(NS).num_bundles == 5
     assert record.parent == BundleRange(0, 0x40000000)
     assert record.children == (BundleRange(0, 0x20000000), BundleRange(0x20000000, 0x40000000))
     assert record.algorithm == "range_equally_divide" and record.namespace == NS

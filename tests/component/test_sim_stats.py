@@ -108,6 +108,10 @@ def test_ledgers_roll_over_at_the_size_limit(group: RunningPeerGroup, http: http
     assert ledgers[-1]["size"] == 0 and ledgers[-1]["entries"] == 0  # current: not filled in
     assert [x["ledgerId"] for x in ledgers] == sorted(x["ledgerId"] for x in ledgers)
     storage = stats(group, http, "orders-partition-4")["storageSize"]
+    in_process, current = group.ledgers(f"persistent://{NS}/orders-partition-4")
+    assert [x.ledger_id for x in in_process] == [x["ledgerId"] for x in ledgers]
+    assert current == internal["currentLedgerSize"]
+    assert group.topic_stats(f"persistent://{NS}/orders-partition-4")["storageSize"] == storage
     assert internal["currentLedgerSize"] == storage % LEDGER_BYTES
     assert internal["totalSize"] == storage
     assert internal["lastConfirmedEntry"].startswith(f"{ledgers[-1]['ledgerId']}:")
@@ -135,6 +139,7 @@ def test_broker_stats_nesting_and_spread_over_brokers(
                 assert {"msgRateIn", "msgThroughputOut", "storageSize", "publishers"} <= set(s)
                 seen[topic] = seen.get(topic, 0) + 1
     every = http.get(f"{group.admin_urls['east']}/admin/v2/persistent/{NS}").json()
+    assert sorted(every) == sorted(group.topics(NS))
     assert seen == {t: 1 for t in every}  # each topic on exactly one broker
     assert sum(1 for doc in per_broker if doc) >= 2  # spread over more than one broker
     assert set(broker_stats(group, http, "west")[0]) == {"acme/west-ns"}
