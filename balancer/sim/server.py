@@ -29,6 +29,7 @@ from balancer.topics import InvalidTopicName, parse_topic
 log = logging.getLogger(__name__)
 
 _SEG = r"([^/]+)"
+MAX_BODY_BYTES = 16 * 1024 * 1024  # an admin request body is a few boundaries or a message id
 
 
 @dataclass
@@ -406,8 +407,18 @@ class _BrokerHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.server.url, format % args)
 
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
+    def _read_body(self) -> bytes | None:
+        """The request body, or None (after answering 400/413) when it cannot be read."""
+        raw = self.headers.get("Content-Length") or "0"
+        if not raw.strip().isdigit():
+            self.close_connection = True  # the stream position is unknown now
+            self._send(Response(400, {"reason": f"Invalid Content-Length {raw!r}"}))
+            return None
+        length = int(raw)
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            self._send(Response(413, {"reason": f"Request body over {MAX_BODY_BYTES} bytes"}))
+            return None
         return self.rfile.read(length) if length > 0 else b""
 
     def _handle(self, method: str) -> None:
@@ -416,6 +427,8 @@ class _BrokerHandler(BaseHTTPRequestHandler):
         name, handler, params = route(method, split.path)
         srv.model.count_request(srv.cluster, name)
         body = self._read_body()
+        if body is None:
+            return
         if srv.required_token is not None and not hmac.compare_digest(
             self.headers.get("Authorization", "").encode(),
             f"Bearer {srv.required_token}".encode(),

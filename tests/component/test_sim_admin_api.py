@@ -240,3 +240,30 @@ def test_requests_are_counted_per_cluster_and_route(http: httpx.Client) -> None:
         assert group.model.requests(route="bundles", cluster="east") == 3
         assert group.model.requests(route="bundles") == 3
         assert group.model.requests(cluster="west") == 1
+
+
+@pytest.mark.parametrize(
+    ("length", "status"),
+    [("abc", 400), ("-5", 400), (str(64 * 1024 * 1024), 413)],
+    ids=["not-a-number", "negative", "too-large"],
+)
+def test_bad_content_length_is_answered_not_crashed(
+    group: RunningPeerGroup, length: str, status: int
+) -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(group.admin_urls["east"])
+    with socket.create_connection((address.hostname, address.port), timeout=5) as sock:
+        sock.sendall(
+            b"PUT /admin/v2/clusters/east/peers HTTP/1.1\r\nHost: x\r\n"
+            + f"Content-Length: {length}\r\n\r\n".encode()
+        )
+        chunks = []
+        while chunk := sock.recv(4096):  # the server closes the connection after answering
+            chunks.append(chunk)
+        reply = b"".join(chunks).decode()
+    assert reply.startswith(f"HTTP/1.1 {status} ")
+    assert '"reason"' in reply
+    # The server still answers afterwards.
+    assert httpx.get(url(group, "east", "/admin/v2/clusters")).status_code == 200
