@@ -1,0 +1,554 @@
+"""Benchmark 2, reaction time: from the first overloaded stats sample to the split applied,
+and to every bundle under threshold, in simulated time (nothing sleeps).
+
+Both schedules read the same stats samples: the simulator's traffic model sampled every
+`statsUpdateFrequencyInSecs` (60 s), each topic reported in the bundle that holds it at that
+instant. Thresholds are Pulsar's defaults. A bundle holding a single topic that is over
+threshold on its own cannot be helped by any split; "settled" means every bundle is under
+threshold or is such a lone topic ("all under" when there is none).
+
+Our pipeline (modelled on the streaming job and the real detector, `balancer.detect.detect`):
+- the stats sample at event time t reaches the stream and is processed in the micro-batch
+  that follows, at t + trigger interval;
+- sliding windows of `window_s`, a new one every `slide_s`; a window is final (emitted in
+  append mode) once the watermark, max event time - `watermark_s`, passes its end; a bundle's
+  load in a window is the average of its topics' rates over the samples of the window;
+- each final window goes through `detect` in end order: a split on the 3rd consecutive
+  complete window over threshold, at most 10 splits per window, a 60 s cooldown per
+  namespace, the balanced_flow_divide split in one step (fill factor 0.8);
+- the controller applies the decision at once (the admin call takes milliseconds), unless
+  the bundle is gone (a stale decision, skipped) or its rate limits (10 splits a minute
+  per cluster, 3 per namespace) are used up.
+
+Pulsar's extensible load manager (the schedule its split strategy follows):
+- a check every `loadBalancerSplitIntervalMinutes` (1 min) on the latest stats (modelled as
+  taken at the same instant as the sample: no phase lag, Pulsar's best case);
+- a bundle is split when it has been over threshold in more than 3 consecutive checks (the
+  4th), its counter then starts again; children start from 0; at most 10 splits per check
+  and cluster; never a bundle with < 2 topics or past 128 bundles per namespace;
+- one boundary per split: its default range_equally_divide, or flow_or_qps_equally_divide
+  limited to its first boundary (the extensible load manager rejects more than one, Pulsar
+  issue 22254; this row is the optimistic reading that it took the first).
+
+Run: `.venv/bin/python -m bench.reaction_time` (`--help` for options). Prints a markdown
+table, the machine, and a last line `RESULT <json>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from balancer.bundles import BundleRange, NamespaceBundles
+from balancer.config import SparkConfig
+from balancer.detect import DetectionSettings, DetectorState, detect, over_threshold
+from balancer.load import BundleLoad, TopicLoad
+from balancer.sim.scenarios import Scenario, load_scenario
+from balancer.sim.traffic import TrafficModel
+from balancer.split import SplitAlgorithm, SplitOptions, compute_split
+from balancer.thresholds import DEFAULT_MAX_BUNDLES, BundleLimits, Thresholds
+from bench.common import header, markdown_table, print_result, scenario_files
+
+FloatArray = npt.NDArray[np.float64]
+LIMITS = BundleLimits()
+PULSAR_HIT_COUNT = 3  # split when over in MORE than this many consecutive checks
+PULSAR_MAX_SPLITS_PER_CYCLE = 10
+CONTROLLER_SPLITS_PER_MINUTE = 10  # per cluster (the controller's default rate limits)
+CONTROLLER_SPLITS_PER_MINUTE_PER_NAMESPACE = 3
+# "Settled" must hold for the last 10 simulated minutes followed, or it does not count.
+SETTLE_MARGIN_S = 600.0
+
+
+@dataclass(frozen=True)
+class NamespaceTopics:
+    """One namespace's topics sorted by hash position, with their static facts."""
+
+    index: int
+    name: str
+    cluster: str
+    table_index: npt.NDArray[np.int64]  # into the traffic model's topic table
+    positions: npt.NDArray[np.int64]
+    sessions: npt.NDArray[np.int64]
+    names: tuple[str, ...]
+    initial: NamespaceBundles
+
+    def slice_of(self, bundle: BundleRange) -> slice:
+        lo = int(np.searchsorted(self.positions, bundle.lower, side="left"))
+        # 0xffffffff itself belongs to the last bundle.
+        if bundle.is_last:
+            hi = int(np.searchsorted(self.positions, bundle.upper, side="right"))
+        else:
+            hi = int(np.searchsorted(self.positions, bundle.upper, side="left"))
+        return slice(lo, hi)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One stats sample: every topic's rates at `t_s`, reported under the layout of then."""
+
+    t_s: float
+    rates: tuple[FloatArray, FloatArray, FloatArray, FloatArray]  # in, out, bytes in, out
+    layouts: tuple[NamespaceBundles, ...]
+
+
+class Sampler:
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.traffic = TrafficModel(scenario)
+        table = self.traffic.table
+        self.namespaces: list[NamespaceTopics] = []
+        for n, spec in enumerate(scenario.namespaces):
+            idx = np.flatnonzero(table.namespace_index == n)
+            idx = idx[np.argsort(table.positions[idx], kind="stable")]
+            self.namespaces.append(
+                NamespaceTopics(
+                    index=n,
+                    name=spec.name,
+                    cluster=spec.cluster,
+                    table_index=idx,
+                    positions=table.positions[idx],
+                    sessions=table.producers[idx]
+                    + table.subscriptions[idx] * table.consumers_per_subscription[idx],
+                    names=tuple(table.full_names[int(i)] for i in idx),
+                    initial=NamespaceBundles.initial(spec.name, spec.bundles),
+                )
+            )
+
+    def rates(self, t_s: float) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        r = self.traffic.rates(t_s)
+        return (r.msg_rate_in, r.msg_rate_out, r.throughput_in, r.throughput_out)
+
+
+def _bundle_load(
+    ns: NamespaceTopics,
+    bundle: BundleRange,
+    samples: Sequence[Sample],
+    window_end_ms: int,
+    *,
+    with_topics: bool,
+) -> BundleLoad:
+    """The bundle's load averaged over `samples` (each topic's rates averaged)."""
+    part = ns.slice_of(bundle)
+    rows = ns.table_index[part]
+    means = [
+        np.mean([s.rates[axis][rows] for s in samples], axis=0) if len(rows) else np.zeros(0)
+        for axis in range(4)
+    ]
+    count = len(rows)
+    load = BundleLoad(
+        cluster=ns.cluster,
+        namespace=ns.name,
+        bundle=bundle,
+        window_end_ms=window_end_ms,
+        msg_rate_in=float(means[0].sum()),
+        msg_rate_out=float(means[1].sum()),
+        msg_throughput_in=float(means[2].sum()),
+        msg_throughput_out=float(means[3].sum()),
+        topic_count=count,
+        session_count=int(ns.sessions[part].sum()),
+        reported_topics=count,
+        known_topics=count,
+    )
+    if not with_topics:
+        return load
+    sessions = ns.sessions[part].tolist()
+    topics = tuple(
+        TopicLoad(
+            topic=ns.names[part.start + j],
+            position=int(ns.positions[part.start + j]),
+            msg_rate_in=float(means[0][j]),
+            msg_rate_out=float(means[1][j]),
+            msg_throughput_in=float(means[2][j]),
+            msg_throughput_out=float(means[3][j]),
+            producer_count=int(sessions[j]),  # producers + consumers; only the sum is used
+        )
+        for j in range(count)
+    )
+    return replace(load, topics=topics)
+
+
+def _stuck(load: BundleLoad) -> bool:
+    """Over threshold but holding a single topic: no split can help."""
+    return load.topic_count < 2
+
+
+def _state(
+    sampler: Sampler, layouts: Sequence[NamespaceBundles], sample: Sample
+) -> tuple[int, int]:
+    """(bundles over threshold, of which lone topics) for a layout on one sample's rates."""
+    over = lone = 0
+    for ns in sampler.namespaces:
+        for bundle in layouts[ns.index].bundles:
+            load = _bundle_load(ns, bundle, [sample], 0, with_topics=False)
+            if over_threshold(load, LIMITS):
+                over += 1
+                lone += _stuck(load)
+    return over, lone
+
+
+@dataclass
+class Timeline:
+    """What one schedule did, in simulated seconds."""
+
+    schedule: str
+    first_over_s: float | None = None
+    first_split_s: float | None = None
+    settled_s: float | None = None  # from then on every bundle under (or a lone topic)
+    lone_topics: int = 0  # bundles left over threshold holding one topic
+    splits: int = 0
+    children: int = 0
+    stale: int = 0
+    rate_limited: int = 0
+    split_times: list[float] = field(default_factory=list)
+    over_bundle_s: float = 0.0  # time x bundles over threshold that a split could help
+    end_s: float = 0.0  # the last sample followed
+
+    def finish(self, end_s: float, settle_margin_s: float) -> None:
+        """A layout counts as settled only if it stayed so for the last `settle_margin_s`."""
+        self.end_s = end_s
+        if self.settled_s is not None and self.settled_s > end_s - settle_margin_s:
+            self.settled_s, self.lone_topics = None, 0
+
+    def row(self, scenario: str, horizon_s: float) -> list[object]:
+        if self.first_over_s is None:
+            return [scenario, self.schedule, "no overload", "-", "-", "0", 0, 0]
+        t0 = self.first_over_s
+        return [
+            scenario,
+            self.schedule,
+            f"{t0:.0f} s",
+            _after(self.first_split_s, t0, horizon_s),
+            _after(self.settled_s, t0, horizon_s)
+            + (f" ({self.lone_topics} lone topic over)" if self.lone_topics else ""),
+            f"{self.over_bundle_s / 60:.0f}",
+            self.splits,
+            self.children,
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        t0 = self.first_over_s
+        return {
+            "first_over_s": t0,
+            "to_first_split_s": None
+            if t0 is None or self.first_split_s is None
+            else self.first_split_s - t0,
+            "to_settled_s": None if t0 is None or self.settled_s is None else self.settled_s - t0,
+            "lone_topics": self.lone_topics,
+            "over_bundle_minutes": self.over_bundle_s / 60,
+            "splits": self.splits,
+            "children": self.children,
+            "stale": self.stale,
+            "rate_limited": self.rate_limited,
+        }
+
+
+def _after(t: float | None, t0: float, horizon_s: float) -> str:
+    if t is None:
+        return f"> {horizon_s / 60:.0f} min"
+    return f"+{t - t0:.0f} s"
+
+
+class _Settling:
+    """Tracks the first overloaded sample and when the layout settled for good."""
+
+    def __init__(self, timeline: Timeline, interval_s: float) -> None:
+        self.timeline = timeline
+        self.interval_s = interval_s
+
+    def observe(self, t_s: float, over: int, lone: int, *, before_splits: bool) -> None:
+        tl = self.timeline
+        if before_splits and tl.first_over_s is None and over > 0:
+            tl.first_over_s = t_s
+        if before_splits and tl.first_over_s is not None:
+            # Until the next sample the layout stays as it is now, unless a split comes
+            # first: counted per sample, so a split between samples still counts its wait.
+            tl.over_bundle_s += (over - lone) * self.interval_s
+        if tl.first_over_s is None:
+            return
+        settled = over == lone
+        if settled and tl.settled_s is None:
+            tl.settled_s, tl.lone_topics = t_s, lone
+        elif not settled:
+            tl.settled_s, tl.lone_topics = None, 0
+
+
+def run_ours(
+    sampler: Sampler,
+    *,
+    window_s: int,
+    slide_s: int,
+    watermark_s: int,
+    trigger_s: int,
+    stats_interval_s: float,
+    horizon_s: float,
+    label: str,
+) -> Timeline:
+    timeline = Timeline(label)
+    settling = _Settling(timeline, stats_interval_s)
+    settings = DetectionSettings()
+    thresholds = Thresholds()  # Pulsar's limits, balanced_flow_divide
+    state = DetectorState()
+    layouts = [ns.initial for ns in sampler.namespaces]
+    samples: deque[Sample] = deque()
+    last_end_s = -math.inf
+    recent: deque[tuple[float, str, str]] = deque()  # (time, cluster, namespace) of splits
+    k = 0
+    while True:
+        t = k * stats_interval_s
+        if timeline.first_over_s is not None and t > timeline.first_over_s + horizon_s:
+            break
+        if timeline.first_over_s is None and t > horizon_s * 4:
+            break  # never overloaded in the look-ahead
+        sample = Sample(t, sampler.rates(t), tuple(layouts))
+        samples.append(sample)
+        over, lone = _state(sampler, layouts, sample)
+        settling.observe(t, over, lone, before_splits=True)
+        now = t + trigger_s
+        first_end = max(
+            last_end_s + slide_s, math.ceil((samples[0].t_s + 1e-9) / slide_s) * slide_s
+        )
+        end = first_end
+        while end <= t - watermark_s:
+            window = [s for s in samples if end - window_s <= s.t_s < end]
+            last_end_s = end
+            end += slide_s
+            if not window:
+                continue
+            bundles = _window_loads(sampler, window, int(last_end_s * 1000))
+            counts = {
+                (ns.cluster, ns.name): layouts[ns.index].num_bundles for ns in sampler.namespaces
+            }
+            result = detect(
+                bundles=bundles,
+                window_end_ms=int(last_end_s * 1000),
+                now_ms=int(now * 1000),
+                thresholds=thresholds,
+                settings=settings,
+                state=state,
+                bundle_counts=counts,
+            )
+            state = result.state
+            for decision in result.splits:
+                ns = next(n for n in sampler.namespaces if n.name == decision.namespace)
+                layout = layouts[ns.index]
+                if not layout.has(decision.bundle):
+                    timeline.stale += 1
+                    continue
+                while recent and recent[0][0] <= now - 60:
+                    recent.popleft()
+                in_cluster = sum(1 for _, c, _ in recent if c == ns.cluster)
+                in_ns = sum(1 for _, _, n in recent if n == ns.name)
+                if (
+                    in_cluster >= CONTROLLER_SPLITS_PER_MINUTE
+                    or in_ns >= CONTROLLER_SPLITS_PER_MINUTE_PER_NAMESPACE
+                ):
+                    timeline.rate_limited += 1
+                    continue
+                layouts[ns.index], children = layout.split(decision.bundle, decision.boundaries)
+                recent.append((now, ns.cluster, ns.name))
+                _record_split(timeline, now, len(children))
+        while samples and samples[0].t_s < last_end_s - window_s:
+            samples.popleft()  # no window still to be emitted can hold them
+        if timeline.splits:
+            over, lone = _state(sampler, layouts, sample)
+            settling.observe(now, over, lone, before_splits=False)
+        k += 1
+    timeline.finish((k - 1) * stats_interval_s, SETTLE_MARGIN_S)
+    return timeline
+
+
+def _record_split(timeline: Timeline, t_s: float, children: int) -> None:
+    if timeline.first_split_s is None:
+        timeline.first_split_s = t_s
+    timeline.splits += 1
+    timeline.children += children
+    timeline.split_times.append(t_s)
+
+
+def _window_loads(sampler: Sampler, window: Sequence[Sample], end_ms: int) -> list[BundleLoad]:
+    """Every bundle key reported in the window, averaged over the samples that reported it."""
+    loads: list[BundleLoad] = []
+    for ns in sampler.namespaces:
+        by_bundle: dict[BundleRange, list[Sample]] = {}
+        for s in window:
+            for bundle in s.layouts[ns.index].bundles:
+                by_bundle.setdefault(bundle, []).append(s)
+        for bundle, present in by_bundle.items():
+            load = _bundle_load(ns, bundle, present, end_ms, with_topics=False)
+            if load.topic_count == 0:
+                continue  # a bundle without topics reports nothing
+            if over_threshold(load, LIMITS):
+                load = _bundle_load(ns, bundle, present, end_ms, with_topics=True)
+            loads.append(load)
+    return loads
+
+
+def run_pulsar(
+    sampler: Sampler,
+    *,
+    algorithm: SplitAlgorithm,
+    check_interval_s: float,
+    horizon_s: float,
+    label: str,
+) -> Timeline:
+    timeline = Timeline(label)
+    settling = _Settling(timeline, check_interval_s)
+    layouts = [ns.initial for ns in sampler.namespaces]
+    hits: dict[tuple[str, BundleRange], int] = {}
+    options = SplitOptions()  # Pulsar's defaults
+    k = 0
+    while True:
+        t = k * check_interval_s
+        if timeline.first_over_s is not None and t > timeline.first_over_s + horizon_s:
+            break
+        if timeline.first_over_s is None and t > horizon_s * 4:
+            break
+        sample = Sample(t, sampler.rates(t), tuple(layouts))
+        over, lone = _state(sampler, layouts, sample)
+        settling.observe(t, over, lone, before_splits=True)
+        for cluster in sorted({ns.cluster for ns in sampler.namespaces}):
+            ready: list[tuple[float, NamespaceTopics, BundleLoad]] = []
+            for ns in (n for n in sampler.namespaces if n.cluster == cluster):
+                for bundle in layouts[ns.index].bundles:
+                    key = (ns.name, bundle)
+                    load = _bundle_load(ns, bundle, [sample], 0, with_topics=False)
+                    if not over_threshold(load, LIMITS):
+                        hits.pop(key, None)
+                        continue
+                    hits[key] = hits.get(key, 0) + 1
+                    if hits[key] > PULSAR_HIT_COUNT:
+                        ready.append((-load.msg_rate, ns, load))
+            done = 0
+            for _, ns, load in sorted(ready, key=lambda r: (r[0], r[1].name, r[2].bundle)):
+                if done >= PULSAR_MAX_SPLITS_PER_CYCLE:
+                    break
+                hits.pop((ns.name, load.bundle), None)  # the counter starts again
+                layout = layouts[ns.index]
+                if load.topic_count < 2 or layout.num_bundles >= DEFAULT_MAX_BUNDLES:
+                    continue
+                full = _bundle_load(ns, load.bundle, [sample], 0, with_topics=True)
+                boundaries = compute_split(algorithm, load.bundle, full.topics, options).boundaries
+                if not boundaries:
+                    continue
+                layouts[ns.index], children = layout.split(load.bundle, boundaries[:1])
+                done += 1
+                _record_split(timeline, t, len(children))
+        if timeline.splits:
+            over, lone = _state(sampler, layouts, sample)
+            settling.observe(t, over, lone, before_splits=False)
+        k += 1
+    timeline.finish((k - 1) * check_interval_s, SETTLE_MARGIN_S)
+    return timeline
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    spark = SparkConfig()
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.reaction_time",
+        description=(
+            "Benchmark 2: simulated time from the first overloaded stats sample to the split "
+            "applied and to all bundles under threshold, our pipeline vs Pulsar's extensible "
+            "load manager."
+        ),
+    )
+    parser.add_argument(
+        "scenarios", nargs="*", type=Path, help="scenario YAML files (default: conf/scenarios/*)"
+    )
+    parser.add_argument(
+        "--horizon-min",
+        type=float,
+        default=60.0,
+        help="simulated minutes to follow after the first overloaded sample (60)",
+    )
+    parser.add_argument(
+        "--window",
+        action="append",
+        metavar="WINDOW_S/SLIDE_S",
+        help=f"a window/slide of our pipeline to model (repeatable; default "
+        f"{spark.window_s}/{spark.slide_s}, the config defaults, and 300/60)",
+    )
+    parser.add_argument("--watermark-s", type=int, default=spark.watermark_s)
+    parser.add_argument("--trigger-s", type=int, default=spark.trigger_interval_s)
+    args = parser.parse_args(argv)
+    windows: list[tuple[int, int]] = []
+    for text in args.window or [f"{spark.window_s}/{spark.slide_s}", "300/60"]:
+        w, _, s = text.partition("/")
+        if not (w.isdigit() and s.isdigit() and 0 < int(s) <= int(w) and int(w) % int(s) == 0):
+            parser.error(f"--window {text!r}: expected WINDOW_S/SLIDE_S, slide dividing window")
+        windows.append((int(w), int(s)))
+    horizon_s = args.horizon_min * 60.0
+
+    print(header("Reaction time"))
+    print(
+        f"Stats every 60 s; our pipeline: watermark {args.watermark_s} s, trigger "
+        f"{args.trigger_s} s, hysteresis {DetectionSettings().hit_count_threshold} complete "
+        f"windows, balanced_flow_divide; Pulsar: 1-minute checks, split on the "
+        f"{PULSAR_HIT_COUNT + 1}th consecutive check over threshold, one boundary per split.\n"
+    )
+    rows: list[list[object]] = []
+    summary: dict[str, Any] = {}
+    for path in args.scenarios or scenario_files():
+        scenario = load_scenario(path)
+        sampler = Sampler(scenario)
+        interval = scenario.broker.stats_update_interval_s or 60.0
+        timelines = [
+            run_ours(
+                sampler,
+                window_s=w,
+                slide_s=s,
+                watermark_s=args.watermark_s,
+                trigger_s=args.trigger_s,
+                stats_interval_s=interval,
+                horizon_s=horizon_s,
+                label=f"ours: window {w} s / slide {s} s",
+            )
+            for w, s in windows
+        ]
+        for algorithm, label in (
+            (SplitAlgorithm.RANGE_EQUALLY_DIVIDE, "Pulsar extensible: range_equally_divide"),
+            (
+                SplitAlgorithm.FLOW_OR_QPS_EQUALLY_DIVIDE,
+                "Pulsar extensible: flow_or_qps (1st boundary)",
+            ),
+        ):
+            timelines.append(
+                run_pulsar(
+                    sampler,
+                    algorithm=algorithm,
+                    check_interval_s=60.0,
+                    horizon_s=horizon_s,
+                    label=label,
+                )
+            )
+        rows.extend(t.row(scenario.name, horizon_s) for t in timelines)
+        summary[scenario.name] = {t.schedule: t.as_json() for t in timelines}
+    print(
+        markdown_table(
+            [
+                "scenario",
+                "schedule",
+                "first overloaded sample",
+                "split applied",
+                "all under threshold",
+                "over-threshold bundle-minutes",
+                "splits",
+                "children",
+            ],
+            rows,
+        )
+    )
+    print()
+    print_result({"benchmark": "reaction_time", "scenarios": summary})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
