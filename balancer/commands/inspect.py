@@ -49,7 +49,7 @@ def _register_topic_info(subparsers: Any) -> None:
     layout = parser.add_mutually_exclusive_group()
     layout.add_argument(
         "--bundles",
-        type=_positive_int,
+        type=_bundle_count,
         metavar="N",
         help="Pulsar's initial layout of N bundles (default: 4)",
     )
@@ -375,6 +375,17 @@ def _size(text: str) -> int:
         return parse_size(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# Far above any real namespace (Pulsar's default cap is 128 bundles); keeps the layout small.
+MAX_CLI_BUNDLES = 65536
+
+
+def _bundle_count(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_CLI_BUNDLES:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than {MAX_CLI_BUNDLES} bundles")
+    return value
 
 
 def _positive_int(text: str) -> int:

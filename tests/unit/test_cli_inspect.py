@@ -278,6 +278,7 @@ def test_offload_point_table(capsys: pytest.CaptureFixture[str], internal_stats:
 ERRORS = [
     (["topic-info", "a/b/c/d"], "short name"),
     (["topic-info", "x", "--bundles", "0"], "must be >= 1"),
+    (["topic-info", "x", "--bundles", "4000000000"], "more than 65536 bundles"),
     (["topic-info", "x", "--bundles", "2", "--boundaries", "0x0"], "not allowed with"),
     (["topic-info", "x", "--boundaries", "0x00000000", "0x10"], "end at 0xffffffff"),
     (["topic-info", "x", "--buckets", "zero"], "not an integer"),
