@@ -60,15 +60,15 @@ class TopicStatsEvent:
     cluster: str
     topic: str  # always the normalised full name
     timestamp_ms: int
-    msgRateIn: float  # noqa: N815 - Pulsar's field names, on purpose
-    msgRateOut: float  # noqa: N815
-    msgThroughputIn: float  # noqa: N815 - bytes/s
-    msgThroughputOut: float  # noqa: N815 - bytes/s
-    storageSize: int  # noqa: N815 - bytes
-    backlogSize: int  # noqa: N815 - bytes
-    offloadedStorageSize: int  # noqa: N815 - bytes
-    producerCount: int  # noqa: N815
-    consumerCount: int  # noqa: N815
+    msgRateIn: float
+    msgRateOut: float
+    msgThroughputIn: float
+    msgThroughputOut: float
+    storageSize: int
+    backlogSize: int
+    offloadedStorageSize: int
+    producerCount: int
+    consumerCount: int
     broker: str | None = None
 
     @property

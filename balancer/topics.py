@@ -70,7 +70,10 @@ class TopicName:
         if index < 0:
             raise InvalidTopicName(f"partition index must be >= 0, got {index}")
         return TopicName(
-            self.domain, self.tenant, self.namespace, f"{self.base.local_name}{PARTITION_SUFFIX}{index}"
+            self.domain,
+            self.tenant,
+            self.namespace,
+            f"{self.base.local_name}{PARTITION_SUFFIX}{index}",
         )
 
     def __str__(self) -> str:
