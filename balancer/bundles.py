@@ -10,6 +10,7 @@ import bisect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from balancer.hashing import FULL_LOWER, FULL_UPPER
@@ -119,7 +120,7 @@ class NamespaceBundles:
             raise InvalidBundle(
                 f"{self.namespace}: boundaries must start at 0x00000000 and end at 0xffffffff"
             )
-        if any(x >= y for x, y in zip(b, b[1:], strict=False)):
+        if any(x >= y for x, y in pairwise(b)):
             raise InvalidBundle(f"{self.namespace}: boundaries must be strictly increasing")
 
     @classmethod
@@ -154,7 +155,7 @@ class NamespaceBundles:
     @property
     def bundles(self) -> list[BundleRange]:
         b = self.boundaries
-        return [BundleRange(lo, hi) for lo, hi in zip(b, b[1:], strict=False)]
+        return [BundleRange(lo, hi) for lo, hi in pairwise(b)]
 
     def find(self, position: int) -> BundleRange:
         """The bundle holding a hash position: the greatest boundary <= position."""
@@ -188,6 +189,6 @@ class NamespaceBundles:
                 f"inside bundle {bundle}"
             )
         points = [bundle.lower, *inner, bundle.upper]
-        children = [BundleRange(lo, hi) for lo, hi in zip(points, points[1:], strict=False)]
+        children = [BundleRange(lo, hi) for lo, hi in pairwise(points)]
         new = tuple(sorted({*self.boundaries, *inner}))
         return NamespaceBundles(self.namespace, new), children

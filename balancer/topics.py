@@ -118,7 +118,8 @@ def parse_topic(name: str) -> TopicName:
     for what, value in (("tenant", tenant), ("namespace", namespace)):
         if not _ENTITY_NAME.fullmatch(value):
             raise InvalidTopicName(
-                f"topic name {name!r} has an invalid {what} {value!r} (allowed: letters, digits, -=:._)"
+                f"topic name {name!r} has an invalid {what} {value!r} "
+                "(allowed: letters, digits, -=:._)"
             )
     if not local_name:
         raise InvalidTopicName(f"topic name {name!r} has an empty local name")
