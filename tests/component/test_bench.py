@@ -1,0 +1,108 @@
+"""Smoke tests for the benchmarks: each runs as `python -m bench.<name>` on a tiny input and
+must end with a well-formed `RESULT <json>` line, so the benchmarks cannot rot unnoticed.
+
+The figures themselves are for people (docs/benchmarks.md), not assertions; only what the
+model guarantees by construction is checked (e.g. Pulsar's schedule splits on the 4th check).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ALGORITHMS = {
+    "balanced_flow_divide",
+    "range_equally_divide",
+    "topic_count_equally_divide",
+    "flow_or_qps_equally_divide",
+    "specified_positions_divide",
+}
+
+# One namespace of two bundles carrying about 3x the msgRate threshold (in + out), with one
+# outstanding topic: every bundle starts over threshold and any algorithm can fix it.
+TINY_SCENARIO = """
+name: tiny
+seed: 1
+clusters: [{name: c1}]
+namespaces:
+  - name: t/ns
+    cluster: c1
+    bundles: 2
+    topic_groups:
+      - {name: x, count: 40, total_msg_rate_in: 40000, zipf_exponent: 1.0}
+    outstanding:
+      - {topic: x-7, msg_rate_in: 8000}
+"""
+
+
+def run_bench(name: str, *args: str, timeout_s: float = 60) -> tuple[str, dict[str, Any]]:
+    """Run one benchmark; its stdout and the JSON document of its last line."""
+    done = subprocess.run(
+        [sys.executable, "-m", f"bench.{name}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("RESULT "), last
+    result = json.loads(last.removeprefix("RESULT "))
+    assert result["machine"]["cores"] >= 1
+    assert result["machine"]["python"].startswith("3.")
+    return done.stdout, result
+
+
+@pytest.fixture
+def tiny_scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY_SCENARIO, encoding="utf-8")
+    return path
+
+
+def test_split_quality_on_a_tiny_scenario(tiny_scenario: Path, tmp_path: Path) -> None:
+    img = tmp_path / "img"
+    out, result = run_bench(
+        "split_quality", str(tiny_scenario), "--growth-hours", "2", "--img-dir", str(img)
+    )
+    assert "| scenario | algorithm | rounds |" in out
+    tiny = result["scenarios"]["tiny"]
+    assert set(tiny["algorithms"]) == ALGORITHMS
+    for name, figures in tiny["algorithms"].items():
+        # Every algorithm had an overloaded bundle to split and did split it.
+        assert figures["splits"] >= 1, name
+        assert figures["bundles_after"] > figures["bundles_before"] == 2, name
+        assert figures["growth_splits"] >= 0, name
+    png = Path(tiny["png"])
+    assert png.parent == img
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_reaction_time_on_a_tiny_scenario(tiny_scenario: Path) -> None:
+    out, result = run_bench("reaction_time", str(tiny_scenario), "--horizon-min", "15")
+    assert "| scenario | schedule |" in out
+    schedules = result["scenarios"]["tiny"]
+    assert len(schedules) == 4
+    for name, figures in schedules.items():
+        assert figures["first_over_s"] == 0.0, name  # overloaded from the first sample
+        assert figures["to_first_split_s"] is not None, name
+    pulsar = schedules["Pulsar extensible: range_equally_divide"]
+    assert pulsar["to_first_split_s"] == 180.0  # the 4th one-minute check over threshold
+
+
+def test_split_time_on_a_tiny_bundle() -> None:
+    out, result = run_bench("split_time", "--sizes", "300", "--repeats", "2")
+    assert "| topics |" in out
+    timings = result["sizes"]["300"]["algorithms"]
+    assert set(timings) == ALGORITHMS
+    for name, figures in timings.items():
+        assert figures["compute_split_s"] > 0, name
+        assert figures["runs"] == 2, name
+        assert figures["children"] >= 2, name  # the bundle is over threshold: all split
