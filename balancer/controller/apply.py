@@ -82,6 +82,8 @@ class Outcome:
     pulsar: dict[str, Any] = field(default_factory=dict)  # what Pulsar answered, for the audit
     children: int = 0  # bundles created by an applied split
     bytes_offloaded: int = 0  # bytes a triggered offload moves (closed ledgers before the point)
+    # The decision itself, for listeners that report what was done (e.g. the run summary).
+    decision: Any = field(default=None, compare=False, repr=False)
 
 
 OutcomeListener = Callable[[Outcome], None]
@@ -206,6 +208,7 @@ class Controller:
             pulsar=step.pulsar,
             children=step.children,
             bytes_offloaded=step.bytes_offloaded,
+            decision=decision,
         )
         self._report(decision, outcome, batch_id)
         for listener in self._listeners:
