@@ -1,0 +1,152 @@
+"""Dead-letter sinks: where rejected events go, with the original bytes, reason and offset.
+
+Both sinks are written from the driver once per micro-batch, before the batch commits:
+- `KafkaDeadLetters` (the default): one record per reject; value = the original bytes, key =
+  `<source topic>/<partition>/<offset>`, headers = reason, detail, source coordinates and
+  the batch id. A batch replayed after a crash writes its dead letters again: consumers
+  de-duplicate by key (at-least-once).
+- `DirectoryDeadLetters`: one JSON-lines file per batch (`batch-<id>.jsonl`), written to a
+  temporary name and renamed, so a replay replaces the file (exactly-once).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    raw: bytes
+    reason: str
+    detail: str
+    partition: int
+    offset: int
+
+    @classmethod
+    def from_json(cls, text: str) -> DeadLetter:
+        """From the stream's `to_json(struct(...))` form (raw base64-encoded by Spark)."""
+        obj: dict[str, Any] = json.loads(text)
+        return cls(
+            raw=base64.b64decode(obj.get("raw") or ""),
+            reason=str(obj["reason"]),
+            detail=str(obj.get("detail") or ""),
+            partition=int(obj["kafka_partition"]),
+            offset=int(obj["kafka_offset"]),
+        )
+
+
+class DeadLetterSink(Protocol):
+    def write(self, batch_id: int, letters: Sequence[DeadLetter]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class KafkaDeadLetters:
+    def __init__(self, producer: Any, *, topic: str, source_topic: str) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.source_topic = source_topic
+
+    @classmethod
+    def connect(
+        cls, *, bootstrap_servers: str, topic: str, source_topic: str, client_kwargs: dict[str, Any]
+    ) -> KafkaDeadLetters:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap_servers.split(","),
+            client_id="pulsar-balancer-dead-letters",
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=5,
+            max_request_size=2 * 1024 * 1024,
+            **client_kwargs,
+        )
+        ensure_topic(bootstrap_servers, topic, client_kwargs)
+        return cls(producer, topic=topic, source_topic=source_topic)
+
+    def write(self, batch_id: int, letters: Sequence[DeadLetter]) -> None:
+        for letter in letters:
+            headers = [
+                ("reason", letter.reason.encode()),
+                ("detail", letter.detail.encode()),
+                ("source_topic", self.source_topic.encode()),
+                ("source_partition", str(letter.partition).encode()),
+                ("source_offset", str(letter.offset).encode()),
+                ("batch_id", str(batch_id).encode()),
+            ]
+            key = f"{self.source_topic}/{letter.partition}/{letter.offset}".encode()
+            self.producer.send(self.topic, key=key, value=letter.raw, headers=headers)
+        # The batch must not commit before its dead letters are stored.
+        self.producer.flush()
+
+    def close(self) -> None:
+        self.producer.close()
+
+
+def ensure_topic(
+    bootstrap_servers: str, topic: str, client_kwargs: dict[str, Any], partitions: int = 1
+) -> None:
+    """Create `topic` when the broker does not have it (not every broker auto-creates)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers.split(","), **client_kwargs)
+    try:
+        if topic not in admin.list_topics():
+            admin.create_topics([NewTopic(topic, partitions, 1)])
+    except TopicAlreadyExistsError:
+        pass
+    finally:
+        admin.close()
+
+
+class DirectoryDeadLetters:
+    def __init__(self, directory: Path, *, source_topic: str) -> None:
+        self.directory = directory
+        self.source_topic = source_topic
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def path_for(self, batch_id: int) -> Path:
+        return self.directory / f"batch-{batch_id:012d}.jsonl"
+
+    def write(self, batch_id: int, letters: Sequence[DeadLetter]) -> None:
+        if not letters:
+            return
+        final = self.path_for(batch_id)
+        temp = final.with_suffix(".tmp")
+        with temp.open("w", encoding="utf-8") as out:
+            for letter in letters:
+                record = {
+                    "reason": letter.reason,
+                    "detail": letter.detail,
+                    "source_topic": self.source_topic,
+                    "source_partition": letter.partition,
+                    "source_offset": letter.offset,
+                    "batch_id": batch_id,
+                    "raw_base64": base64.b64encode(letter.raw).decode("ascii"),
+                }
+                out.write(json.dumps(record, separators=(",", ":")) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, final)
+
+    def close(self) -> None:
+        """Nothing held open."""
+
+
+def read_directory(directory: Path) -> list[dict[str, Any]]:
+    """Every dead letter in a `DirectoryDeadLetters` directory (raw decoded to bytes)."""
+    out = []
+    for path in sorted(directory.glob("batch-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            obj = json.loads(line)
+            obj["raw"] = base64.b64decode(obj.pop("raw_base64"))
+            out.append(obj)
+    return out

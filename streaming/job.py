@@ -1,0 +1,267 @@
+"""The streaming job: Kafka -> validated events -> per-topic windows -> per-bundle snapshots.
+
+    settings = StreamSettings(bootstrap_servers="127.0.0.1:9092", topic="pulsar-stats",
+                              checkpoint_dir="/var/lib/pulsar-balancer/checkpoint")
+    spark = build_spark(settings)
+    query = start_stream(spark, settings, handler, layouts)
+
+The plan is kept lean (fixed cost per micro-batch matters): one scan whose read tasks parse
+and validate, one `observe` gathering side rows (summaries and rejects) in the same pass,
+one windowed aggregation, and the foreachBatch step (`streaming.batch.BatchProcessor`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from streaming.batch import OBSERVATION_NAME, BatchProcessor
+from streaming.deadletters import DeadLetterSink, DirectoryDeadLetters, KafkaDeadLetters
+from streaming.handler import BatchHandler, LayoutProvider
+from streaming.kafka_config import KafkaSecurity
+from streaming.parse import parse_records
+from streaming.schema import PARSED_SPARK_SCHEMA, RowKind
+from streaming.source import SOURCE_NAME, SourceOptions, register_source
+from streaming.windows import WindowSpec, topic_windows
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+class StreamConfigError(ValueError):
+    """Stream settings that cannot work."""
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    bootstrap_servers: str
+    topic: str
+    checkpoint_dir: str
+    dead_letter_topic: str | None = None  # default: "<topic>-dead-letters"
+    dead_letter_dir: str | None = None  # when set, dead letters go to files instead
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    max_offsets_per_trigger: int | None = None
+    window_s: int = 300
+    slide_s: int = 60
+    watermark_s: int = 120
+    trigger_interval_s: float = 30.0
+    spark_master: str = "local[*]"
+    use_native_kafka: bool = False  # Spark's `kafka` format (needs the connector jar)
+    parse_in_reader: bool = True  # False: raw rows + mapInArrow (the native path's parsing)
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    state_store: Literal["rocksdb", "hdfs"] = "hdfs"
+    num_buckets: int = 64  # PIP-157 topic buckets the state is spread by
+    shuffle_partitions: int = 4
+    ui_enabled: bool = False
+    loopback: bool = True  # bind the driver to 127.0.0.1 (local runs and tests)
+    app_name: str = "pulsar-balancer-stream"
+    extra_spark_conf: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        WindowSpec(self.window_s, self.slide_s, self.watermark_s)  # validates
+        if self.state_store not in ("rocksdb", "hdfs"):
+            raise StreamConfigError(
+                f"state_store must be rocksdb or hdfs, not {self.state_store!r}"
+            )
+        if self.trigger_interval_s <= 0:
+            raise StreamConfigError("trigger_interval_s must be > 0")
+        if not self.checkpoint_dir:
+            raise StreamConfigError("checkpoint_dir is required (offsets and state live there)")
+
+    @property
+    def window_spec(self) -> WindowSpec:
+        return WindowSpec(self.window_s, self.slide_s, self.watermark_s)
+
+    @property
+    def dead_letter_topic_name(self) -> str:
+        return self.dead_letter_topic or f"{self.topic}-dead-letters"
+
+    def source_options(self, *, raw: bool = False) -> SourceOptions:
+        return SourceOptions(
+            bootstrap_servers=self.bootstrap_servers,
+            topic=self.topic,
+            starting_offsets=self.starting_offsets,
+            max_offsets_per_trigger=self.max_offsets_per_trigger,
+            raw=raw,
+            num_buckets=self.num_buckets,
+            security=self.security,
+        )
+
+
+def build_spark(settings: StreamSettings) -> SparkSession:
+    """A SparkSession for the job; registers the Kafka source."""
+    # Workers must run this interpreter: it has pyarrow and this package installed.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder = (
+        SparkSession.builder.master(settings.spark_master)
+        .appName(settings.app_name)
+        .config("spark.ui.enabled", str(settings.ui_enabled).lower())
+        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    if settings.loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
+    if settings.state_store == "rocksdb":
+        builder = builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+    for key, value in settings.extra_spark_conf:
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register_source(spark)
+    return spark
+
+
+def _parse_arrow(num_buckets: int) -> Any:
+    def parse(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            values = batch.column("value").to_pylist()
+            partitions = batch.column("partition").to_pylist()
+            offsets = batch.column("offset").to_pylist()
+            yield from parse_records(values, partitions, offsets, num_buckets=num_buckets)
+
+    return parse
+
+
+def read_parsed(spark: SparkSession, settings: StreamSettings) -> DataFrame:
+    """The parsed stream (all row kinds), from whichever Kafka reader the settings choose."""
+    if settings.parse_in_reader and not settings.use_native_kafka:
+        options = settings.source_options().to_options()
+        return spark.readStream.format(SOURCE_NAME).options(**options).load()
+    if settings.use_native_kafka:
+        reader = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+            .option("subscribe", settings.topic)
+            .option("startingOffsets", settings.starting_offsets)
+            .option("failOnDataLoss", "true")
+            .options(**settings.security.native_options())
+        )
+        if settings.max_offsets_per_trigger is not None:
+            reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+        raw = reader.load().select(
+            F.col("partition").cast("int"), F.col("offset").cast("long"), F.col("value")
+        )
+    else:
+        options = settings.source_options(raw=True).to_options()
+        raw = spark.readStream.format(SOURCE_NAME).options(**options).load()
+    return raw.mapInArrow(_parse_arrow(settings.num_buckets), PARSED_SPARK_SCHEMA)
+
+
+def observe_side_rows(parsed: DataFrame) -> DataFrame:
+    """Gather the summaries and rejects of each batch in the same pass as the windows."""
+    reject = F.when(
+        F.col("kind") == int(RowKind.REJECT),
+        F.to_json(F.struct("raw", "reason", "detail", "kafka_partition", "kafka_offset")),
+    )
+    return parsed.observe(
+        OBSERVATION_NAME,
+        F.collect_list("summary").alias("summaries"),
+        F.collect_list(reject).alias("rejects"),
+    )
+
+
+def build_pipeline(spark: SparkSession, settings: StreamSettings) -> DataFrame:
+    """Closed per-topic windows (append mode), with side rows observed on the way."""
+    parsed = observe_side_rows(read_parsed(spark, settings))
+    return topic_windows(parsed, settings.window_spec, partitions=settings.shuffle_partitions)
+
+
+def dead_letter_sink(settings: StreamSettings) -> DeadLetterSink:
+    if settings.dead_letter_dir:
+        return DirectoryDeadLetters(Path(settings.dead_letter_dir), source_topic=settings.topic)
+    return KafkaDeadLetters.connect(
+        bootstrap_servers=settings.bootstrap_servers,
+        topic=settings.dead_letter_topic_name,
+        source_topic=settings.topic,
+        client_kwargs=settings.security.client_kwargs(),
+    )
+
+
+def start_stream(
+    spark: SparkSession,
+    settings: StreamSettings,
+    handler: BatchHandler,
+    layouts: LayoutProvider,
+    *,
+    available_now: bool = False,
+    dead_letters: DeadLetterSink | None = None,
+) -> StreamingQuery:
+    """Start the job. `available_now` processes what is in Kafka now, then stops."""
+    processor = BatchProcessor(
+        spec=settings.window_spec,
+        handler=handler,
+        layouts=layouts,
+        dead_letters=dead_letters or dead_letter_sink(settings),
+    )
+    writer = (
+        build_pipeline(spark, settings)
+        .writeStream.outputMode("append")
+        .foreachBatch(processor)
+        .option("checkpointLocation", settings.checkpoint_dir)
+        .queryName(settings.app_name)
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{settings.trigger_interval_s} seconds")
+    # The processor reads its batch's observations through the query; no batch can run
+    # before start() returns a handle... except the first, so it waits for the handle.
+    holder = _QueryHolder()
+    processor.query = holder
+    query = writer.start()
+    holder.set(query)
+    return query
+
+
+class _QueryHolder:
+    """Forwards to the started query; the first batch may begin before start() returns."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._ready = threading.Event()
+        self._query: Any = None
+
+    def set(self, query: StreamingQuery) -> None:
+        self._query = query
+        self._ready.set()
+
+    @property
+    def _jsq(self) -> Any:
+        if not self._ready.wait(timeout=60):
+            raise RuntimeError("streaming query handle not available")
+        return self._query._jsq
+
+
+def run_available(
+    spark: SparkSession,
+    settings: StreamSettings,
+    handler: BatchHandler,
+    layouts: LayoutProvider,
+    *,
+    dead_letters: DeadLetterSink | None = None,
+    timeout_s: float | None = None,
+) -> StreamingQuery:
+    """Process everything in Kafka now (Trigger.AvailableNow) and wait for the end."""
+    query = start_stream(
+        spark, settings, handler, layouts, available_now=True, dead_letters=dead_letters
+    )
+    query.awaitTermination(timeout_s)
+    if query.isActive:
+        query.stop()
+        raise TimeoutError(f"stream did not finish within {timeout_s} s")
+    error = query.exception()
+    if error is not None:
+        raise error
+    return query

@@ -1,0 +1,90 @@
+"""Row layouts of the stream: what the Kafka source emits and what the window stage outputs.
+
+One list of columns per layout gives both the Arrow schema (what the Python reader yields)
+and the Spark schema (what the planner sees), so the two cannot drift apart.
+
+The source emits three kinds of rows in one stream (column `kind`):
+- `EVENT`: a validated topic-stats event, typed columns filled;
+- `REJECT`: a message or envelope entry that failed validation: the original bytes, the
+  reason, a detail and its Kafka partition/offset, for the dead-letter sink;
+- `SUMMARY`: one per Kafka partition range read, with the counts and the event-time
+  histogram the job needs to report consumption, rejects by reason, late events and lag.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final
+
+import pyarrow as pa
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+
+class RowKind(IntEnum):
+    EVENT = 0
+    REJECT = 1
+    SUMMARY = 2
+
+
+_Column = tuple[str, pa.DataType, DataType]
+
+# Kafka coordinates of a raw record: the same columns whichever reader produced them
+# (our Python source in raw mode, or Spark's native `kafka` format after a projection).
+RAW_COLUMNS: Final[tuple[_Column, ...]] = (
+    ("partition", pa.int32(), IntegerType()),
+    ("offset", pa.int64(), LongType()),
+    ("value", pa.binary(), BinaryType()),
+)
+
+PARSED_COLUMNS: Final[tuple[_Column, ...]] = (
+    ("kind", pa.int32(), IntegerType()),
+    # event columns (null on other kinds)
+    ("cluster", pa.string(), StringType()),
+    ("namespace", pa.string(), StringType()),
+    ("topic", pa.string(), StringType()),
+    ("position", pa.int64(), LongType()),  # Pulsar's bundle hash position of the topic
+    ("bucket", pa.int32(), IntegerType()),  # PIP-157 topic bucket
+    ("event_time", pa.timestamp("us", tz="UTC"), TimestampType()),
+    ("msg_rate_in", pa.float64(), DoubleType()),
+    ("msg_rate_out", pa.float64(), DoubleType()),
+    ("msg_throughput_in", pa.float64(), DoubleType()),
+    ("msg_throughput_out", pa.float64(), DoubleType()),
+    ("storage_size", pa.int64(), LongType()),
+    ("backlog_size", pa.int64(), LongType()),
+    ("offloaded_storage_size", pa.int64(), LongType()),
+    ("producer_count", pa.int64(), LongType()),
+    ("consumer_count", pa.int64(), LongType()),
+    # where the row came from (all kinds)
+    ("kafka_partition", pa.int32(), IntegerType()),
+    ("kafka_offset", pa.int64(), LongType()),
+    # reject columns
+    ("reason", pa.string(), StringType()),
+    ("detail", pa.string(), StringType()),
+    ("raw", pa.binary(), BinaryType()),
+    # summary column: JSON of `streaming.parse.ReadSummary`
+    ("summary", pa.string(), StringType()),
+)
+
+
+def arrow_schema(columns: tuple[_Column, ...]) -> pa.Schema:
+    return pa.schema([pa.field(name, arrow_type) for name, arrow_type, _ in columns])
+
+
+def spark_schema(columns: tuple[_Column, ...]) -> StructType:
+    return StructType([StructField(name, spark_type, True) for name, _, spark_type in columns])
+
+
+PARSED_ARROW_SCHEMA: Final = arrow_schema(PARSED_COLUMNS)
+PARSED_SPARK_SCHEMA: Final = spark_schema(PARSED_COLUMNS)
+RAW_ARROW_SCHEMA: Final = arrow_schema(RAW_COLUMNS)
+RAW_SPARK_SCHEMA: Final = spark_schema(RAW_COLUMNS)

@@ -1,0 +1,373 @@
+"""A Spark streaming source reading Kafka with kafka-python (PySpark's Python Data Source API).
+
+Spark's own Kafka connector is not available everywhere, so this source reads a topic with
+kafka-python. Design:
+- Offsets are a JSON dict `{"<partition>": next_offset}` kept by Spark in the checkpoint, so a
+  restart after a stop or a crash resumes exactly where the last committed batch ended.
+- No consumer group: each read task assigns its partition and seeks to its start offset.
+- The end of a partition is the high-water mark from *fetch* responses: some brokers (tansu)
+  answer ListOffsets "latest" wrongly, the fetch high-water mark is always right.
+- By default rows are parsed and validated in the read task itself with the foundation's
+  validator (`streaming.parse`), so Spark gets typed columns, rejects become rows for the
+  dead-letter sink, and one bad record never fails a batch. Option `raw=true` yields the
+  records as (partition, offset, value) instead, the layout of Spark's native `kafka` source.
+- Rows are yielded as Arrow record batches (several times faster than tuples).
+
+Options (keys arrive lower-cased): bootstrap_servers, topic, starting_offsets
+(earliest|latest), max_offsets_per_trigger, raw, num_buckets, batch_rows, poll_timeout_ms,
+read_timeout_s, and the `KafkaSecurity` keys (security_protocol, sasl_mechanism,
+sasl_username, sasl_password_env, ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password_env).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from streaming.kafka_config import KafkaSecurity
+from streaming.parse import ReadSummary, RecordParser
+from streaming.schema import PARSED_SPARK_SCHEMA, RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAME = "pulsar_stats_kafka"
+
+Offsets = dict[str, int]  # partition (as text: JSON keys) -> next offset to read
+
+
+class SourceOptionError(ValueError):
+    """A data source option that cannot work."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    bootstrap_servers: str
+    topic: str
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    max_offsets_per_trigger: int | None = None
+    raw: bool = False
+    num_buckets: int = 64
+    batch_rows: int = 20_000  # rows per Arrow batch yielded by a read task
+    poll_timeout_ms: int = 500
+    read_timeout_s: float = 60.0  # a read task fails after this long without a record
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers or not self.topic:
+            raise SourceOptionError("options bootstrap_servers and topic are required")
+        if self.starting_offsets not in ("earliest", "latest"):
+            raise SourceOptionError(
+                f"starting_offsets must be 'earliest' or 'latest', got {self.starting_offsets!r}"
+            )
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
+            raise SourceOptionError("max_offsets_per_trigger must be >= 1")
+        if self.num_buckets < 1:
+            raise SourceOptionError("num_buckets must be >= 1")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> SourceOptions:
+        opts = {k.lower(): v for k, v in options.items()}
+
+        def get_int(key: str, default: int | None) -> int | None:
+            text = opts.get(key)
+            if text in (None, ""):
+                return default
+            try:
+                return int(str(text))
+            except ValueError:
+                raise SourceOptionError(f"option {key} must be an integer, got {text!r}") from None
+
+        starting = opts.get("starting_offsets", opts.get("startingoffsets", "earliest"))
+        return cls(
+            bootstrap_servers=opts.get("bootstrap_servers", ""),
+            topic=opts.get("topic", ""),
+            starting_offsets=starting,  # type: ignore[arg-type]  # checked in __post_init__
+            max_offsets_per_trigger=get_int("max_offsets_per_trigger", None),
+            raw=opts.get("raw", "false").lower() == "true",
+            num_buckets=get_int("num_buckets", 64) or 64,
+            batch_rows=get_int("batch_rows", 20_000) or 20_000,
+            poll_timeout_ms=get_int("poll_timeout_ms", 500) or 500,
+            read_timeout_s=float(opts.get("read_timeout_s", "60")),
+            security=KafkaSecurity.from_options(opts),
+        )
+
+    def to_options(self) -> dict[str, str]:
+        out = {
+            "bootstrap_servers": self.bootstrap_servers,
+            "topic": self.topic,
+            "starting_offsets": self.starting_offsets,
+            "raw": str(self.raw).lower(),
+            "num_buckets": str(self.num_buckets),
+            "batch_rows": str(self.batch_rows),
+            "poll_timeout_ms": str(self.poll_timeout_ms),
+            "read_timeout_s": str(self.read_timeout_s),
+            **self.security.to_options(),
+        }
+        if self.max_offsets_per_trigger is not None:
+            out["max_offsets_per_trigger"] = str(self.max_offsets_per_trigger)
+        return out
+
+    def consumer(self, **overrides: Any) -> Any:
+        """A kafka-python consumer without a group (offsets live in Spark's checkpoint)."""
+        from kafka import KafkaConsumer
+
+        kwargs: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap_servers.split(","),
+            "group_id": None,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest",
+            "client_id": "pulsar-balancer-stream",
+            **self.security.client_kwargs(),
+            **overrides,
+        }
+        return KafkaConsumer(**kwargs)
+
+
+@dataclass(frozen=True)
+class KafkaRange(InputPartition):  # type: ignore[misc]  # pyspark is untyped here
+    """One read task: offsets [start, end) of one partition."""
+
+    partition: int
+    start: int
+    end: int
+
+
+def split_limit(
+    start: Mapping[int, int], available: Mapping[int, int], limit: int
+) -> dict[int, int]:
+    """End offsets reading at most `limit` records in all, shared in proportion to the backlog.
+
+    Purely computational. Every partition with a backlog gets at least one record while the
+    limit allows, so a small partition is never starved by a big one.
+    """
+    backlog = {p: max(0, available[p] - start.get(p, 0)) for p in available}
+    total = sum(backlog.values())
+    if total <= limit:
+        return {p: start.get(p, 0) + n for p, n in backlog.items()}
+    take = {p: (n * limit) // total for p, n in backlog.items()}
+    spare = limit - sum(take.values())
+    for p in sorted(backlog, key=lambda q: backlog[q] - take[q], reverse=True):
+        if spare <= 0:
+            break
+        if take[p] < backlog[p]:
+            take[p] += 1
+            spare -= 1
+    return {p: start.get(p, 0) + take[p] for p in backlog}
+
+
+def fetch_high_watermarks(
+    consumer: Any, topic: str, positions: Mapping[int, int], *, timeout_s: float = 10.0
+) -> dict[int, int]:
+    """High-water mark of every partition of `topic`, as the fetch responses report it.
+
+    Seeks each partition to `positions` (the last known end, so little data is fetched) and
+    polls until every partition has answered; fresh assignments make stale values impossible.
+    """
+    from kafka import TopicPartition
+
+    parts = consumer.partitions_for_topic(topic)
+    if not parts:
+        consumer.topics()  # refresh metadata once: the topic may have just been created
+        parts = consumer.partitions_for_topic(topic)
+    if not parts:
+        return {}
+    tps = [TopicPartition(topic, p) for p in sorted(parts)]
+    consumer.assign([])
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, positions.get(tp.partition, 0))
+    deadline = time.monotonic() + timeout_s
+    marks: dict[int, int] = {}
+    while True:
+        for tp in tps:
+            mark = consumer.highwater(tp)
+            if mark is not None:
+                marks[tp.partition] = int(mark)
+        if len(marks) == len(tps):
+            return marks
+        if time.monotonic() > deadline:
+            missing = sorted(set(parts) - set(marks))
+            raise TimeoutError(
+                f"topic {topic}: no fetch response for partition(s) {missing} in {timeout_s} s"
+            )
+        consumer.poll(timeout_ms=100)
+
+
+# pyspark is untyped here
+class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._consumer: Any = None  # driver side only; dropped when the reader is pickled
+        self._known: dict[int, int] = {}  # last high-water marks seen
+        self._target: dict[int, int] | None = None  # Trigger.AvailableNow end
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_consumer"] = None
+        return state
+
+    def _marks(self, start: Mapping[int, int]) -> dict[int, int]:
+        if self._consumer is None:
+            self._consumer = self.options.consumer(max_partition_fetch_bytes=1024)
+        positions = {p: max(start.get(p, 0), self._known.get(p, 0)) for p in self._known}
+        for p, offset in start.items():
+            positions.setdefault(p, offset)
+        marks = fetch_high_watermarks(self._consumer, self.options.topic, positions)
+        self._known.update(marks)
+        return marks
+
+    def initialOffset(self) -> dict[str, int]:
+        if self.options.starting_offsets == "latest":
+            marks = self._marks({})
+            return {str(p): m for p, m in sorted(marks.items())}
+        parts = self._marks({})
+        return dict.fromkeys((str(p) for p in sorted(parts)), 0)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.options.max_offsets_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._marks({})
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        begin = {int(p): int(o) for p, o in start.items()}
+        marks = self._target if self._target is not None else self._marks(begin)
+        # A partition that appeared after the start is read from its beginning.
+        available = {p: max(m, begin.get(p, 0)) for p, m in marks.items()}
+        for p, o in begin.items():
+            available.setdefault(p, o)
+        if isinstance(limit, ReadMaxRows):
+            end = split_limit(begin, available, limit.max_rows)
+        else:
+            end = available
+        return {str(p): o for p, o in sorted(end.items())}
+
+    def reportLatestOffset(self) -> dict[str, int] | None:
+        return {str(p): o for p, o in sorted(self._known.items())} or None
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[KafkaRange]:
+        out = []
+        for p, last in sorted(end.items(), key=lambda kv: int(kv[0])):
+            first = int(start.get(p, 0))
+            if int(last) > first:
+                out.append(KafkaRange(int(p), first, int(last)))
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaRange)
+        if self.options.raw:
+            yield from _read_raw(self.options, partition)
+        else:
+            yield from _read_parsed(self.options, partition)
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Offsets live in Spark's checkpoint; nothing to commit to Kafka."""
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+def _records(options: SourceOptions, task: KafkaRange, consumer: Any) -> Iterator[Any]:
+    """The records of `task` in offset order (offsets may have gaps: markers, compaction)."""
+    from kafka import TopicPartition
+
+    tp = TopicPartition(options.topic, task.partition)
+    consumer.assign([tp])
+    consumer.seek(tp, task.start)
+    idle_since = time.monotonic()
+    while True:
+        batch = consumer.poll(timeout_ms=options.poll_timeout_ms)
+        records = batch.get(tp, [])
+        for record in records:
+            if record.offset >= task.end:
+                return
+            yield record
+        if consumer.position(tp) >= task.end:
+            return
+        if records:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since > options.read_timeout_s:
+            raise TimeoutError(
+                f"{options.topic}-{task.partition}: no record for {options.read_timeout_s} s "
+                f"while reading offsets {consumer.position(tp)}..{task.end}"
+            )
+
+
+def _read_parsed(options: SourceOptions, task: KafkaRange) -> Iterator[pa.RecordBatch]:
+    from kafka import TopicPartition
+
+    consumer = options.consumer(max_poll_records=5000)
+    try:
+        summary = ReadSummary(task.partition, task.start, task.end)
+        parser = RecordParser(num_buckets=options.num_buckets, summary=summary)
+        for record in _records(options, task, consumer):
+            parser.add(record.value, task.partition, record.offset)
+            if len(parser) >= options.batch_rows:
+                yield parser.flush()
+        mark = consumer.highwater(TopicPartition(options.topic, task.partition))
+        summary.high_watermark = None if mark is None else int(mark)
+        if len(parser):
+            yield parser.flush()
+        yield parser.summary_batch()
+    finally:
+        consumer.close()
+
+
+def _read_raw(options: SourceOptions, task: KafkaRange) -> Iterator[pa.RecordBatch]:
+    consumer = options.consumer(max_poll_records=5000)
+    try:
+        offsets: list[int] = []
+        values: list[bytes | None] = []
+        for record in _records(options, task, consumer):
+            offsets.append(record.offset)
+            values.append(record.value)
+            if len(offsets) >= options.batch_rows:
+                yield _raw_batch(task.partition, offsets, values)
+                offsets, values = [], []
+        if offsets:
+            yield _raw_batch(task.partition, offsets, values)
+    finally:
+        consumer.close()
+
+
+def _raw_batch(partition: int, offsets: list[int], values: list[bytes | None]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {"partition": [partition] * len(offsets), "offset": offsets, "value": values},
+        schema=RAW_ARROW_SCHEMA,
+    )
+
+
+class KafkaStatsSource(DataSource):  # type: ignore[misc]  # pyspark is untyped here
+    """`spark.readStream.format("pulsar_stats_kafka")`; register with `register_source`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        raw = str(self.options.get("raw", "false")).lower() == "true"
+        return RAW_SPARK_SCHEMA if raw else PARSED_SPARK_SCHEMA
+
+    def streamReader(self, schema: StructType) -> KafkaStatsStreamReader:
+        return KafkaStatsStreamReader(SourceOptions.from_options(self.options))
+
+
+def register_source(spark: Any) -> None:
+    spark.dataSource.register(KafkaStatsSource)

@@ -1,0 +1,43 @@
+"""Shared fixtures: one Kafka-protocol broker and one local SparkSession per test session.
+
+Both are started lazily, only by tests that ask for them, and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.kafka_broker import Broker, kafka_broker
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[Broker]:
+    """A Kafka-protocol broker: KAFKA_BOOTSTRAP, testcontainers, or tansu on 127.0.0.1."""
+    with kafka_broker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession (2 cores, loopback, no UI) shared by every Spark test."""
+    from streaming.job import StreamSettings, build_spark
+
+    settings = StreamSettings(
+        bootstrap_servers="unused:9092",
+        topic="unused",
+        checkpoint_dir="unused",
+        spark_master=os.environ.get("TEST_SPARK_MASTER", "local[2]"),
+        shuffle_partitions=2,
+        extra_spark_conf=(
+            ("spark.driver.memory", "1g"),
+            ("spark.sql.streaming.minBatchesToRetain", "10"),
+        ),
+    )
+    session = build_spark(settings)
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
