@@ -3,8 +3,11 @@ and to every bundle under threshold, in simulated time (nothing sleeps).
 
 Both schedules read the same stats samples: the simulator's traffic model sampled every
 `statsUpdateFrequencyInSecs` (60 s), each topic reported in the bundle that holds it at that
-instant. Thresholds are Pulsar's defaults. A bundle holding a single topic that is over
-threshold on its own cannot be helped by any split; "settled" means every bundle is under
+instant. Every scenario is preceded by a calm warm-up (10 simulated minutes at 30 % of its
+opening load, under every threshold in the scenario files), so both schedules are warm and
+the overload starts at a known sample, as a real one would after a quiet spell. Thresholds
+are Pulsar's defaults. A bundle holding a single topic that is over threshold on its own
+cannot be helped by any split; "settled" means every bundle is under
 threshold or is such a lone topic ("all under" when there is none).
 
 Our pipeline (modelled on the streaming job and the real detector, `balancer.detect.detect`):
@@ -30,6 +33,9 @@ Pulsar's extensible load manager (the schedule its split strategy follows):
   limited to its first boundary (the extensible load manager rejects more than one, Pulsar
   issue 22254; this row is the optimistic reading that it took the first).
 
+A built-in case, `one-minute-spike`, doubles a namespace's load for a single stats sample:
+a transient, for which the right reaction is no split at all (splits are never undone).
+
 Run: `.venv/bin/python -m bench.reaction_time` (`--help` for options). Prints a markdown
 table, the machine, and a last line `RESULT <json>`.
 """
@@ -51,7 +57,7 @@ from balancer.bundles import BundleRange, NamespaceBundles
 from balancer.config import SparkConfig
 from balancer.detect import DetectionSettings, DetectorState, detect, over_threshold
 from balancer.load import BundleLoad, TopicLoad
-from balancer.sim.scenarios import Scenario, load_scenario
+from balancer.sim.scenarios import Scenario, load_scenario, parse_scenario
 from balancer.sim.traffic import TrafficModel
 from balancer.split import SplitAlgorithm, SplitOptions, compute_split
 from balancer.thresholds import DEFAULT_MAX_BUNDLES, BundleLimits, Thresholds
@@ -63,6 +69,27 @@ PULSAR_HIT_COUNT = 3  # split when over in MORE than this many consecutive check
 PULSAR_MAX_SPLITS_PER_CYCLE = 10
 CONTROLLER_SPLITS_PER_MINUTE = 10  # per cluster (the controller's default rate limits)
 CONTROLLER_SPLITS_PER_MINUTE_PER_NAMESPACE = 3
+# A transient, not an overload: one namespace at ~65 % of the msgRate threshold per bundle
+# doubles for one stats sample (60 s) and goes back. No split is wanted: splits are forever.
+SPIKE_SCENARIO: dict[str, Any] = {
+    "name": "one-minute-spike (built in)",
+    "seed": 2,
+    "clusters": [{"name": "c1"}],
+    "namespaces": [
+        {
+            "name": "t/ns",
+            "cluster": "c1",
+            "bundles": 4,
+            "topic_groups": [
+                {"name": "x", "count": 200, "total_msg_rate_in": 40000, "zipf_exponent": 0.8}
+            ],
+            "changes": [
+                {"kind": "step", "at_s": 600, "factor": 2.0},
+                {"kind": "step", "at_s": 660, "factor": 0.5},
+            ],
+        }
+    ],
+}
 # "Settled" must hold for the last 10 simulated minutes followed, or it does not count.
 SETTLE_MARGIN_S = 600.0
 
@@ -100,8 +127,12 @@ class Sample:
 
 
 class Sampler:
-    def __init__(self, scenario: Scenario) -> None:
+    """Stats samples of a scenario, after a calm warm-up (see the module doc)."""
+
+    def __init__(self, scenario: Scenario, *, warmup_s: float = 0.0, calm: float = 1.0) -> None:
         self.scenario = scenario
+        self.warmup_s = warmup_s
+        self.calm = calm
         self.traffic = TrafficModel(scenario)
         table = self.traffic.table
         self.namespaces: list[NamespaceTopics] = []
@@ -123,7 +154,16 @@ class Sampler:
             )
 
     def rates(self, t_s: float) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-        r = self.traffic.rates(t_s)
+        if t_s < self.warmup_s:
+            r = self.traffic.rates(0.0)
+            c = self.calm
+            return (
+                r.msg_rate_in * c,
+                r.msg_rate_out * c,
+                r.throughput_in * c,
+                r.throughput_out * c,
+            )
+        r = self.traffic.rates(t_s - self.warmup_s)
         return (r.msg_rate_in, r.msg_rate_out, r.throughput_in, r.throughput_out)
 
 
@@ -227,7 +267,7 @@ class Timeline:
             f"{t0:.0f} s",
             _after(self.first_split_s, t0, horizon_s),
             _after(self.settled_s, t0, horizon_s)
-            + (f" ({self.lone_topics} lone topic over)" if self.lone_topics else ""),
+            + (f" ({self.lone_topics} lone topic(s) over)" if self.lone_topics else ""),
             f"{self.over_bundle_s / 60:.0f}",
             self.splits,
             self.children,
@@ -475,6 +515,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"a window/slide of our pipeline to model (repeatable; default "
         f"{spark.window_s}/{spark.slide_s}, the config defaults, and 300/60)",
     )
+    parser.add_argument(
+        "--no-spike",
+        action="store_true",
+        help="leave out the built-in one-minute-spike case (a transient that should not split)",
+    )
+    parser.add_argument(
+        "--warmup-min",
+        type=float,
+        default=10.0,
+        help="calm simulated minutes before the scenario starts (10; 0 = none)",
+    )
+    parser.add_argument(
+        "--calm",
+        type=float,
+        default=0.3,
+        help="load during the warm-up, as a share of the scenario's opening load (0.3)",
+    )
     parser.add_argument("--watermark-s", type=int, default=spark.watermark_s)
     parser.add_argument("--trigger-s", type=int, default=spark.trigger_interval_s)
     args = parser.parse_args(argv)
@@ -488,6 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(header("Reaction time"))
     print(
+        f"Warm-up: {args.warmup_min:g} min at {args.calm:g}x the opening load. "
         f"Stats every 60 s; our pipeline: watermark {args.watermark_s} s, trigger "
         f"{args.trigger_s} s, hysteresis {DetectionSettings().hit_count_threshold} complete "
         f"windows, balanced_flow_divide; Pulsar: 1-minute checks, split on the "
@@ -495,9 +553,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     rows: list[list[object]] = []
     summary: dict[str, Any] = {}
-    for path in args.scenarios or scenario_files():
-        scenario = load_scenario(path)
-        sampler = Sampler(scenario)
+    scenarios = [load_scenario(path) for path in args.scenarios or scenario_files()]
+    if not args.no_spike:
+        scenarios.append(parse_scenario(SPIKE_SCENARIO, source="built-in spike"))
+    for scenario in scenarios:
+        sampler = Sampler(scenario, warmup_s=args.warmup_min * 60.0, calm=args.calm)
         interval = scenario.broker.stats_update_interval_s or 60.0
         timelines = [
             run_ours(

@@ -81,6 +81,15 @@ FILL_FACTOR = 0.8  # the detector's default for balanced_flow_divide
 DIFFERENCE_THRESHOLD_PCT = 10.0  # flow_or_qps_equally_divide's margin (Pulsar's default)
 
 LIMITS = BundleLimits()  # Pulsar's defaults
+# Why over-threshold bundles were left, in words for the table.
+STALL_WORDS = {
+    "too_few_topics": "lone topic(s) over",
+    "no_boundary": "with no valid boundary",
+    "max_bundles": "bundle(s) at the 128-bundle limit",
+    "unsplittable": "bundle(s) of width 1",
+    "rejected_by_pulsar": "split(s) Pulsar would reject",
+    "round_limit": "round limit reached",
+}
 
 
 def load_ratio(load: BundleLoad, limits: BundleLimits = LIMITS) -> float:
@@ -287,8 +296,11 @@ class AlgorithmRun:
         c = self.convergence
         if c.converged:
             return "converged"
-        reasons = ", ".join(f"{k} x{v}" for k, v in sorted(c.stalled.items()))
-        return f"never ({reasons})"
+        reasons = "; ".join(
+            f"{count} {STALL_WORDS.get(reason, reason)}"
+            for reason, count in sorted(c.stalled.items())
+        )
+        return f"never: {reasons}"
 
 
 def evaluate(

@@ -93,6 +93,8 @@ def best_of(fn: Callable[[], object], repeats: int, cap_s: float) -> tuple[float
 
 
 def _fmt(seconds: float) -> str:
+    if seconds < 1e-5:
+        return f"{seconds * 1e6:.2f} µs"
     if seconds < 1e-3:
         return f"{seconds * 1e6:.0f} µs"
     if seconds < 1:
