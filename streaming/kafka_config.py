@@ -1,7 +1,8 @@
 """Kafka connection settings shared by the source, the dead-letter producer and the collector.
 
-Secrets are never held in these values: a password is named by the environment variable that
-holds it (`sasl_password_env`, `ssl_password_env`) and read only when a client is built.
+Secrets are never held in these values: a password is named by the environment variable or
+file that holds it (`sasl_password_env`, `sasl_password_file`, `ssl_password_env`) and read
+only when a client is built.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -19,6 +21,7 @@ _OPTION_KEYS = (
     "sasl_mechanism",
     "sasl_username",
     "sasl_password_env",
+    "sasl_password_file",
     "ssl_cafile",
     "ssl_certfile",
     "ssl_keyfile",
@@ -36,6 +39,7 @@ class KafkaSecurity:
     sasl_mechanism: SaslMechanism | None = None
     sasl_username: str | None = None
     sasl_password_env: str | None = None  # name of the env var holding the password
+    sasl_password_file: str | None = None  # or a file holding it
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
@@ -55,6 +59,32 @@ class KafkaSecurity:
         return {k: str(getattr(self, k)) for k in _OPTION_KEYS if getattr(self, k) is not None}
 
     @classmethod
+    def from_balancer_config(cls, security: Any) -> KafkaSecurity:
+        """From `balancer.config.KafkaSecurity` (the `kafka.security` section)."""
+        return cls(
+            security_protocol=security.protocol,
+            sasl_mechanism=security.sasl_mechanism,
+            sasl_username=security.username,
+            sasl_password_env=security.password_env,
+            sasl_password_file=None
+            if security.password_file is None
+            else str(security.password_file),
+            ssl_cafile=None if security.ssl_ca_file is None else str(security.ssl_ca_file),
+        )
+
+    def sasl_password(self, environ: Mapping[str, str] | None = None) -> str:
+        """The SASL password, read now from its file or environment variable."""
+        if self.sasl_password_file:
+            try:
+                return Path(self.sasl_password_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise KafkaConfigError(
+                    f"cannot read sasl_password_file {self.sasl_password_file}: {exc.strerror}"
+                ) from None
+        env = os.environ if environ is None else environ
+        return _secret(env, self.sasl_password_env, "sasl_password_env")
+
+    @classmethod
     def from_options(cls, options: Mapping[str, str]) -> KafkaSecurity:
         values: dict[str, Any] = {k: options[k] for k in _OPTION_KEYS if options.get(k)}
         return cls(**values)
@@ -66,7 +96,7 @@ class KafkaSecurity:
         if self.security_protocol.startswith("SASL"):
             out["sasl_mechanism"] = self.sasl_mechanism
             out["sasl_plain_username"] = self.sasl_username
-            out["sasl_plain_password"] = _secret(env, self.sasl_password_env, "sasl_password_env")
+            out["sasl_plain_password"] = self.sasl_password(env)
         if self.security_protocol.endswith("SSL"):
             for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
                 if getattr(self, key) is not None:
@@ -80,7 +110,7 @@ class KafkaSecurity:
         env = os.environ if environ is None else environ
         out: dict[str, str] = {"kafka.security.protocol": str(self.security_protocol)}
         if self.security_protocol.startswith("SASL"):
-            password = _secret(env, self.sasl_password_env, "sasl_password_env")
+            password = self.sasl_password(env)
             module = (
                 "org.apache.kafka.common.security.plain.PlainLoginModule"
                 if self.sasl_mechanism == "PLAIN"

@@ -1,0 +1,235 @@
+"""The stats collector: broker-stats/topics of every cluster -> topic-stats events -> Kafka.
+
+Each poll asks every target (a cluster's admin URL, or each of its brokers' URLs) for
+`GET /admin/v2/broker-stats/topics`, turns each topic's stats into a `TopicStatsEvent` whose
+event time is the poll time of that broker, and sends them to a Kafka topic keyed by the
+topic name (one event per message), or in batched envelopes `{"events": [...]}` keyed by
+the namespace. A target that fails is counted and retried (after `retry_s`, until the next
+poll is due); it never stops the others. Clock and sleep are injected.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from balancer.events import TopicStatsEvent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One broker-stats endpoint: a cluster, and a broker URL (None: the cluster's admin URL)."""
+
+    cluster: str
+    broker_url: str | None = None
+
+    @property
+    def broker(self) -> str | None:
+        """`host:port` of the broker, as the event's `broker` field."""
+        if self.broker_url is None:
+            return None
+        return urlsplit(self.broker_url).netloc or self.broker_url
+
+    def __str__(self) -> str:
+        return f"{self.cluster}@{self.broker_url or 'admin'}"
+
+
+class TopicStatsSample(Protocol):
+    """What a fetch yields per topic: anything with `to_event` (balancer.pulsar's TopicStats)."""
+
+    def to_event(
+        self, *, cluster: str, topic: str, timestamp_ms: int, broker: str | None = None
+    ) -> TopicStatsEvent: ...
+
+
+# A fetch returns (full topic name, stats) pairs of one target; raises on failure.
+Fetch = Callable[[Target], Iterable[tuple[str, TopicStatsSample]]]
+
+
+class EventSink(Protocol):
+    def send(self, *, key: bytes, value: bytes) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+@dataclass
+class CollectorCounts:
+    polls: int = 0
+    events: int = 0
+    messages: int = 0
+    failures: Counter[str] = field(default_factory=Counter)  # cluster -> failed fetches
+    last_success_ms: dict[str, int] = field(default_factory=dict)  # cluster -> poll time
+
+
+class Collector:
+    def __init__(
+        self,
+        *,
+        targets: Sequence[Target],
+        fetch: Fetch,
+        sink: EventSink,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        envelope_max_events: int = 0,
+    ) -> None:
+        if not targets:
+            raise ValueError("the collector needs at least one cluster to poll")
+        if envelope_max_events < 0:
+            raise ValueError("envelope_max_events must be >= 0 (0: one event per message)")
+        self.targets = tuple(targets)
+        self.fetch = fetch
+        self.sink = sink
+        self.clock_ms = clock_ms
+        self.envelope_max_events = envelope_max_events
+        self.counts = CollectorCounts()
+
+    def poll_once(self, targets: Sequence[Target] | None = None) -> list[Target]:
+        """Poll `targets` (default: all) once; returns the ones that failed."""
+        failed = []
+        self.counts.polls += 1
+        for target in targets or self.targets:
+            poll_ms = self.clock_ms()
+            try:
+                events = [
+                    stats.to_event(
+                        cluster=target.cluster,
+                        topic=topic,
+                        timestamp_ms=poll_ms,
+                        broker=target.broker,
+                    )
+                    for topic, stats in self.fetch(target)
+                ]
+            except Exception as exc:  # a down cluster must never stop the others
+                self.counts.failures[target.cluster] += 1
+                failed.append(target)
+                log.warning("collector: polling %s failed: %s", target, _describe(exc))
+                continue
+            self._send(events)
+            self.counts.events += len(events)
+            self.counts.last_success_ms[target.cluster] = poll_ms
+        self.sink.flush()
+        return failed
+
+    def _send(self, events: Sequence[TopicStatsEvent]) -> None:
+        if self.envelope_max_events <= 1:
+            for e in events:
+                self.sink.send(key=e.topic.encode(), value=e.to_json().encode())
+                self.counts.messages += 1
+            return
+        by_namespace: dict[str, list[TopicStatsEvent]] = {}
+        for e in events:
+            by_namespace.setdefault(e.namespace, []).append(e)
+        for namespace, items in by_namespace.items():
+            for i in range(0, len(items), self.envelope_max_events):
+                chunk = items[i : i + self.envelope_max_events]
+                body = {"events": [e.to_dict() for e in chunk]}
+                self.sink.send(
+                    key=namespace.encode(), value=json.dumps(body, separators=(",", ":")).encode()
+                )
+                self.counts.messages += 1
+
+    def run(
+        self,
+        *,
+        interval_s: float,
+        retry_s: float = 10.0,
+        should_stop: Callable[[], bool] = lambda: False,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+        max_polls: int | None = None,
+    ) -> CollectorCounts:
+        """Poll every `interval_s`, retrying failed targets every `retry_s` in between."""
+        if interval_s <= 0 or retry_s <= 0:
+            raise ValueError("interval_s and retry_s must be > 0")
+        rounds = 0
+        while not should_stop() and (max_polls is None or rounds < max_polls):
+            started = monotonic()
+            next_poll = started + interval_s
+            failed = self.poll_once()
+            rounds += 1
+            while failed and not should_stop() and monotonic() + retry_s < next_poll:
+                sleep(retry_s)
+                failed = self.poll_once(failed)
+            if max_polls is not None and rounds >= max_polls:
+                break
+            remaining = next_poll - monotonic()
+            if remaining > 0 and not should_stop():
+                sleep(remaining)
+        return self.counts
+
+
+def _describe(exc: Exception) -> str:
+    # Error texts from the admin client carry no credentials; keep them short.
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+class KafkaEventSink:
+    """Sends events with kafka-python; idempotent when the broker supports it."""
+
+    def __init__(self, producer: Any, topic: str) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.idempotent = bool(getattr(producer, "config", {}).get("enable_idempotence", False))
+
+    @classmethod
+    def connect(
+        cls,
+        *,
+        bootstrap_servers: Sequence[str],
+        topic: str,
+        client_kwargs: Mapping[str, Any] | None = None,
+        idempotent: bool = True,
+    ) -> KafkaEventSink:
+        from kafka import KafkaProducer
+
+        kwargs: dict[str, Any] = {
+            "bootstrap_servers": list(bootstrap_servers),
+            "client_id": "pulsar-balancer-collector",
+            "acks": "all",
+            "linger_ms": 20,
+            "retries": 5,
+            **(client_kwargs or {}),
+        }
+        if idempotent:
+            try:
+                return cls(KafkaProducer(enable_idempotence=True, **kwargs), topic)
+            except Exception as exc:  # e.g. a broker without InitProducerId
+                log.warning("idempotent producer not available (%s); falling back", exc)
+        return cls(KafkaProducer(enable_idempotence=False, **kwargs), topic)
+
+    def send(self, *, key: bytes, value: bytes) -> None:
+        self.producer.send(self.topic, key=key, value=value)
+
+    def flush(self) -> None:
+        self.producer.flush()
+
+    def close(self) -> None:
+        self.producer.close()
+
+
+def admin_fetch(peer_group: Any) -> Fetch:
+    """A `Fetch` over `balancer.pulsar.PulsarPeerGroup.broker_topic_stats`."""
+
+    def fetch(target: Target) -> Iterable[tuple[str, TopicStatsSample]]:
+        stats = peer_group.broker_topic_stats(target.cluster, target.broker_url)
+        return [(entry.topic, entry.stats) for entry in stats]
+
+    return fetch
+
+
+def targets_for(clusters: Mapping[str, Sequence[str]]) -> list[Target]:
+    """Targets from cluster -> broker URLs (an empty list: poll the cluster's admin URL)."""
+    out: list[Target] = []
+    for cluster, brokers in clusters.items():
+        if brokers:
+            out.extend(Target(cluster, url.rstrip("/")) for url in brokers)
+        else:
+            out.append(Target(cluster))
+    return out

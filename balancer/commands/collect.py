@@ -1,0 +1,148 @@
+"""`pulsar-balancer collect`: poll broker-stats of every cluster and send the events to Kafka.
+
+With `--config FILE` the clusters (and their brokers), Kafka and the interval come from the
+balancer config; flags override. Without it, give them as flags:
+
+    pulsar-balancer collect --bootstrap 127.0.0.1:9092 --topic pulsar-topic-stats \
+        --admin-url a=http://127.0.0.1:8080 --admin-url b=http://127.0.0.1:8081 --interval-s 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from balancer.collector import Collector, KafkaEventSink, admin_fetch, targets_for
+
+NAME = "collect"
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        NAME,
+        help="poll Pulsar broker-stats and send topic-stats events to Kafka",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", type=Path, help="balancer YAML config")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers, host:port[,host:port]")
+    parser.add_argument("--topic", help="Kafka topic of the stats events")
+    parser.add_argument(
+        "--admin-url",
+        action="append",
+        default=[],
+        metavar="CLUSTER=URL",
+        help="a cluster and its admin URL (repeat per cluster)",
+    )
+    parser.add_argument(
+        "--broker-url",
+        action="append",
+        default=[],
+        metavar="CLUSTER=URL",
+        help="poll this broker of the cluster directly (repeat per broker; default: admin URL)",
+    )
+    parser.add_argument("--interval-s", type=float, help="seconds between polls (default 60)")
+    parser.add_argument("--retry-s", type=float, default=10.0, help="retry a failed cluster after")
+    parser.add_argument(
+        "--envelope",
+        type=int,
+        default=0,
+        metavar="N",
+        help="send up to N events per message as {'events': [...]} (default: one per message)",
+    )
+    parser.add_argument("--polls", type=int, help="stop after this many polls")
+    parser.add_argument("--duration-s", type=float, help="stop after this many seconds")
+    parser.set_defaults(handler=run)
+
+
+def _pairs(values: list[str], what: str) -> list[tuple[str, str]]:
+    out = []
+    for value in values:
+        name, sep, url = value.partition("=")
+        if not sep or not name or not url.startswith(("http://", "https://")):
+            raise ValueError(f"{what} {value!r}: expected CLUSTER=http(s)://host:port")
+        out.append((name, url.rstrip("/")))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from balancer.pulsar.client import PulsarPeerGroup
+    from balancer.pulsar.routing import ClusterEndpoint
+    from streaming.kafka_config import KafkaSecurity
+
+    admin_urls = _pairs(args.admin_url, "--admin-url")
+    broker_urls = _pairs(args.broker_url, "--broker-url")
+    security = KafkaSecurity()
+    interval_s = args.interval_s
+    if args.config is not None:
+        from balancer.config import load_config
+        from balancer.pulsar.wiring import peer_group_from_config
+
+        config = load_config(args.config)
+        peer_group = peer_group_from_config(config)
+        bootstrap = args.bootstrap or ",".join(config.kafka.bootstrap_servers)
+        topic = args.topic or config.kafka.stats_topic
+        security = KafkaSecurity.from_balancer_config(config.kafka.security)
+        interval_s = interval_s or config.collector.interval_s
+        clusters = {c.name: list(c.brokers) for c in config.clusters}
+    else:
+        if not admin_urls or not args.bootstrap or not args.topic:
+            raise ValueError("give --config, or --bootstrap, --topic and --admin-url")
+        peer_group = PulsarPeerGroup([ClusterEndpoint(n, u) for n, u in admin_urls])
+        bootstrap, topic = args.bootstrap, args.topic
+        clusters = {n: [] for n, _ in admin_urls}
+    for name, url in broker_urls:
+        if name not in clusters:
+            raise ValueError(f"--broker-url {name}={url}: unknown cluster {name!r}")
+        clusters[name].append(url)
+    sink = KafkaEventSink.connect(
+        bootstrap_servers=bootstrap.split(","), topic=topic, client_kwargs=security.client_kwargs()
+    )
+    collector = Collector(
+        targets=targets_for(clusters),
+        fetch=admin_fetch(peer_group),
+        sink=sink,
+        envelope_max_events=args.envelope,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    deadline = None if args.duration_s is None else time.monotonic() + args.duration_s
+
+    def sleep(seconds: float) -> None:
+        if deadline is not None:
+            seconds = min(seconds, deadline - time.monotonic())
+        stop.wait(max(0.0, seconds))
+
+    try:
+        counts = collector.run(
+            interval_s=interval_s or 60.0,
+            retry_s=args.retry_s,
+            should_stop=lambda: (
+                stop.is_set() or (deadline is not None and time.monotonic() >= deadline)
+            ),
+            sleep=sleep,
+            max_polls=args.polls,
+        )
+    finally:
+        sink.close()
+        peer_group.close()
+    failures = ", ".join(f"{c}={n}" for c, n in sorted(counts.failures.items())) or "none"
+    print(
+        f"collected {counts.events} events in {counts.messages} messages over {counts.polls} "
+        f"polls; failed fetches: {failures}",
+        file=sys.stderr,
+    )
+    return 0
