@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "balancer.commands.inspect",
     "balancer.commands.validate_config",
     "balancer.commands.simulate",
+    "balancer.commands.collect",
 )
 
 EXIT_USAGE = 2
