@@ -2,23 +2,30 @@
 and to every bundle under threshold, in simulated time (nothing sleeps).
 
 Both schedules read the same stats samples: the simulator's traffic model sampled every
-`statsUpdateFrequencyInSecs` (60 s), each topic reported in the bundle that holds it at that
-instant. Every scenario is preceded by a calm warm-up (10 simulated minutes at 30 % of its
-opening load, under every threshold in the scenario files), so both schedules are warm and
-the overload starts at a known sample, as a real one would after a quiet spell. Thresholds
-are Pulsar's defaults. A bundle holding a single topic that is over threshold on its own
-cannot be helped by any split; "settled" means every bundle is under
-threshold or is such a lone topic ("all under" when there is none).
+`statsUpdateFrequencyInSecs` (60 s). Every scenario is preceded by a calm warm-up (10
+simulated minutes at 30 % of its opening load, under every threshold in the scenario
+files), so both schedules are warm and the overload starts at a known sample, as a real one
+would after a quiet spell. Thresholds are Pulsar's defaults. A bundle holding a single
+topic that is over threshold on its own cannot be helped by any split; "all under
+threshold" means every bundle is under threshold or is such a lone topic, and stays so to
+the end of the horizon (the last 10 minutes at least).
 
-Our pipeline (modelled on the streaming job and the real detector, `balancer.detect.detect`):
-- the stats sample at event time t reaches the stream and is processed in the micro-batch
-  that follows, at t + trigger interval;
-- sliding windows of `window_s`, a new one every `slide_s`; a window is final (emitted in
-  append mode) once the watermark, max event time - `watermark_s`, passes its end; a bundle's
-  load in a window is the average of its topics' rates over the samples of the window;
-- each final window goes through `detect` in end order: a split on the 3rd consecutive
-  complete window over threshold, at most 10 splits per window, a 60 s cooldown per
-  namespace, the balanced_flow_divide split in one step (fill factor 0.8);
+Two settings of our pipeline are modelled by default: the config defaults
+(`balancer.config.SparkConfig`, what the deployed app passes to the stream) and the stream
+job's own defaults (`streaming.job.StreamSettings`).
+
+Our pipeline (modelled on the streaming job, `streaming/batch.py`, and the real detector,
+`balancer.detect.detect`):
+- the stats sample at event time t reaches the stream and its windows are closed by the
+  micro-batches that follow, modelled as one trigger interval later (t + trigger; Spark's
+  no-data batch that emits the closed windows can take one more tick);
+- per-topic sliding windows of `window_s`, a new one every `slide_s`; a window closes once
+  the watermark, max event time - `watermark_s`, passes its end; a topic's load in a window
+  is the average of its samples there;
+- each batch rolls up only the NEWEST closed window, with the namespaces' current layouts,
+  and hands it to `detect`: a split on the 3rd consecutive complete window over threshold,
+  at most 10 splits per window, a 60 s cooldown per namespace, the balanced_flow_divide split
+  in one step (fill factor 0.8);
 - the controller applies the decision at once (the admin call takes milliseconds), unless
   the bundle is gone (a stale decision, skipped) or its rate limits (10 splits a minute
   per cluster, 3 per namespace) are used up.
@@ -69,6 +76,27 @@ PULSAR_HIT_COUNT = 3  # split when over in MORE than this many consecutive check
 PULSAR_MAX_SPLITS_PER_CYCLE = 10
 CONTROLLER_SPLITS_PER_MINUTE = 10  # per cluster (the controller's default rate limits)
 CONTROLLER_SPLITS_PER_MINUTE_PER_NAMESPACE = 3
+# The stream job's own defaults (streaming/job.py StreamSettings: window, slide, watermark,
+# trigger seconds), when pyspark cannot be imported; the deployed app passes the config's
+# values instead (balancer/app.py).
+STREAM_DEFAULTS = (300, 60, 120, 30)
+
+
+def stream_defaults() -> tuple[int, int, int, int]:
+    """The stream job's own window, slide, watermark and trigger defaults, read from it."""
+    try:
+        from streaming.job import StreamSettings
+    except ImportError:  # pyspark missing: the values read when this was written
+        return STREAM_DEFAULTS
+    # A dataclass field's default is also the class attribute.
+    return (
+        int(StreamSettings.window_s),
+        int(StreamSettings.slide_s),
+        int(StreamSettings.watermark_s),
+        int(StreamSettings.trigger_interval_s),
+    )
+
+
 # A transient, not an overload: one namespace at ~65 % of the msgRate threshold per bundle
 # doubles for one stats sample (60 s) and goes back. No split is wanted: splits are forever.
 SPIKE_SCENARIO: dict[str, Any] = {
@@ -119,11 +147,10 @@ class NamespaceTopics:
 
 @dataclass(frozen=True)
 class Sample:
-    """One stats sample: every topic's rates at `t_s`, reported under the layout of then."""
+    """One stats sample: every topic's rates at `t_s`."""
 
     t_s: float
     rates: tuple[FloatArray, FloatArray, FloatArray, FloatArray]  # in, out, bytes in, out
-    layouts: tuple[NamespaceBundles, ...]
 
 
 class Sampler:
@@ -347,28 +374,24 @@ def run_ours(
             break
         if timeline.first_over_s is None and t > horizon_s * 4:
             break  # never overloaded in the look-ahead
-        sample = Sample(t, sampler.rates(t), tuple(layouts))
+        sample = Sample(t, sampler.rates(t))
         samples.append(sample)
         over, lone = _state(sampler, layouts, sample)
         settling.observe(t, over, lone, before_splits=True)
         now = t + trigger_s
-        first_end = max(
-            last_end_s + slide_s, math.ceil((samples[0].t_s + 1e-9) / slide_s) * slide_s
-        )
-        end = first_end
-        while end <= t - watermark_s:
-            window = [s for s in samples if end - window_s <= s.t_s < end]
-            last_end_s = end
-            end += slide_s
-            if not window:
-                continue
-            bundles = _window_loads(sampler, window, int(last_end_s * 1000))
+        # The batch after this sample closes every window ending at or before the watermark
+        # (max event time - watermark); the handler rolls up only the newest of them.
+        newest_end = math.floor((t - watermark_s) / slide_s) * slide_s
+        window = [s for s in samples if newest_end - window_s <= s.t_s < newest_end]
+        if newest_end > last_end_s and window:
+            last_end_s = newest_end
+            bundles = _window_loads(sampler, layouts, window, int(newest_end * 1000))
             counts = {
                 (ns.cluster, ns.name): layouts[ns.index].num_bundles for ns in sampler.namespaces
             }
             result = detect(
                 bundles=bundles,
-                window_end_ms=int(last_end_s * 1000),
+                window_end_ms=int(newest_end * 1000),
                 now_ms=int(now * 1000),
                 thresholds=thresholds,
                 settings=settings,
@@ -413,20 +436,19 @@ def _record_split(timeline: Timeline, t_s: float, children: int) -> None:
     timeline.split_times.append(t_s)
 
 
-def _window_loads(sampler: Sampler, window: Sequence[Sample], end_ms: int) -> list[BundleLoad]:
-    """Every bundle key reported in the window, averaged over the samples that reported it."""
+def _window_loads(
+    sampler: Sampler, layouts: Sequence[NamespaceBundles], window: Sequence[Sample], end_ms: int
+) -> list[BundleLoad]:
+    """The window's per-topic averages rolled up with the current layouts (as the stream's
+    batch step does), only bundles with topics."""
     loads: list[BundleLoad] = []
     for ns in sampler.namespaces:
-        by_bundle: dict[BundleRange, list[Sample]] = {}
-        for s in window:
-            for bundle in s.layouts[ns.index].bundles:
-                by_bundle.setdefault(bundle, []).append(s)
-        for bundle, present in by_bundle.items():
-            load = _bundle_load(ns, bundle, present, end_ms, with_topics=False)
+        for bundle in layouts[ns.index].bundles:
+            load = _bundle_load(ns, bundle, window, end_ms, with_topics=False)
             if load.topic_count == 0:
                 continue  # a bundle without topics reports nothing
             if over_threshold(load, LIMITS):
-                load = _bundle_load(ns, bundle, present, end_ms, with_topics=True)
+                load = _bundle_load(ns, bundle, window, end_ms, with_topics=True)
             loads.append(load)
     return loads
 
@@ -451,7 +473,7 @@ def run_pulsar(
             break
         if timeline.first_over_s is None and t > horizon_s * 4:
             break
-        sample = Sample(t, sampler.rates(t), tuple(layouts))
+        sample = Sample(t, sampler.rates(t))
         over, lone = _state(sampler, layouts, sample)
         settling.observe(t, over, lone, before_splits=True)
         for cluster in sorted({ns.cluster for ns in sampler.namespaces}):
@@ -491,6 +513,7 @@ def run_pulsar(
 
 def main(argv: Sequence[str] | None = None) -> int:
     spark = SparkConfig()
+    stream = stream_defaults()
     parser = argparse.ArgumentParser(
         prog="python -m bench.reaction_time",
         description=(
@@ -509,11 +532,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="simulated minutes to follow after the first overloaded sample (60)",
     )
     parser.add_argument(
-        "--window",
+        "--pipeline",
         action="append",
-        metavar="WINDOW_S/SLIDE_S",
-        help=f"a window/slide of our pipeline to model (repeatable; default "
-        f"{spark.window_s}/{spark.slide_s}, the config defaults, and 300/60)",
+        metavar="W/S/WM/T",
+        help="window, slide, watermark and trigger seconds of our pipeline to model "
+        "(repeatable; default: the config defaults "
+        f"{spark.window_s}/{spark.slide_s}/{spark.watermark_s}/{spark.trigger_interval_s} "
+        f"and the stream job's own defaults {'/'.join(str(x) for x in stream)})",
     )
     parser.add_argument(
         "--no-spike",
@@ -532,23 +557,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.3,
         help="load during the warm-up, as a share of the scenario's opening load (0.3)",
     )
-    parser.add_argument("--watermark-s", type=int, default=spark.watermark_s)
-    parser.add_argument("--trigger-s", type=int, default=spark.trigger_interval_s)
     args = parser.parse_args(argv)
-    windows: list[tuple[int, int]] = []
-    for text in args.window or [f"{spark.window_s}/{spark.slide_s}", "300/60"]:
-        w, _, s = text.partition("/")
-        if not (w.isdigit() and s.isdigit() and 0 < int(s) <= int(w) and int(w) % int(s) == 0):
-            parser.error(f"--window {text!r}: expected WINDOW_S/SLIDE_S, slide dividing window")
-        windows.append((int(w), int(s)))
+    pipelines: list[tuple[int, int, int, int]] = []
+    config_default = (spark.window_s, spark.slide_s, spark.watermark_s, spark.trigger_interval_s)
+    for text in args.pipeline or [
+        "/".join(str(x) for x in p) for p in (config_default, STREAM_DEFAULTS)
+    ]:
+        parts = text.split("/")
+        ok = len(parts) == 4 and all(x.isdigit() for x in parts)
+        w, sl, wm, tr = (int(x) for x in parts) if ok else (0, 0, 0, 0)
+        if not ok or not (0 < sl <= w and w % sl == 0 and tr > 0):
+            parser.error(f"--pipeline {text!r}: expected W/S/WM/T, slide dividing window")
+        pipelines.append((w, sl, wm, tr))
     horizon_s = args.horizon_min * 60.0
 
     print(header("Reaction time"))
     print(
         f"Warm-up: {args.warmup_min:g} min at {args.calm:g}x the opening load. "
-        f"Stats every 60 s; our pipeline: watermark {args.watermark_s} s, trigger "
-        f"{args.trigger_s} s, hysteresis {DetectionSettings().hit_count_threshold} complete "
-        f"windows, balanced_flow_divide; Pulsar: 1-minute checks, split on the "
+        f"Stats every 60 s; our pipeline: hysteresis "
+        f"{DetectionSettings().hit_count_threshold} complete windows, balanced_flow_divide; "
+        f"Pulsar: 1-minute checks, split on the "
         f"{PULSAR_HIT_COUNT + 1}th consecutive check over threshold, one boundary per split.\n"
     )
     rows: list[list[object]] = []
@@ -563,14 +591,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_ours(
                 sampler,
                 window_s=w,
-                slide_s=s,
-                watermark_s=args.watermark_s,
-                trigger_s=args.trigger_s,
+                slide_s=sl,
+                watermark_s=wm,
+                trigger_s=tr,
                 stats_interval_s=interval,
                 horizon_s=horizon_s,
-                label=f"ours: window {w} s / slide {s} s",
+                label=f"ours: window {w} s, slide {sl} s, watermark {wm} s, trigger {tr} s",
             )
-            for w, s in windows
+            for w, sl, wm, tr in pipelines
         ]
         for algorithm, label in (
             (SplitAlgorithm.RANGE_EQUALLY_DIVIDE, "Pulsar extensible: range_equally_divide"),
