@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,7 @@ FILL_FACTOR = 0.8  # the detector's default for balanced_flow_divide
 DIFFERENCE_THRESHOLD_PCT = 10.0  # flow_or_qps_equally_divide's margin (Pulsar's default)
 
 LIMITS = BundleLimits()  # Pulsar's defaults
+OVER_COLOR, LONE_COLOR, UNDER_COLOR = "#d62728", "#ff9f40", "#1f77b4"
 # Why over-threshold bundles were left, in words for the table.
 STALL_WORDS = {
     "too_few_topics": "lone topic(s) over",
@@ -286,11 +287,15 @@ class AlgorithmRun:
     bundles_before: int
     bundles_after: int
     heaviest_child: float | None  # ratio of the heaviest bundle created by a split, if any
-    final_ratios: list[float]  # every bundle of the final layout, heaviest first
+    final_bars: list[tuple[float, bool]]  # (ratio, lone topic) per final bundle, heaviest first
     final_over: int  # bundles of the final layout still over threshold
     growth_splits: int
     growth_bundles_after: int
     growth_stalled: bool  # a bundle was still over threshold at the end of some hour
+
+    @property
+    def final_ratios(self) -> list[float]:
+        return [ratio for ratio, _ in self.final_bars]
 
     def status(self) -> str:
         c = self.convergence
@@ -359,7 +364,7 @@ def evaluate(
         bundles_before=before,
         bundles_after=after,
         heaviest_child=max(created) if created else None,
-        final_ratios=sorted((load_ratio(load) for load, _ in final_loads), reverse=True),
+        final_bars=_bars(load for load, _ in final_loads),
         final_over=sum(1 for load, _ in final_loads if over_threshold(load, LIMITS)),
         growth_splits=growth_splits,
         growth_bundles_after=sum(r.layout.num_bundles for r in runs),
@@ -367,41 +372,53 @@ def evaluate(
     )
 
 
-def initial_ratios(scenario: Scenario, at_s: float) -> list[float]:
+def _bars(loads: Iterable[BundleLoad]) -> list[tuple[float, bool]]:
+    """(ratio, holds a single topic) per bundle, heaviest first."""
+    return sorted(((load_ratio(b), b.topic_count < 2) for b in loads), reverse=True)
+
+
+def initial_bars(scenario: Scenario, at_s: float) -> list[tuple[float, bool]]:
     source = ScenarioLoads(scenario)
-    ratios: list[float] = []
+    loads: list[BundleLoad] = []
     for i, ns in enumerate(scenario.namespaces):
         run = NamespaceRun(
             i, ns.name, ns.cluster, NamespaceBundles.initial(ns.name, ns.bundles), frozenset()
         )
-        ratios.extend(load_ratio(b) for b in bundle_loads(run, source.topic_loads(i, at_s)))
-    return sorted(ratios, reverse=True)
+        loads.extend(bundle_loads(run, source.topic_loads(i, at_s)))
+    return _bars(loads)
 
 
 def draw(
-    scenario: Scenario, at_s: float, before: list[float], runs: list[AlgorithmRun], out: Path
+    scenario: Scenario,
+    at_s: float,
+    before: list[tuple[float, bool]],
+    runs: list[AlgorithmRun],
+    out: Path,
 ) -> None:
     """Bundle loads (share of threshold) before and after each algorithm, one PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    panels: list[tuple[str, list[float]]] = [
+    panels: list[tuple[str, list[tuple[float, bool]]]] = [
         (f"before: {len(before)} bundles", before),
         *(
             (
                 f"{r.algorithm.value}\n{_rounds_text(r)}, {r.bundles_after} bundles",
-                r.final_ratios,
+                r.final_bars,
             )
             for r in runs
         ),
     ]
-    top = max(1.2, *(max(v) if v else 0.0 for _, v in panels)) * 1.08
+    top = max(1.2, *(v[0][0] if v else 0.0 for _, v in panels)) * 1.08
     fig, axes = plt.subplots(2, 3, figsize=(15, 8), sharey=True)
     for ax, (title, values) in zip(axes.flat, panels, strict=True):
-        pct = [v * 100 for v in values]
-        colors = ["#d62728" if v > 1.0 else "#1f77b4" for v in values]
+        pct = [v * 100 for v, _ in values]
+        colors = [
+            (LONE_COLOR if lone else OVER_COLOR) if v > 1.0 else UNDER_COLOR for v, lone in values
+        ]
         ax.bar(range(len(pct)), pct, color=colors, width=0.8)
         ax.axhline(100, color="#d62728", linestyle="--", linewidth=1.5, label="threshold")
         ax.axhline(FILL_FACTOR * 100, color="grey", linestyle=":", linewidth=1, label="80 % target")
@@ -413,10 +430,16 @@ def draw(
         ax.grid(axis="y", alpha=0.3)
     for ax in axes[:, 0]:
         ax.set_ylabel("load, % of threshold\n(max of topics, sessions, msg/s, MiB/s)")
-    axes.flat[0].legend(loc="upper right", fontsize=8)
+    handles, _ = axes.flat[0].get_legend_handles_labels()
+    handles += [
+        Patch(color=OVER_COLOR, label="over threshold"),
+        Patch(color=LONE_COLOR, label="over: one topic alone (no split helps)"),
+        Patch(color=UNDER_COLOR, label="under threshold"),
+    ]
+    axes.flat[0].legend(handles=handles, loc="upper right", fontsize=8)
     fig.suptitle(
         f"Scenario {scenario.name}: bundle loads after each algorithm's split rounds "
-        f"(t = {at_s:.0f} s; red = over threshold)",
+        f"(t = {at_s:.0f} s)",
         fontsize=12,
     )
     fig.tight_layout()
@@ -430,10 +453,10 @@ def _rounds_text(run: AlgorithmRun) -> str:
     word = "round" if c.rounds == 1 else "rounds"
     if c.converged:
         return f"{c.rounds} {word}"
-    if set(c.stalled) == {"too_few_topics"}:
-        lone = c.stalled["too_few_topics"]
-        return f"{c.rounds} {word}; {lone} lone topic(s) over"
-    return f"{c.rounds} {word}; stalled"
+    left = ", ".join(
+        f"{n} {STALL_WORDS.get(reason, reason)}" for reason, n in sorted(c.stalled.items())
+    )
+    return f"{c.rounds} {word}; {left}"
 
 
 def _pct(value: float | None) -> str:
@@ -571,7 +594,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             for algorithm in ALGORITHMS
         ]
-        before = initial_ratios(scenario, at_s)
+        before = initial_bars(scenario, at_s)
         for r in runs:
             c = r.convergence
             rows.append(
@@ -592,7 +615,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         verdict = targets(runs)
         summary[scenario.name] = {
             "at_s": at_s,
-            "max_initial_ratio": before[0] if before else 0.0,
+            "max_initial_ratio": before[0][0] if before else 0.0,
             "targets": verdict,
             "algorithms": {
                 r.algorithm.value: {
