@@ -23,6 +23,7 @@ from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers, BreakerStatus
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal, JournalEntry
+from balancer.controller.layouts import LayoutCache
 from balancer.controller.limits import ActionLimits
 from balancer.controller.ports import AdminPort
 from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
@@ -141,6 +142,7 @@ class Controller:
         clock: Clock | None = None,
         stats: ControllerStats | None = None,
         offload_point: OffloadPointFn = default_offload_point,
+        layouts: LayoutCache | None = None,
     ) -> None:
         self.admin = admin
         self.settings = settings
@@ -151,7 +153,8 @@ class Controller:
         self.clock = clock or SystemClock()
         self.stats = stats or ControllerStats()
         self._offload_point = offload_point
-        self._bundle_counts: dict[tuple[str, str], int] = {}
+        # Every layout read is kept, so the stream maps topics to new children at once.
+        self.layouts = layouts or LayoutCache(admin, clock=self.clock, breakers=breakers)
         self._listeners: list[OutcomeListener] = []
         self._lock = threading.Lock()  # one decision at a time: the journal order is the truth
 
@@ -166,8 +169,7 @@ class Controller:
 
     def known_bundle_counts(self) -> dict[tuple[str, str], int]:
         """Bundles per (cluster, namespace) as last read from Pulsar (for max_bundles)."""
-        with self._lock:
-            return dict(self._bundle_counts)
+        return self.layouts.bundle_counts()
 
     # -- decisions ----------------------------------------------------------------------------
 
@@ -270,7 +272,7 @@ class Controller:
         layout: NamespaceBundles = self._call(
             decision.cluster, "get bundles", lambda: self.admin.get_bundles(decision.namespace)
         )
-        self._bundle_counts[(decision.cluster, decision.namespace)] = layout.num_bundles
+        self.layouts.put(decision.cluster, layout)
         return layout
 
     def _acquire(self, decision: SplitDecision | OffloadDecision) -> None:
@@ -482,7 +484,7 @@ class Controller:
                 layout = self.admin.get_bundles(entry.namespace)
             except NotFoundError:
                 return ActionResult.STALE, "namespace gone"
-            self._bundle_counts[(entry.cluster, entry.namespace)] = layout.num_bundles
+            self.layouts.put(entry.cluster, layout)
             if _split_done(layout, bundle, boundaries):
                 return ActionResult.APPLIED, "layout holds the decided boundaries"
             if layout.has(bundle):

@@ -21,6 +21,7 @@ from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal
+from balancer.controller.layouts import LayoutCache
 from balancer.controller.limits import ActionLimits
 from balancer.controller.ports import AdminPort
 from balancer.controller.stats import ControllerStats
@@ -64,6 +65,8 @@ class ControllerHandler:
         self.detection = detection
         self.clock = clock or controller.clock
         self.state = DetectorState()
+        # Topics at least this large are reported in `large_topics` (None: offload is off).
+        self.offload_min_bytes: int | None = thresholds.min_offload_threshold_bytes()
         self.last_outcomes: tuple[Outcome, ...] = ()
         self._reconciled = False
         self._lock = threading.Lock()
@@ -73,9 +76,9 @@ class ControllerHandler:
         return self.controller.stats
 
     @property
-    def offload_min_bytes(self) -> int | None:
-        """Topics at least this large are reported in `large_topics` (None: offload is off)."""
-        return self.thresholds.min_offload_threshold_bytes()
+    def layouts(self) -> LayoutCache:
+        """The stream's `LayoutProvider`: layouts as the controller last saw them."""
+        return self.controller.layouts
 
     def wants_topics(self, bundle: BundleLoad) -> bool:
         """Per-topic loads are needed for bundles over threshold (to compute the split)."""
@@ -90,6 +93,12 @@ class ControllerHandler:
             if self.controller.journal.batch_handled(batch_id):
                 log.info("batch %s already handled: skipped", batch_id)
                 self.stats.batch(replayed=True)
+                return
+            if report.window_end_ms <= 0:
+                # No window closed in this batch: no evidence, and hit counts must not reset.
+                self.controller.journal.mark_batch(batch_id, at_ms=self.clock.now_ms())
+                self.stats.batch(replayed=False)
+                self.last_outcomes = ()
                 return
             result = detect(
                 bundles=report.bundles,

@@ -17,6 +17,7 @@ from balancer.controller.breaker import Breakers, BreakerState
 from balancer.controller.clock import FakeClock
 from balancer.controller.handler import ControllerHandler, build_handler
 from balancer.controller.journal import Journal
+from balancer.controller.layouts import LayoutCache
 from balancer.controller.limits import ActionLimits
 from balancer.controller.metrics_bridge import attach_metrics
 from balancer.controller.stats import ActionResult
@@ -33,6 +34,7 @@ from balancer.pulsar import ForbiddenError, ServerError, UnavailableError
 from balancer.pulsar.models import InternalStats, LedgerInfo, MessageId, OffloadState, OffloadStatus
 from balancer.split import ChildLoad, SplitAlgorithm
 from balancer.thresholds import BundleLimits, NamespacePolicy, PolicyOverride, Thresholds
+from streaming.handler import BatchHandler, BatchReport, LayoutProvider
 
 NS = "acme/orders"
 PARENT = BundleRange(0, 0x40000000)
@@ -269,3 +271,60 @@ def test_handler_waits_for_hysteresis_and_counts_skips(tmp_path: Path) -> None:
     assert counters[("split", "skipped", "hysteresis")] == 2
     assert counters[("split", "applied", "MsgRate")] == 1
     handler.close()
+
+
+def _stream_report(batch_id: int, window_end_ms: int,
+                   bundles: tuple[BundleLoad, ...]) -> BatchReport:
+    return BatchReport(batch_id=batch_id, window_end_ms=window_end_ms, bundles=bundles,
+                       large_topics=(), events_consumed=0, events_rejected={}, events_late=0,
+                       kafka_lag={}, watermark_delay_s=0.0, duration_s=0.0)
+
+
+def test_handler_is_the_streams_batch_handler_and_skips_batches_without_a_window(
+    tmp_path: Path,
+) -> None:
+    admin = FakeAdmin()
+    handler: BatchHandler = ControllerHandler(
+        make(tmp_path, admin), thresholds=Thresholds(),
+        detection=DetectionSettings(hit_count_threshold=3))
+    layouts: LayoutProvider = handler.layouts  # type: ignore[attr-defined]
+    topics = tuple(TopicLoad(f"persistent://{NS}/t{i}", 0x01000000 * (i + 1),
+                             msg_rate_in=8000.0) for i in range(5))
+
+    def hot(window_end_ms: int) -> tuple[BundleLoad, ...]:
+        return (roll_up(cluster="east", namespace=NS, bundle=PARENT,
+                        window_end_ms=window_end_ms, topics=topics),)
+
+    handler.handle(_stream_report(1, 1000, hot(1000)))
+    handler.handle(_stream_report(2, 2000, hot(2000)))
+    handler.handle(_stream_report(3, 0, ()))  # no window closed: counts must survive
+    handler.handle(_stream_report(4, 3000, hot(3000)))
+    assert isinstance(handler, ControllerHandler)
+    assert [o.result for o in handler.last_outcomes] == [ActionResult.APPLIED]
+    # The stream sees the children at once, without asking Pulsar again.
+    calls = len(admin.calls)
+    assert not layouts.layout("east", NS).has(PARENT)
+    assert len(admin.calls) == calls
+    handler.close()
+
+
+def test_layout_cache_refresh_and_fallbacks() -> None:
+    clock = FakeClock()
+    admin = FakeAdmin()
+    breakers = Breakers(failure_threshold=1, cooloff_s=60, clock=clock)
+    cache = LayoutCache(admin, clock=clock, breakers=breakers, refresh_s=30)
+    assert cache.layout("east", NS) == admin.layout and admin.calls == ["get_bundles"]
+    assert cache.layout("east", NS) == admin.layout and len(admin.calls) == 1  # fresh
+    before = admin.layout
+    admin.layout, _ = admin.layout.split(PARENT, [0x20000000])
+    clock.advance(31)
+    assert cache.layout("east", NS) == admin.layout  # re-read once stale
+    clock.advance(31)
+    admin.error = ServerError("boom", status=503)
+    assert cache.layout("east", NS) != before and cache.layout("east", NS) == cache.get("east", NS)
+    assert breakers.for_cluster("east").status().state is BreakerState.OPEN
+    calls = len(admin.calls)
+    assert cache.layout("east", "acme/unknown") == NamespaceBundles.initial("acme/unknown", 4)
+    assert len(admin.calls) == calls  # breaker open: Pulsar is not asked
+    assert cache.bundle_counts() == {("east", NS): 5}
+    assert cache.known_topics("east", NS) is None
