@@ -88,8 +88,9 @@ class ControllerHandler:
         batch_id = str(report.batch_id)
         with self._lock:
             if not self._reconciled:
+                # Intents a crash left open; retried each batch until Pulsar can be read.
                 self.controller.reconcile()
-                self._reconciled = True
+                self._reconciled = not self.controller.journal.pending()
             if self.controller.journal.batch_handled(batch_id):
                 log.info("batch %s already handled: skipped", batch_id)
                 self.stats.batch(replayed=True)
