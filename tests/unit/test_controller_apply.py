@@ -328,3 +328,22 @@ def test_layout_cache_refresh_and_fallbacks() -> None:
     assert len(admin.calls) == calls  # breaker open: Pulsar is not asked
     assert cache.bundle_counts() == {("east", NS): 5}
     assert cache.known_topics("east", NS) is None
+
+
+def test_handler_retries_reconciliation_until_pulsar_answers(tmp_path: Path) -> None:
+    admin = FakeAdmin(error=UnavailableError("down"))
+    controller = make(tmp_path, admin)
+    controller.journal.record_intent(
+        decision_id="d", kind="split", cluster="east", namespace=NS, target="t", action_key="k",
+        payload={"call": {"bundle": str(PARENT), "boundaries": [0x20000000]}}, batch_id=None,
+        at_ms=1)
+    handler = ControllerHandler(controller, thresholds=Thresholds(),
+                                detection=DetectionSettings())
+    handler.handle(_stream_report(1, 0, ()))
+    assert [e.decision_id for e in controller.journal.pending()] == ["d"]
+    admin.error = None
+    handler.handle(_stream_report(2, 0, ()))
+    entry = controller.journal.get("d")
+    assert controller.journal.pending() == [] and entry is not None
+    assert entry.result == "abandoned"
+    handler.close()
