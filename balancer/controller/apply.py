@@ -13,19 +13,20 @@ from __future__ import annotations
 import fnmatch
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from balancer import offload
-from balancer.bundles import BundleRange, NamespaceBundles, format_position
+from balancer.bundles import NamespaceBundles, format_position
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers, BreakerStatus
 from balancer.controller.clock import Clock, SystemClock
-from balancer.controller.journal import Journal, JournalEntry
+from balancer.controller.journal import Journal
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.limits import ActionLimits
 from balancer.controller.ports import AdminPort
+from balancer.controller.reconcile import reconcile_entry, split_done
 from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
 from balancer.decisions import Decision, DecisionKind, OffloadDecision, SplitDecision
 from balancer.pulsar.errors import (
@@ -342,7 +343,7 @@ class Controller:
             detail = f"split accepted; layout not verified ({finish.step.detail})"
             self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
             return _Step(ActionResult.APPLIED, detail, {"status": 204}, children=children)
-        if _split_done(after, decision.bundle, decision.boundaries):
+        if split_done(after, decision.bundle, decision.boundaries):
             detail = f"split into {children} bundles"
             self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
             pulsar = {"status": 204, "num_bundles": after.num_bundles}
@@ -455,7 +456,7 @@ class Controller:
         with self._lock:
             for entry in self.journal.pending():
                 try:
-                    result, detail = self._reconcile_one(entry)
+                    result, detail = reconcile_entry(self.admin, self.layouts, entry)
                 except PulsarAdminError as exc:
                     log.warning("cannot reconcile %s yet: %s", entry.decision_id, exc)
                     continue
@@ -475,41 +476,7 @@ class Controller:
                 settled.append((entry.decision_id, result))
         return settled
 
-    def _reconcile_one(self, entry: JournalEntry) -> tuple[ActionResult, str]:
-        call = entry.payload.get("call", {})
-        if entry.kind == DecisionKind.SPLIT.value:
-            bundle = BundleRange.parse(call["bundle"])
-            boundaries = tuple(int(b) for b in call["boundaries"])
-            try:
-                layout = self.admin.get_bundles(entry.namespace)
-            except NotFoundError:
-                return ActionResult.STALE, "namespace gone"
-            self.layouts.put(entry.cluster, layout)
-            if _split_done(layout, bundle, boundaries):
-                return ActionResult.APPLIED, "layout holds the decided boundaries"
-            if layout.has(bundle):
-                return ActionResult.ABANDONED, "bundle unchanged: the split never reached Pulsar"
-            return ActionResult.STALE, "bundle changed by someone else"
-        topic = call["topic"]
-        point = MessageId.from_json(call["message_id"])
-        try:
-            stats = self.admin.internal_stats(topic)
-            status = self.admin.offload_status(topic)
-        except NotFoundError:
-            return ActionResult.STALE, "topic gone"
-        before = [lg for lg in stats.ledgers if lg.ledger_id < point.ledger_id and lg.entries > 0]
-        if before and all(lg.offloaded for lg in before):
-            return ActionResult.APPLIED, "ledgers before the point are offloaded"
-        if status.state is OffloadState.RUNNING:
-            return ActionResult.APPLIED, "offload running"
-        return ActionResult.ABANDONED, f"offload status {status.state.value}, ledgers not offloaded"
-
     def close(self) -> None:
         self.journal.close()
         self.audit.close()
 
-
-def _split_done(layout: NamespaceBundles, bundle: BundleRange, boundaries: Sequence[int]) -> bool:
-    """The parent is gone and every decided boundary is in the layout."""
-    present = set(layout.boundaries)
-    return not layout.has(bundle) and all(b in present for b in boundaries)

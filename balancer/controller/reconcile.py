@@ -1,0 +1,58 @@
+"""What became of an action whose intent was journaled but whose outcome was not (a crash).
+
+Pulsar's state is the only witness: a split is done when the parent is gone and every decided
+boundary is in the layout; an offload is done (or under way) when the ledgers before its
+point are offloaded or an offload is running. Nothing here ever re-applies an action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from balancer.bundles import BundleRange, NamespaceBundles
+from balancer.controller.journal import JournalEntry
+from balancer.controller.layouts import LayoutCache
+from balancer.controller.ports import AdminPort
+from balancer.controller.stats import ActionResult
+from balancer.decisions import DecisionKind
+from balancer.pulsar.errors import NotFoundError
+from balancer.pulsar.models import MessageId, OffloadState
+
+
+def split_done(layout: NamespaceBundles, bundle: BundleRange, boundaries: Sequence[int]) -> bool:
+    """The parent is gone and every decided boundary is in the layout."""
+    present = set(layout.boundaries)
+    return not layout.has(bundle) and all(b in present for b in boundaries)
+
+
+def reconcile_entry(
+    admin: AdminPort, layouts: LayoutCache, entry: JournalEntry
+) -> tuple[ActionResult, str]:
+    """The outcome of a pending intent, read from Pulsar (PulsarAdminError if it cannot be)."""
+    call = entry.payload.get("call", {})
+    if entry.kind == DecisionKind.SPLIT.value:
+        bundle = BundleRange.parse(call["bundle"])
+        boundaries = tuple(int(b) for b in call["boundaries"])
+        try:
+            layout = admin.get_bundles(entry.namespace)
+        except NotFoundError:
+            return ActionResult.STALE, "namespace gone"
+        layouts.put(entry.cluster, layout)
+        if split_done(layout, bundle, boundaries):
+            return ActionResult.APPLIED, "layout holds the decided boundaries"
+        if layout.has(bundle):
+            return ActionResult.ABANDONED, "bundle unchanged: the split never reached Pulsar"
+        return ActionResult.STALE, "bundle changed by someone else"
+    topic = call["topic"]
+    point = MessageId.from_json(call["message_id"])
+    try:
+        stats = admin.internal_stats(topic)
+        status = admin.offload_status(topic)
+    except NotFoundError:
+        return ActionResult.STALE, "topic gone"
+    before = [lg for lg in stats.ledgers if lg.ledger_id < point.ledger_id and lg.entries > 0]
+    if before and all(lg.offloaded for lg in before):
+        return ActionResult.APPLIED, "ledgers before the point are offloaded"
+    if status.state is OffloadState.RUNNING:
+        return ActionResult.APPLIED, "offload running"
+    return ActionResult.ABANDONED, f"offload status {status.state.value}, ledgers not offloaded"
