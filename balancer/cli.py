@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "balancer.commands.inspect",
     "balancer.commands.validate_config",
     "balancer.commands.simulate",
+    "balancer.commands.run",
     "balancer.commands.collect",
 )
 

@@ -1,0 +1,159 @@
+"""What `pulsar-balancer run` shows a person: a live view while it runs, a summary at the end.
+
+Written for someone who has never seen Pulsar internals: a "bundle" is explained as a slice
+of a namespace's topics that one broker serves, and loads are shown as a share of the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from balancer.app import LiveState
+from balancer.controller.stats import ActionResult
+
+INTRO = (
+    "Pulsar spreads each namespace's topics over 'bundles' (hash ranges); one broker serves "
+    "a whole bundle. When a bundle carries more than its limit, the balancer splits it - "
+    "once, at flow-equal points - and moves old data of topics past a size limit to tiered "
+    "storage (offload)."
+)
+
+
+def _pct(ratio: float) -> Text:
+    style = "bold red" if ratio > 1.0 else ("yellow" if ratio > 0.8 else "green")
+    return Text(f"{ratio * 100:5.0f} %", style=style)
+
+
+def render_live(live: LiveState, *, mode: str, elapsed_s: float, duration_s: float | None) -> Group:
+    with live.lock:
+        batches = live.batches
+        consumed = live.events_consumed
+        rejected = live.events_rejected_total
+        late = live.events_late
+        lag = live.kafka_lag
+        over = list(live.over_threshold)
+        reporting = live.bundles_reporting
+        outcomes = list(live.outcomes)[-8:]
+        errors = live.handler_errors
+    clock = f"{elapsed_s:5.0f} s" + (f" of {duration_s:.0f} s" if duration_s else "")
+    stream = Table.grid(padding=(0, 2))
+    stream.add_row("running", clock, "mode", mode)
+    stream.add_row("micro-batches", str(batches), "events processed", f"{consumed:,}")
+    stream.add_row("events rejected", f"{rejected:,}", "late events", f"{late:,}")
+    stream.add_row("Kafka lag", f"{lag:,}", "bundles reporting", str(reporting))
+    if errors:
+        stream.add_row("controller errors", Text(str(errors), style="red"), "", "")
+
+    hot = Table(title="Bundles over their limit (latest window)", expand=True)
+    for col in ("cluster", "namespace", "bundle", "msg/s", "MiB/s", "topics", "load"):
+        hot.add_column(col)
+    for load, ratio in over:
+        hot.add_row(
+            load.cluster,
+            load.namespace,
+            str(load.bundle),
+            f"{load.msg_rate:,.0f}",
+            f"{load.throughput_bytes / 1048576:,.1f}",
+            str(load.topic_count),
+            _pct(ratio),
+        )
+    if not over:
+        hot.add_row("-", "none", "", "", "", "", "")
+
+    acts = Table(title="Latest decisions", expand=True)
+    for col in ("kind", "cluster", "namespace", "result", "why", "detail"):
+        acts.add_column(col)
+    for o in outcomes:
+        style = "green" if o.result is ActionResult.APPLIED else (
+            "red" if o.result is ActionResult.FAILED else "")
+        acts.add_row(o.kind.value, o.cluster, o.namespace, Text(o.result.value, style=style),
+                     o.reason, o.detail)
+    if not outcomes:
+        acts.add_row("-", "", "", "waiting for 3 windows over the limit", "", "")
+    return Group(Panel(stream, title="pulsar-balancer", subtitle="Ctrl-C stops"), hot, acts)
+
+
+@dataclass
+class RunSummary:
+    bundles_before: dict[str, int]
+    bundles_after: dict[str, int]
+    splits: list[dict[str, Any]]
+    offloads: list[dict[str, Any]]
+    events_processed: int
+    events_rejected: int
+    events_rejected_by_reason: dict[str, int] = field(default_factory=dict)
+    events_late: int = 0
+    batches: int = 0
+    mode: str = "apply"
+    duration_s: float = 0.0
+    stream_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bundles_before": self.bundles_before,
+            "bundles_after": self.bundles_after,
+            "splits": self.splits,
+            "offloads": self.offloads,
+            "events_processed": self.events_processed,
+            "events_rejected": self.events_rejected,
+            "events_rejected_by_reason": self.events_rejected_by_reason,
+            "events_late": self.events_late,
+            "batches": self.batches,
+            "mode": self.mode,
+            "duration_s": round(self.duration_s, 1),
+            "stream_error": self.stream_error,
+        }
+
+
+def render_summary(summary: RunSummary) -> Group:
+    head = Table.grid(padding=(0, 2))
+    head.add_row("ran", f"{summary.duration_s:.0f} s in {summary.mode} mode",
+                 "micro-batches", str(summary.batches))
+    head.add_row("events processed", f"{summary.events_processed:,}",
+                 "events rejected", f"{summary.events_rejected:,}")
+    if summary.events_rejected_by_reason:
+        by_reason = sorted(summary.events_rejected_by_reason.items())
+        reasons = ", ".join(f"{k}: {v}" for k, v in by_reason)
+        head.add_row("rejected because", reasons, "", "")
+    if summary.stream_error:
+        head.add_row(Text("stream error", style="red"), summary.stream_error, "", "")
+
+    bundles = Table(title="Bundles per namespace", expand=True)
+    for col in ("namespace", "before", "after"):
+        bundles.add_column(col)
+    for ns in sorted(set(summary.bundles_before) | set(summary.bundles_after)):
+        before = summary.bundles_before.get(ns)
+        after = summary.bundles_after.get(ns)
+        style = "bold" if before != after else ""
+        bundles.add_row(ns, str(before if before is not None else "?"),
+                        Text(str(after if after is not None else "?"), style=style))
+
+    splits = Table(title="Splits applied (each bundle split once, at these hash points)",
+                   expand=True)
+    for col in ("cluster", "namespace", "bundle", "children", "split points"):
+        splits.add_column(col)
+    for s in summary.splits:
+        splits.add_row(s["cluster"], s["namespace"], s["bundle"], str(s["children"]),
+                       " ".join(s["boundaries"]) or s.get("detail", ""))
+    if not summary.splits:
+        splits.add_row("-", "none", "", "", "")
+
+    offloads = Table(title="Offloads triggered (old ledgers moved to tiered storage)",
+                     expand=True)
+    for col in ("cluster", "topic", "detail"):
+        offloads.add_column(col)
+    for o in summary.offloads:
+        offloads.add_row(o["cluster"], o["topic"], o["detail"])
+    if not summary.offloads:
+        offloads.add_row("-", "none", "")
+    return Group(Panel(head, title="pulsar-balancer: summary"), bundles, splits, offloads)
+
+
+def print_summary(summary: RunSummary, console: Console | None = None) -> None:
+    (console or Console()).print(render_summary(summary))

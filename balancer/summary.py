@@ -1,0 +1,95 @@
+"""The end-of-run summary: bundles before and after, what was applied, what was processed."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from balancer.app import BalancerApp
+from balancer.bundles import format_position
+from balancer.config import BalancerConfig
+from balancer.controller.stats import ActionResult
+from balancer.decisions import DecisionKind
+from balancer.liveview import RunSummary
+from balancer.pulsar.client import PulsarPeerGroup
+from balancer.pulsar.errors import PulsarAdminError
+from balancer.pulsar.wiring import peer_group_from_config
+
+log = logging.getLogger(__name__)
+
+
+def census(admin: PulsarPeerGroup) -> dict[str, int]:
+    """Bundles per namespace across the peer group (`tenant/ns` -> count).
+
+    Each cluster lists the namespaces it holds; a cluster that does not answer is skipped
+    (and logged), so the census never stops the run.
+    """
+    counts: dict[str, int] = {}
+    for cluster in admin.clusters:
+        try:
+            for tenant in admin.list_tenants(via=cluster):
+                for namespace in admin.list_namespaces(tenant, via=cluster):
+                    if namespace not in counts:
+                        counts[namespace] = admin.get_bundles(namespace).num_bundles
+        except (PulsarAdminError, ValueError) as exc:
+            log.warning("census of cluster %s incomplete: %s", cluster, type(exc).__name__)
+    return dict(sorted(counts.items()))
+
+
+def summarize(
+    app: BalancerApp,
+    *,
+    before: dict[str, int],
+    config: BalancerConfig,
+    started: float,
+    error: str | None,
+) -> RunSummary:
+    splits: list[dict[str, Any]] = []
+    offloads: list[dict[str, Any]] = []
+    with app.live.lock:
+        outcomes = list(app.live.outcomes)
+        consumed = app.live.events_consumed
+        rejected = dict(app.live.events_rejected)
+        late = app.live.events_late
+        batches = app.live.batches
+    for outcome in outcomes:
+        if outcome.result is not ActionResult.APPLIED or outcome.decision is None:
+            continue
+        d = outcome.decision
+        if outcome.kind is DecisionKind.SPLIT:
+            splits.append({
+                "cluster": d.cluster,
+                "namespace": d.namespace,
+                "bundle": str(d.bundle),
+                "boundaries": [format_position(b) for b in d.boundaries],
+                "children": len(d.boundaries) + 1,
+                "reason": outcome.reason,
+                "algorithm": d.algorithm.value,
+                "detail": outcome.detail,
+            })
+        else:
+            offloads.append({
+                "cluster": d.cluster,
+                "topic": d.topic,
+                "storage_size_bytes": d.storage_size_bytes,
+                "threshold_bytes": d.threshold_bytes,
+                "bytes_offloaded": outcome.bytes_offloaded,
+                "detail": outcome.detail,
+            })
+    with peer_group_from_config(config) as admin:
+        after = census(admin)
+    return RunSummary(
+        bundles_before=before,
+        bundles_after=after,
+        splits=splits,
+        offloads=offloads,
+        events_processed=consumed - sum(rejected.values()),
+        events_rejected=sum(rejected.values()),
+        events_rejected_by_reason=rejected,
+        events_late=late,
+        batches=batches,
+        mode=config.controller.mode,
+        duration_s=time.monotonic() - started,
+        stream_error=error,
+    )
