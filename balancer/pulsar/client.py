@@ -443,6 +443,18 @@ class PulsarPeerGroup:
         )
         return self._parse(call, lambda body: parse_string_list(body, "tenants"))
 
+    def list_brokers(self, cluster: str, *, via: str | None = None) -> tuple[str, ...]:
+        """`GET /admin/v2/brokers/{cluster}`: the active brokers' web addresses (`host:port`)."""
+        _name(cluster, "cluster name")
+        ask = via if via is not None else (cluster if cluster in self.clusters else None)
+        call = Call(
+            "GET",
+            f"/admin/v2/brokers/{_enc(cluster)}",
+            "/admin/v2/brokers/{cluster}",
+            cluster=self._cluster_or_entry(ask),
+        )
+        return self._parse(call, lambda body: parse_string_list(body, "brokers"))
+
     def list_namespaces(self, tenant: str, *, via: str | None = None) -> tuple[str, ...]:
         """`GET /admin/v2/namespaces/{tenant}`: `tenant/ns` names known to cluster `via`."""
         _name(tenant, "tenant")

@@ -242,3 +242,12 @@ def test_peer_clusters_can_be_read_and_set(client: PulsarPeerGroup) -> None:
     assert client.get_peer_clusters("west") == ("east",)
     assert client.get_cluster("west").peer_cluster_names == ("east",)
     assert client.request_count(cluster="west", method="POST") == 1
+
+
+def test_list_brokers_gives_each_brokers_web_address(
+    sim: RunningPeerGroup, client: PulsarPeerGroup
+) -> None:
+    brokers = client.list_brokers("east")
+    urls = sorted(sim.broker_urls["east"])
+    assert sorted(f"http://{address}" for address in brokers) == urls
+    assert client.request_count(cluster="east", path_template="/admin/v2/brokers/{cluster}") == 1
