@@ -23,12 +23,11 @@ from balancer.collector import Collector, KafkaEventSink, admin_fetch, targets_f
 from balancer.config import BalancerConfig
 from balancer.controller.apply import Outcome
 from balancer.controller.handler import ControllerHandler, build_handler
+from balancer.controller.layouts import LayoutCache
 from balancer.controller.metrics_bridge import attach_metrics
-from balancer.decisions import DecisionKind
 from balancer.exporter import BalancerMetrics
 from balancer.health import HealthServer, standard_checks
 from balancer.kafka_topics import ensure_topics
-from balancer.layouts import AdminLayouts
 from balancer.load import BundleLoad
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.transport import RequestRecord
@@ -88,13 +87,11 @@ class AppHandler:
         self,
         controller: ControllerHandler,
         metrics: BalancerMetrics,
-        layouts: AdminLayouts,
         live: LiveState,
         limits: Callable[[str], BundleLimits],
     ) -> None:
         self.controller = controller
         self.metrics = metrics
-        self.layouts = layouts
         self.live = live
         self.limits = limits
         # Thresholds are fixed for the life of the process, so this is read once.
@@ -129,9 +126,6 @@ class AppHandler:
                 self.live.over_threshold = [(b, r) for b, r in ranked if r > 1.0][:8]
 
     def on_outcome(self, outcome: Outcome) -> None:
-        if outcome.kind is DecisionKind.SPLIT:
-            # Whatever happened (applied, stale), the layout may have moved: re-read it.
-            self.layouts.invalidate(outcome.namespace)
         with self.live.lock:
             self.live.outcomes.append(outcome)
 
@@ -174,11 +168,11 @@ class BalancerApp:
             self.registry, limits=lambda _cluster, ns: self._policy_limits(ns)
         )
         self.admin = admin or peer_group_from_config(config, on_request=self._on_request)
-        self.layouts = AdminLayouts(self.admin)
         self.controller = build_handler(config, self.admin)
-        self.handler = AppHandler(
-            self.controller, self.metrics, self.layouts, self.live, self._policy_limits
-        )
+        # The controller stores every layout it reads and each split's result, so the
+        # stream maps topics to the children as soon as a split is applied.
+        self.layouts: LayoutCache = self.controller.layouts
+        self.handler = AppHandler(self.controller, self.metrics, self.live, self._policy_limits)
         attach_metrics(self.controller.controller, self.metrics)
         self.controller.controller.add_listener(self.handler.on_outcome)
         self.metrics.set_mode(config.controller.mode)
