@@ -121,10 +121,12 @@ class SparkConfig(_Model):
     master: str = "local[2]"
     checkpoint_dir: Path = Path("state/checkpoints")
     state_store: Literal["hdfs", "rocksdb"] = "rocksdb"
-    window_s: int = Field(default=60, gt=0)  # window length
-    slide_s: int = Field(default=10, gt=0)  # a window starts every slide_s
-    watermark_s: int = Field(default=30, ge=0)  # lateness accepted before a window closes
-    trigger_interval_s: int = Field(default=10, gt=0)  # micro-batch interval
+    # Fitted to Pulsar's 60 s stats interval: a window averages 3 samples, and one window
+    # closes per minute, like Pulsar's 1-minute load-manager check.
+    window_s: int = Field(default=180, gt=0)  # window length
+    slide_s: int = Field(default=60, gt=0)  # a window starts every slide_s
+    watermark_s: int = Field(default=60, ge=0)  # lateness accepted before a window closes
+    trigger_interval_s: int = Field(default=30, gt=0)  # micro-batch interval
     max_offsets_per_trigger: int | None = Field(default=200_000, gt=0)
 
     @model_validator(mode="after")
@@ -143,7 +145,8 @@ class ClusterConfig(_Model):
     tls_verify: bool = True
     connect_timeout_s: float = Field(default=5.0, gt=0)
     request_timeout_s: float = Field(default=30.0, gt=0)
-    brokers: tuple[str, ...] = ()  # broker service URLs, informational (the collector may use them)
+    # Broker web URLs the collector polls; empty: listed with GET /admin/v2/brokers/{cluster}.
+    brokers: tuple[str, ...] = ()
 
     check_env = field_validator("token_env")(_env_name)
 

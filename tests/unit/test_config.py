@@ -76,7 +76,7 @@ def test_minimal_config_has_pulsars_defaults(tmp_path: Path) -> None:
         (with_("detection.fill_factor", 1.5), "detection.fill_factor"),
         (with_("detection.fill_factor", 0), "detection.fill_factor"),
         (with_("spark.window_s", 0), "spark.window_s"),
-        (with_("spark.slide_s", 120), "spark"),
+        (with_("spark.slide_s", 240), "spark"),
         (with_("controller.mode", "yolo"), "controller.mode"),
         (with_("offload.default_threshold", "10 parsecs"), "offload.default_threshold"),
         (with_("thresholds.defaults.algorithm", "specified_positions_divide"),
