@@ -8,6 +8,7 @@ environment variable, and `as_dict()` masks even those references.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -121,9 +122,9 @@ class SparkConfig(_Model):
     master: str = "local[2]"
     checkpoint_dir: Path = Path("state/checkpoints")
     state_store: Literal["hdfs", "rocksdb"] = "rocksdb"
-    # Fitted to Pulsar's 60 s stats interval: a window averages 3 samples, and one window
+    # Fitted to Pulsar's 60 s stats interval: a window averages 2 samples, and one window
     # closes per minute, like Pulsar's 1-minute load-manager check.
-    window_s: int = Field(default=180, gt=0)  # window length
+    window_s: int = Field(default=120, gt=0)  # window length
     slide_s: int = Field(default=60, gt=0)  # a window starts every slide_s
     watermark_s: int = Field(default=60, ge=0)  # lateness accepted before a window closes
     trigger_interval_s: int = Field(default=30, gt=0)  # micro-batch interval
@@ -289,6 +290,20 @@ class BalancerConfig(_Model):
         if duplicates:
             raise ValueError(f"duplicate cluster names: {', '.join(duplicates)}")
         return value
+
+    @model_validator(mode="after")
+    def _hits_need_distinct_samples(self) -> Self:
+        # One stats sample lies in ceil(window_s / slide_s) overlapping windows; if that
+        # reaches the hit count, a single one-minute spike would count as N hits and split.
+        overlap = math.ceil(self.spark.window_s / self.spark.slide_s)
+        hits = self.detection.hit_count_threshold
+        if overlap >= hits:
+            raise ValueError(
+                f"detection.hit_count_threshold ({hits}) must exceed spark.window_s / "
+                f"spark.slide_s ({overlap}): one stats sample lies in {overlap} overlapping "
+                "windows, so a single spike would count as that many hits"
+            )
+        return self
 
     # --- views for the pure core -------------------------------------------------------------
 

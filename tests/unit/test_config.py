@@ -172,3 +172,15 @@ def test_validate_config_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     bad = write(tmp_path, with_("detection.fill_factor", 1.5))
     assert _cli(bad) == 2
     assert "detection.fill_factor" in capsys.readouterr().err
+
+
+def test_one_stats_sample_cannot_make_up_every_hit(tmp_path: Path) -> None:
+    # 180 s windows sliding every 60 s: one spike sample lies in 3 windows = 3 hits.
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, with_("spark.window_s", 180)))
+    assert "detection.hit_count_threshold (3) must exceed" in str(info.value)
+    assert "spark.window_s / spark.slide_s (3)" in str(info.value)
+    # One more hit makes the same windows safe.
+    data = with_("spark.window_s", 180)
+    data["detection"] = {"hit_count_threshold": 4}
+    assert load_config(write(tmp_path, data)).detection.hit_count_threshold == 4
