@@ -36,11 +36,16 @@ BYTES_PER_MIB = 1024 * 1024
 
 
 class SplitResult(StrEnum):
-    DECIDED = "decided"
+    DECIDED = "decided"  # every split decision, whatever came of it
     APPLIED = "applied"
     STALE = "stale"  # the bundle changed (split elsewhere, layout moved) before we acted
     FAILED = "failed"
     DRY_RUN = "dry_run"
+    DENIED = "denied"  # namespace outside the allow-list or inside the deny-list
+    RATE_LIMITED = "rate_limited"
+    BREAKER_OPEN = "breaker_open"
+    DUPLICATE = "duplicate"  # already handled (a replayed batch or a restart)
+    ABANDONED = "abandoned"  # an intent from before a crash that Pulsar shows never happened
 
 
 class OffloadResult(StrEnum):
@@ -49,6 +54,11 @@ class OffloadResult(StrEnum):
     FAILED = "failed"
     DRY_RUN = "dry_run"
     NOTHING_TO_OFFLOAD = "nothing_to_offload"
+    DENIED = "denied"
+    RATE_LIMITED = "rate_limited"
+    BREAKER_OPEN = "breaker_open"
+    DUPLICATE = "duplicate"
+    ABANDONED = "abandoned"
 
 
 class Limit(StrEnum):

@@ -14,18 +14,14 @@ from balancer.controller.breaker import BreakerState
 from balancer.controller.stats import ActionResult
 from balancer.decisions import DecisionKind
 
+# Every controller result has a metric label; only the names of a few differ.
 SPLIT_RESULTS: dict[ActionResult, str] = {
-    ActionResult.APPLIED: "applied",
-    ActionResult.STALE: "stale",
-    ActionResult.FAILED: "failed",
-    ActionResult.DRY_RUN: "dry_run",
+    r: r.value for r in ActionResult if r not in (
+        ActionResult.ALREADY_RUNNING, ActionResult.NOTHING_TO_OFFLOAD)
 }
 OFFLOAD_RESULTS: dict[ActionResult, str] = {
-    ActionResult.APPLIED: "triggered",
-    ActionResult.ALREADY_RUNNING: "already_running",
-    ActionResult.FAILED: "failed",
-    ActionResult.DRY_RUN: "dry_run",
-    ActionResult.NOTHING_TO_OFFLOAD: "nothing_to_offload",
+    r: ("triggered" if r is ActionResult.APPLIED else r.value)
+    for r in ActionResult if r is not ActionResult.STALE
 }
 
 
@@ -42,6 +38,7 @@ class MetricsSink(Protocol):
 def attach_metrics(controller: Controller, metrics: MetricsSink) -> None:
     def on_outcome(outcome: Outcome) -> None:
         if outcome.kind is DecisionKind.SPLIT:
+            metrics.record_split(outcome.cluster, "decided", outcome.reason)
             result = SPLIT_RESULTS.get(outcome.result)
             if result is not None:
                 metrics.record_split(outcome.cluster, result, outcome.reason, outcome.children)

@@ -224,9 +224,14 @@ def test_metrics_bridge_maps_outcomes(tmp_path: Path) -> None:
 
     controller.add_listener(broken)  # must not stop the controller
     controller.apply_split(split_decision())
-    controller.apply_split(split_decision())  # duplicate: not an exporter result
+    controller.apply_split(split_decision())  # the same decision again: a duplicate
     controller.apply_offload(offload_decision(threshold=100))
-    assert sink.splits == [("east", "applied", "MsgRate", 2)]
+    assert sink.splits == [
+        ("east", "decided", "MsgRate", 0),
+        ("east", "applied", "MsgRate", 2),
+        ("east", "decided", "MsgRate", 0),
+        ("east", "duplicate", "MsgRate", 0),
+    ]
     assert sink.offloads == [("east", "triggered", 1000)]
     assert sink.breakers == [("east", False)] * 3
 
@@ -347,3 +352,13 @@ def test_handler_retries_reconciliation_until_pulsar_answers(tmp_path: Path) -> 
     assert controller.journal.pending() == [] and entry is not None
     assert entry.result == "abandoned"
     handler.close()
+
+
+def test_every_controller_result_has_a_metric_label() -> None:
+    from balancer.controller.metrics_bridge import OFFLOAD_RESULTS, SPLIT_RESULTS
+    from balancer.exporter import OffloadResult, SplitResult
+
+    assert {SplitResult(v) for v in SPLIT_RESULTS.values()} >= {SplitResult.APPLIED}
+    assert {OffloadResult(v) for v in OFFLOAD_RESULTS.values()} >= {OffloadResult.TRIGGERED}
+    # No controller result is silently dropped by both maps.
+    assert set(SPLIT_RESULTS) | set(OFFLOAD_RESULTS) == set(ActionResult)
