@@ -144,9 +144,9 @@ def realistic_bundles(window_end_ms: int) -> tuple[BundleLoad, ...]:
 def feed(metrics: BalancerMetrics, batch_id: int) -> None:
     """One batch's worth of activity, through the exporter's public API only."""
     metrics.observe_batch(Report(batch_id, 60_000 * batch_id, realistic_bundles(60_000 * batch_id)))
-    metrics.record_split("east", "decided", "msg_rate")
-    metrics.record_split("east", "applied", "msg_rate", children=2)
-    metrics.record_split("west", "failed", "topics")
+    metrics.record_split("east", "decided", "MsgRate")
+    metrics.record_split("east", "applied", "MsgRate", children=2)
+    metrics.record_split("west", "failed", "Topics")
     metrics.record_offload("east", "triggered", bytes_offloaded=512 * 1024 * 1024)
     metrics.record_offload("west", "already_running")
     metrics.observe_admin_request("east", "PUT", 204, 0.12)
