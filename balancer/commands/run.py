@@ -121,6 +121,10 @@ def run_command(args: argparse.Namespace) -> int:
         app = BalancerApp(config)
         before = census(app.admin)
         app.start()
+        # PySpark installs its own SIGINT handler (cancel all jobs, raise KeyboardInterrupt)
+        # when the SparkContext starts; ours stops the run cleanly instead.
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
         assert app.health is not None
         console.print(f"metrics: {app.health.url}/metrics   clusters: "
                       + ", ".join(f"{c.name}={c.admin_url}" for c in config.clusters))
