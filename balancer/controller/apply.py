@@ -47,14 +47,11 @@ OffloadPointFn = Callable[[InternalStats, int], MessageId | None]
 
 def default_offload_point(stats: InternalStats, threshold_bytes: int) -> MessageId | None:
     """The foundation's size-threshold rule (`balancer.offload`) over the admin client's stats."""
-    point = offload.offload_point(
+    return offload.offload_point(
         [offload.LedgerSize(lg.ledger_id, lg.size) for lg in stats.ledgers],
         stats.current_ledger_size,
         threshold_bytes,
     )
-    if point is None:
-        return None
-    return MessageId(point.ledger_id, point.entry_id, point.partition_index)
 
 
 @dataclass(frozen=True, slots=True)

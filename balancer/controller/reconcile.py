@@ -16,7 +16,7 @@ from balancer.controller.ports import AdminPort
 from balancer.controller.stats import ActionResult
 from balancer.decisions import DecisionKind
 from balancer.pulsar.errors import NotFoundError
-from balancer.pulsar.models import MessageId, OffloadState
+from balancer.pulsar.models import OffloadState, parse_message_id
 
 
 def split_done(layout: NamespaceBundles, bundle: BundleRange, boundaries: Sequence[int]) -> bool:
@@ -44,7 +44,7 @@ def reconcile_entry(
             return ActionResult.ABANDONED, "bundle unchanged: the split never reached Pulsar"
         return ActionResult.STALE, "bundle changed by someone else"
     topic = call["topic"]
-    point = MessageId.from_json(call["message_id"])
+    point = parse_message_id(call["message_id"])
     try:
         stats = admin.internal_stats(topic)
         status = admin.offload_status(topic)

@@ -17,6 +17,7 @@ from typing import Any
 
 from balancer.bundles import BundleRange, InvalidBundle, parse_position
 from balancer.events import TopicStatsEvent
+from balancer.offload import MessageId as MessageId  # the core type, re-exported
 from balancer.topics import InvalidTopicName, TopicDomain, parse_topic
 
 
@@ -91,29 +92,14 @@ def parse_string_list(body: Any, what: str) -> tuple[str, ...]:
     return _str_list(body, what)
 
 
-@dataclass(frozen=True, slots=True)
-class MessageId:
-    """A position in a topic; `partition_index` -1 for a non-partitioned topic."""
-
-    ledger_id: int
-    entry_id: int
-    partition_index: int = -1
-
-    def to_json(self) -> dict[str, int]:
-        return {
-            "ledgerId": self.ledger_id,
-            "entryId": self.entry_id,
-            "partitionIndex": self.partition_index,
-        }
-
-    @classmethod
-    def from_json(cls, body: Any) -> MessageId:
-        obj = _obj(body, "message id")
-        return cls(
-            ledger_id=_int(obj, "ledgerId", "message id", default=-1),
-            entry_id=_int(obj, "entryId", "message id", default=-1),
-            partition_index=_int(obj, "partitionIndex", "message id", default=-1),
-        )
+def parse_message_id(body: Any) -> MessageId:
+    """Pulsar's `{"ledgerId", "entryId", "partitionIndex"}` as the core's MessageId."""
+    obj = _obj(body, "message id")
+    return MessageId(
+        ledger_id=_int(obj, "ledgerId", "message id", default=-1),
+        entry_id=_int(obj, "entryId", "message id", default=-1),
+        partition_index=_int(obj, "partitionIndex", "message id", default=-1),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,7 +378,7 @@ class OffloadStatus:
         return cls(
             state=state,
             last_error=_str(obj, "lastError", what),
-            first_unoffloaded=MessageId.from_json(first) if first is not None else None,
+            first_unoffloaded=parse_message_id(first) if first is not None else None,
         )
 
 
