@@ -29,6 +29,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from balancer.decisions import SplitReason
 from balancer.load import BundleLoad
 
 PREFIX = "pulsar_balancer"
@@ -368,6 +369,11 @@ class BalancerMetrics:
         """Create the cluster's series at 0, so rates and alerts see them from the start."""
         for result in OffloadResult:
             self._offloads.labels(cluster=cluster, result=result.value)
+        # Bounded: results x Pulsar's reasons. Without these, the first failed split would
+        # not show in increase() and the failure alerts would miss it.
+        for split_result in SplitResult:
+            for reason in SplitReason:
+                self._splits.labels(cluster=cluster, result=split_result.value, reason=reason.value)
         self._split_children.labels(cluster=cluster)
         self._offloaded_bytes.labels(cluster=cluster)
         self._breaker.labels(cluster=cluster).set(0)

@@ -283,6 +283,10 @@ def test_register_cluster_creates_zero_series() -> None:
     assert get("pulsar_balancer_offloads_total", {"cluster": "west", "result": "failed"}) == 0
     assert get("pulsar_balancer_offloaded_bytes_total", {"cluster": "west"}) == 0
     assert get("pulsar_balancer_circuit_breaker_open", {"cluster": "west"}) == 0
+    failed = {"cluster": "west", "result": "failed", "reason": "MsgRate"}
+    assert get("pulsar_balancer_splits_total", failed) == 0
+    metrics.record_split("west", "failed", "MsgRate")
+    assert get("pulsar_balancer_splits_total", failed) == 1
 
 
 def test_state_gauges() -> None:
