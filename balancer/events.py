@@ -18,6 +18,7 @@ import math
 import sys
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from balancer.hashing import hash_position
@@ -182,7 +183,7 @@ def validate_event(
             return _reject(RejectReason.WRONG_TYPE, f"{field} {value} does not fit in 64 bits")
         counts[field] = value
     try:
-        topic = parse_topic(obj["topic"]).full
+        topic = _full_topic_name(obj["topic"])
     except InvalidTopicName as exc:
         return _reject(RejectReason.INVALID_TOPIC, str(exc))
     return TopicStatsEvent(
@@ -222,7 +223,7 @@ def parse_message(
         if len(text) > MAX_MESSAGE_BYTES:
             return [_reject(RejectReason.TOO_LARGE, f"message of {len(text)} chars is too large")]
     try:
-        obj = json.loads(text, parse_constant=_reject_constant)
+        obj = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         return [_reject(RejectReason.BAD_JSON, f"not valid JSON: {str(exc)[:120]}")]
     if isinstance(obj, dict) and "events" in obj and "topic" not in obj:
@@ -236,6 +237,16 @@ def parse_message(
 def _reject_constant(name: str) -> float:
     # NaN/Infinity are not JSON; Python's parser accepts them unless told otherwise.
     raise ValueError(f"{name} is not valid JSON")
+
+
+# One decoder for every message (building one per call costs as much as a small decode).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+@lru_cache(maxsize=65_536)
+def _full_topic_name(name: str) -> str:
+    # The same topics report every interval: parse each spelling once (errors are not cached).
+    return parse_topic(name).full
 
 
 def _is_int(value: Any) -> bool:
