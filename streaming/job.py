@@ -57,7 +57,8 @@ class StreamSettings:
     parse_in_reader: bool = True  # False: raw rows + mapInArrow (the native path's parsing)
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
     state_store: Literal["rocksdb", "hdfs"] = "hdfs"
-    num_buckets: int = 64  # PIP-157 topic buckets the state is spread by
+    num_buckets: int = 64  # PIP-157 topic buckets (a column of the state key)
+    repartition_by_bucket: bool = False  # shuffle events by bucket before aggregating
     shuffle_partitions: int = 4
     ui_enabled: bool = False
     loopback: bool = True  # bind the driver to 127.0.0.1 (local runs and tests)
@@ -174,7 +175,12 @@ def observe_side_rows(parsed: DataFrame) -> DataFrame:
 def build_pipeline(spark: SparkSession, settings: StreamSettings) -> DataFrame:
     """Closed per-topic windows (append mode), with side rows observed on the way."""
     parsed = observe_side_rows(read_parsed(spark, settings))
-    return topic_windows(parsed, settings.window_spec, partitions=settings.shuffle_partitions)
+    return topic_windows(
+        parsed,
+        settings.window_spec,
+        partitions=settings.shuffle_partitions,
+        repartition_by_bucket=settings.repartition_by_bucket,
+    )
 
 
 def dead_letter_sink(settings: StreamSettings) -> DeadLetterSink:

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from balancer.buckets import topic_bucket
-from balancer.events import Rejection, RejectReason, TopicStatsEvent, parse_message
+from balancer.events import Rejection, RejectReason, parse_message
 from balancer.hashing import hash_position
 from streaming.schema import PARSED_ARROW_SCHEMA, RowKind
 
@@ -74,82 +74,71 @@ class ReadSummary:
         )
 
 
-class _Columns:
-    """Column lists for one Arrow batch of parsed rows."""
+_NAMES = tuple(PARSED_ARROW_SCHEMA.names)
+_KIND = _NAMES.index("kind")
+_PARTITION = _NAMES.index("kafka_partition")
+_OFFSET = _NAMES.index("kafka_offset")
 
-    def __init__(self) -> None:
-        self.data: dict[str, list[Any]] = {name: [] for name in PARSED_ARROW_SCHEMA.names}
 
-    def __len__(self) -> int:
-        return len(self.data["kind"])
+def _other_row(kind: RowKind, partition: int, offset: int, **values: Any) -> tuple[Any, ...]:
+    row = [values.get(name) for name in _NAMES]
+    row[_KIND], row[_PARTITION], row[_OFFSET] = int(kind), partition, offset
+    return tuple(row)
 
-    def add_event(self, event: TopicStatsEvent, partition: int, offset: int, bucket: int) -> None:
-        d = self.data
-        d["kind"].append(RowKind.EVENT)
-        d["cluster"].append(event.cluster)
-        d["namespace"].append(event.namespace)
-        d["topic"].append(event.topic)
-        d["position"].append(hash_position(event.topic))
-        d["bucket"].append(bucket)
-        d["event_time"].append(event.timestamp_ms * 1000)
-        d["msg_rate_in"].append(event.msgRateIn)
-        d["msg_rate_out"].append(event.msgRateOut)
-        d["msg_throughput_in"].append(event.msgThroughputIn)
-        d["msg_throughput_out"].append(event.msgThroughputOut)
-        d["storage_size"].append(event.storageSize)
-        d["backlog_size"].append(event.backlogSize)
-        d["offloaded_storage_size"].append(event.offloadedStorageSize)
-        d["producer_count"].append(event.producerCount)
-        d["consumer_count"].append(event.consumerCount)
-        d["kafka_partition"].append(partition)
-        d["kafka_offset"].append(offset)
-        for name in ("reason", "detail", "raw", "summary"):
-            d[name].append(None)
 
-    def add_other(self, kind: RowKind, partition: int, offset: int, **values: Any) -> None:
-        for name, column in self.data.items():
-            if name == "kind":
-                column.append(kind)
-            elif name == "kafka_partition":
-                column.append(partition)
-            elif name == "kafka_offset":
-                column.append(offset)
-            else:
-                column.append(values.get(name))
-
-    def to_batch(self) -> pa.RecordBatch:
-        return pa.RecordBatch.from_pydict(self.data, schema=PARSED_ARROW_SCHEMA)
+def _to_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    # Rows are tuples in schema order; one transpose in C beats appending to 22 lists.
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in _NAMES]
+    arrays = [
+        pa.array(column, type=field.type)
+        for column, field in zip(columns, PARSED_ARROW_SCHEMA, strict=True)
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=PARSED_ARROW_SCHEMA)
 
 
 class RecordParser:
-    """Parses records into Arrow batches; keeps a per-task cache of topic -> bucket."""
+    """Parses records into Arrow batches; caches each topic's namespace, position and bucket."""
 
     def __init__(self, *, num_buckets: int, summary: ReadSummary) -> None:
         self.num_buckets = num_buckets
         self.summary = summary
-        self._buckets: dict[str, int] = {}
-        self._columns = _Columns()
+        self._topics: dict[str, tuple[str, int, int]] = {}
+        self._rows: list[tuple[Any, ...]] = []
 
     def __len__(self) -> int:
-        return len(self._columns)
+        return len(self._rows)
+
+    def _topic_info(self, topic: str) -> tuple[str, int, int]:
+        info = self._topics.get(topic)
+        if info is None:
+            namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
+            info = (namespace, hash_position(topic), topic_bucket(topic, self.num_buckets))
+            self._topics[topic] = info
+        return info
 
     def add(self, value: bytes | None, partition: int, offset: int) -> None:
         """Parse one Kafka record value (a single event or a `{"events": [...]}` envelope)."""
-        self.summary.messages += 1
+        summary = self.summary
+        summary.messages += 1
         raw = b"" if value is None else value
         results = parse_message(raw)
         many = len(results) > 1
-        for index, result in enumerate(results):
-            if isinstance(result, Rejection):
-                self._reject(raw, result, partition, offset, index if many else None)
+        append = self._rows.append
+        for index, e in enumerate(results):
+            if isinstance(e, Rejection):
+                self._reject(raw, e, partition, offset, index if many else None)
                 continue
-            bucket = self._buckets.get(result.topic)
-            if bucket is None:
-                bucket = topic_bucket(result.topic, self.num_buckets)
-                self._buckets[result.topic] = bucket
-            self._columns.add_event(result, partition, offset, bucket)
-            self.summary.events += 1
-            self.summary.event_times[result.timestamp_ms] += 1
+            namespace, position, bucket = self._topic_info(e.topic)
+            append(
+                (
+                    RowKind.EVENT.value, e.cluster, namespace, e.topic, position, bucket,
+                    e.timestamp_ms * 1000, e.msgRateIn, e.msgRateOut, e.msgThroughputIn,
+                    e.msgThroughputOut, e.storageSize, e.backlogSize, e.offloadedStorageSize,
+                    e.producerCount, e.consumerCount, partition, offset, None, None, None, None,
+                )
+            )  # fmt: skip
+            summary.events += 1
+            summary.event_times[e.timestamp_ms] += 1
 
     def _reject(
         self, raw: bytes, rejection: Rejection, partition: int, offset: int, index: int | None
@@ -158,32 +147,25 @@ class RecordParser:
         kept = raw[:MAX_DEAD_LETTER_RAW_BYTES]
         if len(kept) < len(raw):
             detail += f" (raw bytes truncated to {len(kept)} of {len(raw)})"
-        self._columns.add_other(
-            RowKind.REJECT,
-            partition,
-            offset,
-            reason=str(rejection.reason),
-            detail=detail,
-            raw=kept,
-        )
+        self._rows.append(
+            _other_row(
+                RowKind.REJECT, partition, offset, reason=str(rejection.reason), detail=detail,
+                raw=kept,
+            )
+        )  # fmt: skip
         self.summary.rejected[str(rejection.reason)] += 1
 
     def flush(self) -> pa.RecordBatch:
         """The rows parsed since the last flush."""
-        batch = self._columns.to_batch()
-        self._columns = _Columns()
+        batch = _to_batch(self._rows)
+        self._rows = []
         return batch
 
     def summary_batch(self) -> pa.RecordBatch:
         """A one-row batch carrying the task's `ReadSummary`."""
-        columns = _Columns()
-        columns.add_other(
-            RowKind.SUMMARY,
-            self.summary.partition,
-            self.summary.next_offset,
-            summary=self.summary.to_json(),
-        )
-        return columns.to_batch()
+        s = self.summary
+        row = _other_row(RowKind.SUMMARY, s.partition, s.next_offset, summary=s.to_json())
+        return _to_batch([row])
 
 
 def parse_records(

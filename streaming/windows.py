@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streaming.schema import RowKind
@@ -92,43 +92,49 @@ WINDOW_COLUMNS = (
 )
 
 
-def _latest(column: str) -> Column:
-    # The value of the newest sample; ties (same event time) break on the larger value,
-    # so the result does not depend on the order rows arrive in.
-    return F.max_by(F.col(column), F.struct(F.col("event_time"), F.col(column))).alias(column)
+LATEST_COLUMNS = (
+    "storage_size",
+    "backlog_size",
+    "offloaded_storage_size",
+    "producer_count",
+    "consumer_count",
+)
+RATE_COLUMNS = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
 
 
-def topic_windows(parsed: DataFrame, spec: WindowSpec, *, partitions: int) -> DataFrame:
+def topic_windows(
+    parsed: DataFrame, spec: WindowSpec, *, partitions: int, repartition_by_bucket: bool = False
+) -> DataFrame:
     """Per topic and window: average rates, latest sizes and session counts, sample count.
 
     `parsed` is the source's output (all row kinds); only events are aggregated. Append
     mode: a window's rows come out once, all together, when the watermark passes its end.
+    The newest sample is the max of one struct led by the event time (ties: larger values),
+    so one aggregate gives every "latest" column and the result does not depend on row order.
+    `repartition_by_bucket` shuffles the events by PIP-157 bucket before the partial
+    aggregation (costs a shuffle of every event; see docs/pipeline.md).
     """
-    events = (
-        parsed.filter(F.col("kind") == int(RowKind.EVENT))
-        .repartition(partitions, "bucket")
-        .withWatermark("event_time", f"{spec.watermark_s} seconds")
-    )
+    events = parsed.filter(F.col("kind") == int(RowKind.EVENT))
+    if repartition_by_bucket:
+        events = events.repartition(partitions, "bucket")
+    events = events.withWatermark("event_time", f"{spec.watermark_s} seconds")
     window = F.window("event_time", f"{spec.window_s} seconds", f"{spec.slide_s} seconds")
+    latest = F.max(F.struct("event_time", *LATEST_COLUMNS)).alias("latest")
     return (
         events.groupBy(
             window.alias("window"), "bucket", "cluster", "namespace", "topic", "position"
         )
-        .agg(
-            F.avg("msg_rate_in").alias("msg_rate_in"),
-            F.avg("msg_rate_out").alias("msg_rate_out"),
-            F.avg("msg_throughput_in").alias("msg_throughput_in"),
-            F.avg("msg_throughput_out").alias("msg_throughput_out"),
-            _latest("storage_size"),
-            _latest("backlog_size"),
-            _latest("offloaded_storage_size"),
-            _latest("producer_count"),
-            _latest("consumer_count"),
-            F.count(F.lit(1)).alias("samples"),
-        )
+        .agg(*(F.sum(c).alias(c) for c in RATE_COLUMNS), latest, F.count(F.lit(1)).alias("samples"))
         .select(
             F.col("window.start").alias("window_start"),
             F.col("window.end").alias("window_end"),
-            *WINDOW_COLUMNS[2:],
+            "bucket",
+            "cluster",
+            "namespace",
+            "topic",
+            "position",
+            *((F.col(c) / F.col("samples")).alias(c) for c in RATE_COLUMNS),
+            *(F.col(f"latest.{c}").alias(c) for c in LATEST_COLUMNS),
+            "samples",
         )
     )

@@ -1,0 +1,253 @@
+"""Pipeline throughput: events/s through the whole streaming job vs raw Kafka consumption.
+
+    .venv/bin/python -m bench.pipeline [--events 2000000] [--topics 10000] [--envelope 0]
+
+Produces N topic-stats events (T topics reporting once a minute each) to a fresh topic, then
+1. raw: consumes every record with kafka-python (the same client the source uses, with
+   crc32c), doing nothing with them;
+2. job: runs the streaming job on it (Trigger.AvailableNow, `--max-offsets-per-trigger`
+   per micro-batch): read + validate + per-topic sliding windows + bundle snapshots handed to
+   a counting handler.
+It prints both rates and the ratio. The job's rate is steady state: the events of every data
+batch but the first, over those batches' durations (the first one pays for starting the
+Python workers). The broker is `--bootstrap`, else an embedded tansu on 127.0.0.1.
+
+The last two lines are `RESULT <json>` and `events_per_s=<N> raw_events_per_s=<M> ratio=<R>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from balancer.bundles import NamespaceBundles
+from balancer.load import BundleLoad
+from bench.common import machine, print_result
+from streaming.handler import BatchReport, StaticLayouts
+
+BASE_MS = 1_700_000_040_000
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.pipeline", description=__doc__)
+    p.add_argument("--events", type=int, default=2_000_000, help="events to push through")
+    p.add_argument("--topics", type=int, default=10_000, help="distinct topics")
+    p.add_argument("--namespaces", type=int, default=10, help="namespaces the topics spread over")
+    p.add_argument("--partitions", type=int, default=4, help="Kafka partitions")
+    p.add_argument("--envelope", type=int, default=0, help="events per message (0: one each)")
+    p.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument("--state-store", choices=("hdfs", "rocksdb"), default="hdfs")
+    p.add_argument("--bootstrap", help="an existing Kafka (default: embedded tansu)")
+    return p.parse_args(argv)
+
+
+def _template(topic: str, t_ms: int, i: int) -> dict[str, Any]:
+    return {
+        "cluster": "c1",
+        "topic": topic,
+        "timestamp_ms": t_ms,
+        "msgRateIn": float(i % 997),
+        "msgRateOut": float(i % 613),
+        "msgThroughputIn": float(i % 997) * 512,
+        "msgThroughputOut": float(i % 613) * 512,
+        "storageSize": 10_000_000 + i,
+        "backlogSize": i % 10_000,
+        "offloadedStorageSize": 0,
+        "producerCount": 1 + i % 3,
+        "consumerCount": i % 5,
+        "broker": "10.0.0.1:8080",
+    }
+
+
+def produce(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, float]:
+    """Messages produced and seconds taken."""
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, args.partitions, 1)])
+    admin.close()
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=50, batch_size=512 * 1024, acks=1
+    )
+    names = [f"persistent://bench/ns-{i % args.namespaces}/topic-{i}" for i in range(args.topics)]
+    started = time.monotonic()
+    per_message = max(1, args.envelope)
+    messages = 0
+    pending: list[dict[str, Any]] = []
+    for i in range(args.events):
+        minute, k = divmod(i, args.topics)
+        event = _template(names[k], BASE_MS + minute * 60_000 + k % 1000, i)
+        if args.envelope <= 0:
+            producer.send(topic, key=names[k].encode(), value=json.dumps(event).encode())
+            messages += 1
+            continue
+        pending.append(event)
+        if len(pending) == per_message:
+            producer.send(topic, value=json.dumps({"events": pending}).encode())
+            pending, messages = [], messages + 1
+    if pending:
+        producer.send(topic, value=json.dumps({"events": pending}).encode())
+        messages += 1
+    producer.flush()
+    producer.close()
+    return messages, time.monotonic() - started
+
+
+def consume_raw(bootstrap: str, topic: str, messages: int) -> float:
+    """Seconds to read every message once with kafka-python (no parsing)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        max_poll_records=5000,
+        fetch_max_bytes=64 * 1024 * 1024,
+        max_partition_fetch_bytes=16 * 1024 * 1024,
+    )
+    parts = consumer.partitions_for_topic(topic) or set()
+    tps = [TopicPartition(topic, p) for p in sorted(parts)]
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, 0)
+    seen = 0
+    started = time.monotonic()
+    while seen < messages:
+        for records in consumer.poll(timeout_ms=1000).values():
+            seen += len(records)
+    elapsed = time.monotonic() - started
+    consumer.close()
+    return elapsed
+
+
+class CountingHandler:
+    """A handler that only counts what the job hands it."""
+
+    offload_min_bytes: int | None = 1 << 40
+
+    def __init__(self) -> None:
+        self.reports: dict[int, BatchReport] = {}
+
+    def wants_topics(self, bundle: BundleLoad) -> bool:
+        return False
+
+    def handle(self, report: BatchReport) -> None:
+        self.reports[report.batch_id] = report
+
+
+@contextmanager
+def broker(bootstrap: str | None) -> Iterator[str]:
+    if bootstrap:
+        yield bootstrap
+        return
+    from balancer.kafka_embedded import EmbeddedKafka
+
+    with EmbeddedKafka.start() as embedded:
+        yield embedded.bootstrap_servers
+
+
+def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
+    from streaming.deadletters import DirectoryDeadLetters
+    from streaming.job import StreamSettings, build_spark, run_available
+
+    work = tempfile.mkdtemp(prefix="bench-pipeline-")
+    settings = StreamSettings(
+        bootstrap_servers=bootstrap,
+        topic=topic,
+        checkpoint_dir=f"{work}/checkpoint",
+        dead_letter_dir=f"{work}/dead",
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
+        spark_master=args.master,
+        shuffle_partitions=args.shuffle_partitions,
+        state_store=args.state_store,
+        extra_spark_conf=(("spark.driver.memory", "2g"),),
+    )
+    spark = build_spark(settings)
+    spark.sparkContext.setLogLevel("ERROR")
+    handler = CountingHandler()
+    layouts = StaticLayouts(
+        {("c1", f"bench/ns-{i}"): NamespaceBundles.initial(f"bench/ns-{i}", 16)
+         for i in range(args.namespaces)}
+    )  # fmt: skip
+    started = time.monotonic()
+    query = run_available(
+        spark,
+        settings,
+        handler,
+        layouts,
+        dead_letters=DirectoryDeadLetters(Path(f"{work}/dead"), source_topic=topic),
+    )
+    elapsed = time.monotonic() - started
+    durations = {
+        int(p["batchId"]): p["durationMs"].get("triggerExecution", 0) / 1000
+        for p in query.recentProgress
+    }
+    consumed = {b: r.events_consumed for b, r in handler.reports.items()}
+    data_batches = sorted(b for b, n in consumed.items() if n > 0)
+    steady = data_batches[1:] or data_batches
+    steady_events = sum(consumed[b] for b in steady)
+    steady_s = sum(durations.get(b, 0.0) for b in steady)
+    spark.stop()
+    return {
+        "events": sum(consumed.values()),
+        "elapsed_s": elapsed,
+        "batches": len(handler.reports),
+        "data_batches": len(data_batches),
+        "steady_events": steady_events,
+        "steady_s": steady_s,
+        "snapshots": sum(len(r.bundles) for r in handler.reports.values()),
+        "windows_closed": sum(r.windows_closed for r in handler.reports.values()),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    print(f"machine: {machine().describe()}")
+    with broker(args.bootstrap) as bootstrap:
+        topic = f"bench-stats-{uuid.uuid4().hex[:8]}"
+        messages, produce_s = produce(bootstrap, topic, args)
+        print(f"produced {args.events} events in {messages} messages in {produce_s:.1f} s")
+        raw_s = consume_raw(bootstrap, topic, messages)
+        raw_rate = args.events / raw_s
+        print(f"raw kafka-python consumption: {raw_s:.1f} s, {raw_rate:,.0f} events/s")
+        job = run_job(bootstrap, topic, args)
+    if job["events"] != args.events:
+        raise SystemExit(f"the job consumed {job['events']} events, expected {args.events}")
+    rate = job["steady_events"] / job["steady_s"] if job["steady_s"] > 0 else 0.0
+    overall = job["events"] / job["elapsed_s"]
+    print(
+        f"job: {job['events']} events in {job['elapsed_s']:.1f} s ({overall:,.0f} events/s "
+        f"overall), {job['data_batches']} data batches, steady {rate:,.0f} events/s; "
+        f"{job['windows_closed']} windows closed, {job['snapshots']} bundle snapshots"
+    )
+    ratio = rate / raw_rate if raw_rate else 0.0
+    print_result(
+        {
+            "events": args.events,
+            "topics": args.topics,
+            "envelope": args.envelope,
+            "partitions": args.partitions,
+            "master": args.master,
+            "events_per_s": round(rate),
+            "overall_events_per_s": round(overall),
+            "raw_events_per_s": round(raw_rate),
+            "ratio": round(ratio, 3),
+            **{k: job[k] for k in ("batches", "data_batches", "elapsed_s")},
+        }
+    )
+    print(f"events_per_s={rate:.0f} raw_events_per_s={raw_rate:.0f} ratio={ratio:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
