@@ -150,21 +150,34 @@ def split_limit(
 ) -> dict[int, int]:
     """End offsets reading at most `limit` records in all, shared in proportion to the backlog.
 
-    Purely computational. Every partition with a backlog gets at least one record while the
-    limit allows, so a small partition is never starved by a big one.
+    Purely computational. Each partition with a backlog first gets one record (the largest
+    backlogs first when the limit is smaller than the number of such partitions), so a small
+    partition is never starved by a big one; the rest is shared in proportion.
     """
     backlog = {p: max(0, available[p] - start.get(p, 0)) for p in available}
     total = sum(backlog.values())
     if total <= limit:
         return {p: start.get(p, 0) + n for p, n in backlog.items()}
-    take = {p: (n * limit) // total for p, n in backlog.items()}
-    spare = limit - sum(take.values())
-    for p in sorted(backlog, key=lambda q: backlog[q] - take[q], reverse=True):
-        if spare <= 0:
-            break
-        if take[p] < backlog[p]:
-            take[p] += 1
-            spare -= 1
+    busy = sorted((p for p in backlog if backlog[p]), key=lambda q: (-backlog[q], q))
+    take = dict.fromkeys(backlog, 0)
+    for p in busy[:limit]:
+        take[p] = 1
+    left = limit - sum(take.values())
+    rest = {p: backlog[p] - take[p] for p in backlog}
+    rest_total = sum(rest.values())
+    if left > 0 and rest_total > 0:
+        share = {p: (n * left) // rest_total for p, n in rest.items()}
+        spare = left - sum(share.values())
+        # Largest remainders first: the rounding never leaves capacity unused.
+        order = sorted(rest, key=lambda q: ((rest[q] * left) % rest_total, rest[q]), reverse=True)
+        for p in order:
+            if spare <= 0:
+                break
+            if share[p] < rest[p]:
+                share[p] += 1
+                spare -= 1
+        for p in share:
+            take[p] += share[p]
     return {p: start.get(p, 0) + take[p] for p in backlog}
 
 

@@ -4,9 +4,11 @@ The arithmetic (pure, used by the driver and the tests) is Spark's: a window of
 `window_ms` sliding by `slide_ms` holds the events with `start <= t < start + window_ms`,
 starts are multiples of `slide_ms`, so an event lies in `window_ms / slide_ms` windows.
 
-The Spark stage keys the state by (window, bucket, cluster, topic): `bucket` is the PIP-157
-topic bucket, and the events are repartitioned by it before the partial aggregation, so the
-work of a namespace with millions of topics spreads evenly over the tasks.
+The Spark stage keys the state by (window, bucket, cluster, namespace, topic, position):
+`bucket` is the PIP-157 topic bucket, leading the topic's part of the key. Spark hashes the
+whole key to place state, which spreads a namespace with millions of topics evenly; an
+optional repartition by bucket before the partial aggregation makes the bucket alone decide
+which task aggregates a topic (a full shuffle of the events: see docs/pipeline.md).
 """
 
 from __future__ import annotations

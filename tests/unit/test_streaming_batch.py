@@ -1,0 +1,116 @@
+"""The foreachBatch step without Spark: observations + closed windows -> BatchReport."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from balancer.bundles import NamespaceBundles
+from balancer.hashing import hash_position
+from balancer.load import BundleLoad, TopicLoad
+from streaming.batch import BatchObservations, BatchProcessor
+from streaming.bundles import TopicWindow
+from streaming.deadletters import DeadLetter
+from streaming.handler import BatchReport, StaticLayouts
+from streaming.parse import ReadSummary
+from streaming.windows import WindowSpec
+
+NS = "t/ns"
+END = 1_700_000_100_000
+
+
+@dataclass
+class RecordingHandler:
+    offload_min_bytes: int | None = None
+    topics_for: set[str] = field(default_factory=set)  # bundle texts
+    reports: list[BatchReport] = field(default_factory=list)
+
+    def wants_topics(self, bundle: BundleLoad) -> bool:
+        return str(bundle.bundle) in self.topics_for
+
+    def handle(self, report: BatchReport) -> None:
+        self.reports.append(report)
+
+
+@dataclass
+class RecordingSink:
+    written: list[tuple[int, Sequence[DeadLetter]]] = field(default_factory=list)
+
+    def write(self, batch_id: int, letters: Sequence[DeadLetter]) -> None:
+        self.written.append((batch_id, letters))
+
+    def close(self) -> None:
+        pass
+
+
+def tw(topic: str, *, end: int = END, storage: int = 0) -> TopicWindow:
+    name = f"persistent://{NS}/{topic}"
+    load = TopicLoad(name, hash_position(name), 1.0, 1.0, 1.0, 1.0, 1, 1, storage_size=storage)
+    return TopicWindow("c1", NS, end, load)
+
+
+def processor(handler: RecordingHandler, sink: RecordingSink) -> BatchProcessor:
+    return BatchProcessor(
+        spec=WindowSpec(300, 60, 120),
+        handler=handler,
+        layouts=StaticLayouts({("c1", NS): NamespaceBundles.initial(NS, 2)}),
+        dead_letters=sink,
+        clock_ms=lambda: END + 200_000,
+    )
+
+
+def observations(**kwargs: object) -> BatchObservations:
+    summary = ReadSummary(
+        0, 0, 10, high_watermark=15, messages=10, events=9,
+        rejected=Counter({"bad_json": 1}), event_times=Counter({END - 400_000: 2, END: 7}),
+    )  # fmt: skip
+    values: dict[str, object] = {
+        "summaries": (summary, ReadSummary(1, 4, 4, high_watermark=4)),
+        "dead_letters": (DeadLetter(b"{", "bad_json", "not valid JSON", 0, 3),),
+        "watermark_ms": END + 60_000,
+        "late_watermark_ms": END,
+        **kwargs,
+    }
+    return BatchObservations(**values)  # type: ignore[arg-type]
+
+
+def test_a_report_carries_counts_lag_late_and_the_newest_window() -> None:
+    handler, sink = RecordingHandler(), RecordingSink()
+    proc = processor(handler, sink)
+    closed = [tw("a"), tw("b"), tw("a", end=END - 60_000)]
+    report = proc.report(42, closed, observations(), started=0.0)
+    assert report.batch_id == 42 and report.window_end_ms == END
+    assert report.events_consumed == 10 and report.events_rejected == {"bad_json": 1}
+    assert report.events_late == 2  # the two events 400 s before the window end
+    assert report.kafka_lag == {0: 5, 1: 0}
+    assert report.watermark_ms == END + 60_000 and report.watermark_delay_s == 140.0
+    assert report.windows_closed == 2 and report.dead_letters == 1
+    assert sum(b.topic_count for b in report.bundles) == 2  # only the newest window
+    assert sink.written == [(42, observations().dead_letters)]
+
+
+def test_topics_only_for_the_bundles_the_handler_wants() -> None:
+    layout = NamespaceBundles.initial(NS, 2)
+    closed = [tw(f"x{i}") for i in range(20)]
+    wanted = str(layout.find(closed[0].load.position))
+    handler = RecordingHandler(topics_for={wanted})
+    report = processor(handler, RecordingSink()).report(1, closed, observations(), started=0.0)
+    for b in report.bundles:
+        assert (len(b.topics) == b.topic_count) if str(b.bundle) == wanted else b.topics == ()
+
+
+def test_large_topics_need_a_threshold() -> None:
+    closed = [tw("small", storage=10), tw("big", storage=10**12)]
+    none = processor(RecordingHandler(), RecordingSink()).report(1, closed, observations(), 0.0)
+    assert none.large_topics == ()
+    handler = RecordingHandler(offload_min_bytes=10**9)
+    report = processor(handler, RecordingSink()).report(1, closed, observations(), 0.0)
+    assert [(c, t.topic) for c, t in report.large_topics] == [("c1", f"persistent://{NS}/big")]
+
+
+def test_a_batch_without_closed_windows_reports_counts_only() -> None:
+    proc = processor(RecordingHandler(), RecordingSink())
+    report = proc.report(3, [], observations(watermark_ms=0, late_watermark_ms=0), 0.0)
+    assert (report.window_end_ms, report.bundles, report.events_late) == (0, (), 0)
+    assert report.watermark_delay_s == 0.0 and report.events_consumed == 10
