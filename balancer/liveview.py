@@ -16,7 +16,12 @@ from rich.text import Text
 
 from balancer.app import LiveState
 from balancer.controller.stats import ActionResult
+from balancer.sizes import format_size
 
+LOAD_CAPTION = (
+    "load: the bundle's traffic as a share of its limit (Pulsar's defaults: 30,000 msg/s "
+    "in+out, 100 MiB/s, 1,000 topics, 1,000 producers+consumers); over 100 % is overloaded"
+)
 INTRO = (
     "Pulsar spreads each namespace's topics over 'bundles' (hash ranges); one broker serves "
     "a whole bundle. When a bundle carries more than its limit, the balancer splits it - "
@@ -50,7 +55,11 @@ def render_live(live: LiveState, *, mode: str, elapsed_s: float, duration_s: flo
     if errors:
         stream.add_row("controller errors", Text(str(errors), style="red"), "", "")
 
-    hot = Table(title="Bundles over their limit (latest window)", expand=True)
+    hot = Table(
+        title="Bundles over their limit (latest window)",
+        caption=LOAD_CAPTION,
+        expand=True,
+    )
     for col in ("cluster", "namespace", "bundle", "msg/s", "MiB/s", "topics", "load"):
         hot.add_column(col)
     for load, ratio in over:
@@ -76,7 +85,12 @@ def render_live(live: LiveState, *, mode: str, elapsed_s: float, duration_s: flo
                      o.reason, o.detail)
     if not outcomes:
         acts.add_row("-", "", "", "waiting for 3 windows over the limit", "", "")
-    return Group(Panel(stream, title="pulsar-balancer", subtitle="Ctrl-C stops"), hot, acts)
+    return Group(
+        Text(INTRO, style="dim"),
+        Panel(stream, title="pulsar-balancer", subtitle="Ctrl-C stops"),
+        hot,
+        acts,
+    )
 
 
 @dataclass
@@ -146,13 +160,21 @@ def render_summary(summary: RunSummary) -> Group:
 
     offloads = Table(title="Offloads triggered (old ledgers moved to tiered storage)",
                      expand=True)
-    for col in ("cluster", "topic", "detail"):
+    for col in ("cluster", "topic", "stored when decided", "limit", "moved to tiered storage"):
         offloads.add_column(col)
     for o in summary.offloads:
-        offloads.add_row(o["cluster"], o["topic"], o["detail"])
+        offloads.add_row(
+            o["cluster"],
+            o["topic"],
+            format_size(o.get("storage_size_bytes", 0)),
+            format_size(o.get("threshold_bytes", 0)),
+            format_size(o.get("bytes_offloaded", 0)),
+        )
     if not summary.offloads:
-        offloads.add_row("-", "none", "")
-    return Group(Panel(head, title="pulsar-balancer: summary"), bundles, splits, offloads)
+        offloads.add_row("-", "none", "", "", "")
+
+    return Group(Panel(head, title="pulsar-balancer: summary"), Text(INTRO, style="dim"),
+                 bundles, splits, offloads)
 
 
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:

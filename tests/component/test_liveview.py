@@ -1,0 +1,63 @@
+"""What `pulsar-balancer run` shows: the live view and the end-of-run summary."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+
+from balancer.app import LiveState
+from balancer.bundles import BundleRange
+from balancer.controller.apply import Outcome
+from balancer.controller.stats import ActionResult
+from balancer.decisions import DecisionKind
+from balancer.liveview import RunSummary, render_live, render_summary
+from balancer.load import BundleLoad
+
+
+def text_of(renderable: object) -> str:
+    console = Console(width=140, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_live_view_shows_overloaded_bundles_and_decisions() -> None:
+    live = LiveState()
+    live.batches, live.events_consumed = 7, 4200
+    live.events_rejected.update({"bad_json": 3})
+    hot = BundleLoad("east", "acme/orders", BundleRange(0, 0x40000000), 0,
+                     msg_rate_in=20_000, msg_rate_out=19_000, topic_count=54)
+    live.over_threshold = [(hot, 1.3)]
+    live.outcomes.append(Outcome("split-1", DecisionKind.SPLIT, "east", "acme/orders",
+                                 ActionResult.APPLIED, "MsgRate", "split into 3 bundles", 0.1))
+    text = text_of(render_live(live, mode="apply", elapsed_s=30, duration_s=180))
+    assert "0x00000000_0x40000000" in text and "130 %" in text and "39,000" in text
+    assert "split into 3 bundles" in text and "applied" in text
+    assert "4,200" in text and "30 s of 180 s" in text
+    assert "one broker serves" in text  # the explanation for newcomers
+
+
+def test_summary_lists_splits_with_boundaries_and_offloads_in_readable_sizes() -> None:
+    summary = RunSummary(
+        bundles_before={"acme/orders": 4},
+        bundles_after={"acme/orders": 6},
+        splits=[{"cluster": "east", "namespace": "acme/orders",
+                 "bundle": "0x00000000_0x40000000",
+                 "boundaries": ["0x1449156f", "0x15bea2e0"], "children": 3}],
+        offloads=[{"cluster": "east", "topic": "persistent://acme/audit/log",
+                   "storage_size_bytes": 12 * 1024**3, "threshold_bytes": 10 * 1024**3,
+                   "bytes_offloaded": 2 * 1024**3, "detail": "offload up to ledger 7"}],
+        events_processed=1000,
+        events_rejected=2,
+        events_rejected_by_reason={"bad_json": 2},
+    )
+    text = text_of(render_summary(summary))
+    assert "0x1449156f 0x15bea2e0" in text
+    assert "12.0 GiB" in text and "10.0 GiB" in text and "2.0 GiB" in text
+    assert "bad_json: 2" in text
+    data = json.loads(json.dumps(summary.to_dict()))
+    for key in ("bundles_before", "bundles_after", "splits", "offloads",
+                "events_processed", "events_rejected"):
+        assert key in data
+    assert data["bundles_after"] == {"acme/orders": 6}
