@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from balancer.bundles import NamespaceBundles
 from balancer.load import BundleLoad, TopicLoad
 from streaming.bundles import SeenTopics, TopicWindow, newest_window, roll_up_window
 from streaming.deadletters import DeadLetter, DeadLetterSink
@@ -174,9 +175,15 @@ class BatchProcessor:
         if not window_end:
             return [], []
         newest = [w for w in closed if w.window_end_ms == window_end]
-        keys = {(w.cluster, w.namespace) for w in newest}
-        layouts = {k: self.layouts.layout(*k) for k in keys}
-        known = {k: self.layouts.known_topics(*k) for k in keys}
+        layouts: dict[tuple[str, str], NamespaceBundles] = {}
+        known: dict[tuple[str, str], int | None] = {}
+        for key in sorted({(w.cluster, w.namespace) for w in newest}):
+            try:
+                layouts[key] = self.layouts.layout(*key)
+                known[key] = self.layouts.known_topics(*key)
+            except Exception as exc:  # the admin API may be down: report the others
+                log.warning("no bundle layout for %s/%s, skipped: %s", *key, exc)
+        newest = [w for w in newest if (w.cluster, w.namespace) in layouts]
         rolled = roll_up_window(
             newest, window_end_ms=window_end, layouts=layouts, seen=self.seen, namespace_known=known
         )

@@ -114,3 +114,20 @@ def test_a_batch_without_closed_windows_reports_counts_only() -> None:
     report = proc.report(3, [], observations(watermark_ms=0, late_watermark_ms=0), 0.0)
     assert (report.window_end_ms, report.bundles, report.events_late) == (0, (), 0)
     assert report.watermark_delay_s == 0.0 and report.events_consumed == 10
+
+
+class FlakyLayouts(StaticLayouts):
+    def layout(self, cluster: str, namespace: str) -> NamespaceBundles:
+        if namespace == "t/down":
+            raise ConnectionError("admin API unreachable")
+        return super().layout(cluster, namespace)
+
+
+def test_a_namespace_without_a_layout_is_skipped_not_fatal() -> None:
+    handler = RecordingHandler()
+    proc = processor(handler, RecordingSink())
+    proc.layouts = FlakyLayouts()
+    down = TopicWindow("c1", "t/down", END, tw("z").load)
+    report = proc.report(5, [tw("a"), down], observations(), 0.0)
+    assert {b.namespace for b in report.bundles} == {NS}
+    assert report.events_consumed == 10
