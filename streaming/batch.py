@@ -62,12 +62,33 @@ class BatchObservations:
 
 @dataclass(frozen=True, slots=True)
 class ClosedWindows:
-    """Columns of the window stage's output for one batch (from Arrow)."""
+    """The newest closed window's per-topic rows of one batch, and how many windows closed."""
 
     windows: tuple[TopicWindow, ...]
+    count: int
+    # (cluster, namespace, topic, position, newest window end ms) of every topic that closed
+    # any window in the batch, for the known-topics bookkeeping.
+    seen: tuple[tuple[str, str, str, int, int], ...] = ()
 
     @classmethod
     def from_arrow(cls, table: Any) -> ClosedWindows:
+        """Only the newest window is reported: older ones closed in the same batch are
+        superseded, so they are dropped in Arrow before any Python object is built."""
+        import pyarrow.compute as pc
+
+        if table.num_rows == 0:
+            return cls((), 0)
+        ends = table.column("window_end")
+        count = int(pc.count_distinct(ends).as_py())
+        keys = ["cluster", "namespace", "topic", "position"]
+        per_topic = table.group_by(keys).aggregate([("window_end", "max")]).to_pydict()
+        seen = tuple(
+            (c, ns, t, int(p), int(e.timestamp() * 1000))
+            for c, ns, t, p, e in zip(
+                *(per_topic[k] for k in (*keys, "window_end_max")), strict=True
+            )
+        )
+        table = table.filter(pc.equal(ends, pc.max(ends)))
         data = table.to_pydict()
         out = []
         for i in range(table.num_rows):
@@ -94,7 +115,7 @@ class ClosedWindows:
                     samples=int(data["samples"][i]),
                 )
             )
-        return cls(tuple(out))
+        return cls(tuple(out), count, seen)
 
 
 class BatchProcessor:
@@ -123,8 +144,11 @@ class BatchProcessor:
         started = time.monotonic()
         table = batch_df.toArrow()
         observed = BatchObservations.of_query(self.query)
-        closed = ClosedWindows.from_arrow(table).windows
-        report = self.report(batch_id, closed, observed, started)
+        closed = ClosedWindows.from_arrow(table)
+        self.seen.observe_rows(closed.seen)
+        report = self.report(
+            batch_id, closed.windows, observed, started, windows_closed=closed.count
+        )
         self.handler.handle(report)
 
     def report(
@@ -133,6 +157,8 @@ class BatchProcessor:
         closed: Sequence[TopicWindow],
         observed: BatchObservations,
         started: float,
+        *,
+        windows_closed: int | None = None,
     ) -> BatchReport:
         self.dead_letters.write(batch_id, observed.dead_letters)
         rejected: Counter[str] = Counter()
@@ -165,7 +191,9 @@ class BatchProcessor:
             watermark_delay_s=max(0.0, delay_s),
             duration_s=time.monotonic() - started,
             watermark_ms=observed.watermark_ms,
-            windows_closed=len({w.window_end_ms for w in closed}),
+            windows_closed=(
+                len({w.window_end_ms for w in closed}) if windows_closed is None else windows_closed
+            ),
             dead_letters=len(observed.dead_letters),
         )
 

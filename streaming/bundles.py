@@ -46,6 +46,14 @@ class SeenTopics:
             if previous is None or previous[1] < w.window_end_ms:
                 topics[w.load.topic] = (w.load.position, w.window_end_ms)
 
+    def observe_rows(self, rows: Iterable[tuple[str, str, str, int, int]]) -> None:
+        """(cluster, namespace, topic, position, window end ms) per topic seen."""
+        for cluster, namespace, topic, position, end_ms in rows:
+            topics = self._seen[(cluster, namespace)]
+            previous = topics.get(topic)
+            if previous is None or previous[1] < end_ms:
+                topics[topic] = (position, end_ms)
+
     def expire(self, now_ms: int) -> None:
         for key in list(self._seen):
             alive = {t: v for t, v in self._seen[key].items() if v[1] > now_ms - self.ttl_ms}

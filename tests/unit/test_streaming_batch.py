@@ -131,3 +131,34 @@ def test_a_namespace_without_a_layout_is_skipped_not_fatal() -> None:
     report = proc.report(5, [tw("a"), down], observations(), 0.0)
     assert {b.namespace for b in report.bundles} == {NS}
     assert report.events_consumed == 10
+
+
+def test_closed_windows_keep_the_newest_window_and_remember_every_topic() -> None:
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+
+    from streaming.batch import ClosedWindows
+    from streaming.windows import WINDOW_COLUMNS
+
+    def ts(ms: int) -> datetime:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+    rows = []
+    for topic, end in (("a", END), ("b", END - 60_000), ("a", END - 60_000)):
+        name = f"persistent://{NS}/{topic}"
+        values: dict[str, object] = dict.fromkeys(WINDOW_COLUMNS, 1)
+        values.update(
+            window_start=ts(end - 300_000), window_end=ts(end), cluster="c1", namespace=NS,
+            topic=name, position=hash_position(name), msg_rate_in=2.5,
+        )  # fmt: skip
+        rows.append(values)
+    closed = ClosedWindows.from_arrow(pa.Table.from_pylist(rows))
+    assert closed.count == 2
+    assert [(w.load.topic, w.window_end_ms, w.load.msg_rate_in) for w in closed.windows] == [
+        (f"persistent://{NS}/a", END, 2.5)
+    ]
+    assert {(t, end) for _, _, t, _, end in closed.seen} == {
+        (f"persistent://{NS}/a", END),
+        (f"persistent://{NS}/b", END - 60_000),
+    }
