@@ -217,6 +217,8 @@ class BalancerApp:
             state_store=spark.state_store,
             security=stream_security(self.config),
             loopback=self.loopback,
+            # Progress bars would garble the live view and the logs.
+            extra_spark_conf=(("spark.ui.showConsoleProgress", "false"),),
         )
 
     # -- lifecycle ------------------------------------------------------------------
@@ -245,6 +247,7 @@ class BalancerApp:
         log.info("metrics on %s/metrics", self.health.url)
         self.collector = self._start_collector()
         self.spark = build_spark(settings)
+        self.spark.sparkContext.setLogLevel("ERROR")
         self._dead_letters = dead_letter_sink(settings)
         self.query = start_stream(
             self.spark, settings, self.handler, self.layouts, dead_letters=self._dead_letters

@@ -60,7 +60,7 @@ def render_live(live: LiveState, *, mode: str, elapsed_s: float, duration_s: flo
         caption=LOAD_CAPTION,
         expand=True,
     )
-    for col in ("cluster", "namespace", "bundle", "msg/s", "MiB/s", "topics", "load"):
+    for col in ("cluster", "namespace", "bundle", "msg/s", "MiB/s", "topics", "load", "note"):
         hot.add_column(col)
     for load, ratio in over:
         hot.add_row(
@@ -71,9 +71,10 @@ def render_live(live: LiveState, *, mode: str, elapsed_s: float, duration_s: flo
             f"{load.throughput_bytes / 1048576:,.1f}",
             str(load.topic_count),
             _pct(ratio),
+            "one topic alone is over: no split can help" if load.topic_count == 1 else "",
         )
     if not over:
-        hot.add_row("-", "none", "", "", "", "", "")
+        hot.add_row("-", "none", "", "", "", "", "", "")
 
     acts = Table(title="Latest decisions", expand=True)
     for col in ("kind", "cluster", "namespace", "result", "why", "detail"):
@@ -160,15 +161,20 @@ def render_summary(summary: RunSummary) -> Group:
 
     offloads = Table(title="Offloads triggered (old ledgers moved to tiered storage)",
                      expand=True)
-    for col in ("cluster", "topic", "stored when decided", "limit", "moved to tiered storage"):
+    for col in ("cluster", "topic", "offloads", "limit kept in BookKeeper",
+                "moved to tiered storage"):
         offloads.add_column(col)
+    # A growing topic is offloaded again each time more ledgers pass the limit: one row each.
+    per_topic: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for o in summary.offloads:
+        per_topic.setdefault((o["cluster"], o["topic"]), []).append(o)
+    for (cluster, topic), items in sorted(per_topic.items()):
         offloads.add_row(
-            o["cluster"],
-            o["topic"],
-            format_size(o.get("storage_size_bytes", 0)),
-            format_size(o.get("threshold_bytes", 0)),
-            format_size(o.get("bytes_offloaded", 0)),
+            cluster,
+            topic,
+            str(len(items)),
+            format_size(items[-1].get("threshold_bytes", 0)),
+            format_size(sum(o.get("bytes_offloaded", 0) for o in items)),
         )
     if not summary.offloads:
         offloads.add_row("-", "none", "", "", "")

@@ -28,7 +28,9 @@ def test_live_view_shows_overloaded_bundles_and_decisions() -> None:
     live.events_rejected.update({"bad_json": 3})
     hot = BundleLoad("east", "acme/orders", BundleRange(0, 0x40000000), 0,
                      msg_rate_in=20_000, msg_rate_out=19_000, topic_count=54)
-    live.over_threshold = [(hot, 1.3)]
+    lone = BundleLoad("west", "acme/pay", BundleRange(0x40000000, 0x80000000), 0,
+                      msg_rate_in=21_000, msg_rate_out=21_000, topic_count=1)
+    live.over_threshold = [(hot, 1.3), (lone, 1.4)]
     live.outcomes.append(Outcome("split-1", DecisionKind.SPLIT, "east", "acme/orders",
                                  ActionResult.APPLIED, "MsgRate", "split into 3 bundles", 0.1))
     text = text_of(render_live(live, mode="apply", elapsed_s=30, duration_s=180))
@@ -36,6 +38,7 @@ def test_live_view_shows_overloaded_bundles_and_decisions() -> None:
     assert "split into 3 bundles" in text and "applied" in text
     assert "4,200" in text and "30 s of 180 s" in text
     assert "one broker serves" in text  # the explanation for newcomers
+    assert text.count("no split can help") == 1  # only the single-topic bundle
 
 
 def test_summary_lists_splits_with_boundaries_and_offloads_in_readable_sizes() -> None:
@@ -47,14 +50,17 @@ def test_summary_lists_splits_with_boundaries_and_offloads_in_readable_sizes() -
                  "boundaries": ["0x1449156f", "0x15bea2e0"], "children": 3}],
         offloads=[{"cluster": "east", "topic": "persistent://acme/audit/log",
                    "storage_size_bytes": 12 * 1024**3, "threshold_bytes": 10 * 1024**3,
-                   "bytes_offloaded": 2 * 1024**3, "detail": "offload up to ledger 7"}],
+                   "bytes_offloaded": 1024**3, "detail": f"offload up to ledger {n}"}
+                  for n in (7, 9)],
         events_processed=1000,
         events_rejected=2,
         events_rejected_by_reason={"bad_json": 2},
     )
     text = text_of(render_summary(summary))
     assert "0x1449156f 0x15bea2e0" in text
-    assert "12.0 GiB" in text and "10.0 GiB" in text and "2.0 GiB" in text
+    # Two offloads of one topic: one row, both counted, the bytes added up.
+    row = next(line for line in text.splitlines() if "acme/audit/log" in line)
+    assert " 2 " in row and "10.0 GiB" in row and "2.0 GiB" in row
     assert "bad_json: 2" in text
     data = json.loads(json.dumps(summary.to_dict()))
     for key in ("bundles_before", "bundles_after", "splits", "offloads",
