@@ -111,8 +111,9 @@ def topic_windows(
 
     `parsed` is the source's output (all row kinds); only events are aggregated. Append
     mode: a window's rows come out once, all together, when the watermark passes its end.
-    The newest sample is the max of one struct led by the event time (ties: larger values),
-    so one aggregate gives every "latest" column and the result does not depend on row order.
+    The newest sample's values come from `max_by(column, event_time)`: primitive buffers keep
+    Spark on hash aggregation (a struct max would fall back to sort aggregation). Two samples
+    of one topic with the same millisecond are a tie resolved by arrival order.
     `repartition_by_bucket` shuffles the events by PIP-157 bucket before the partial
     aggregation (costs a shuffle of every event; see docs/pipeline.md).
     """
@@ -121,12 +122,15 @@ def topic_windows(
         events = events.repartition(partitions, "bucket")
     events = events.withWatermark("event_time", f"{spec.watermark_s} seconds")
     window = F.window("event_time", f"{spec.window_s} seconds", f"{spec.slide_s} seconds")
-    latest = F.max(F.struct("event_time", *LATEST_COLUMNS)).alias("latest")
     return (
         events.groupBy(
             window.alias("window"), "bucket", "cluster", "namespace", "topic", "position"
         )
-        .agg(*(F.sum(c).alias(c) for c in RATE_COLUMNS), latest, F.count(F.lit(1)).alias("samples"))
+        .agg(
+            *(F.sum(c).alias(c) for c in RATE_COLUMNS),
+            *(F.max_by(c, "event_time").alias(c) for c in LATEST_COLUMNS),
+            F.count(F.lit(1)).alias("samples"),
+        )
         .select(
             F.col("window.start").alias("window_start"),
             F.col("window.end").alias("window_end"),
@@ -136,7 +140,7 @@ def topic_windows(
             "topic",
             "position",
             *((F.col(c) / F.col("samples")).alias(c) for c in RATE_COLUMNS),
-            *(F.col(f"latest.{c}").alias(c) for c in LATEST_COLUMNS),
+            *LATEST_COLUMNS,
             "samples",
         )
     )

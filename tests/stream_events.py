@@ -2,8 +2,8 @@
 
 `expected_windows` computes per (cluster, topic, window end) what the job must output,
 written independently of `streaming.windows`: rates averaged, sizes and counts taken from
-the newest sample (ties broken by the larger value), over windows `[start, start + window)`
-with starts on multiples of the slide.
+the newest sample (the test data has no two samples of a topic in one millisecond), over
+windows `[start, start + window)` with starts on multiples of the slide.
 """
 
 from __future__ import annotations
