@@ -48,9 +48,11 @@ class StreamSettings:
     dead_letter_dir: str | None = None  # when set, dead letters go to files instead
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_offsets_per_trigger: int | None = None
-    window_s: int = 300
+    # The same defaults as balancer.config.SparkConfig: two 60 s stats samples per window,
+    # one window closing per minute (a single sample can never fill the hysteresis).
+    window_s: int = 120
     slide_s: int = 60
-    watermark_s: int = 120
+    watermark_s: int = 60
     trigger_interval_s: float = 30.0
     spark_master: str = "local[*]"
     use_native_kafka: bool = False  # Spark's `kafka` format (needs the connector jar)
