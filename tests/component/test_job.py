@@ -110,6 +110,10 @@ def scenario(kafka: Broker, spark: Any, tmp_path_factory: pytest.TempPathFactory
         checkpoint_dir=str(work / "checkpoint"),
         spark_master="local[2]",
         shuffle_partitions=2,
+        # The expected values below are computed with these windows, not the defaults.
+        window_s=WINDOW_MS // 1000,
+        slide_s=SLIDE_MS // 1000,
+        watermark_s=WATERMARK_MS // 1000,
     )
     layouts = StaticLayouts()
     reports_path = work / "reports.jsonl"

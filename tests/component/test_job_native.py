@@ -41,6 +41,10 @@ def _run(kafka: Broker, spark: Any, work: Path, **settings: Any) -> dict[int, di
         dead_letter_dir=str(work / "dead"),
         spark_master="local[2]",
         shuffle_partitions=2,
+        # expected_windows below is computed for these windows, not the defaults.
+        window_s=300,
+        slide_s=60,
+        watermark_s=120,
         **settings,
     )
     handler = JsonlReportHandler(work / "reports.jsonl", topics_for_all=True)
