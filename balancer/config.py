@@ -15,7 +15,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, Self
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from balancer.detect import DetectionSettings
@@ -32,6 +31,7 @@ from balancer.thresholds import (
     PolicyOverride,
     Thresholds,
 )
+from balancer.yamlfile import read_yaml
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MASK = "***"
@@ -416,13 +416,5 @@ def format_errors(exc: ValidationError) -> str:
 
 def load_config(path: Path | str) -> BalancerConfig:
     """Read and validate a YAML config file; raise ConfigError naming every bad key."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    data = read_yaml(path, ConfigError, "the config file")
     return BalancerConfig.from_mapping(data, source=str(path))

@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from balancer.yamlfile import read_yaml
 
 SplitAlgorithmName = Literal[
     "range_equally_divide",
@@ -211,13 +212,5 @@ def parse_scenario(data: Any, *, source: str = "<scenario>") -> Scenario:
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario YAML file."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{p}: cannot read scenario file: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{p}: not valid YAML: {exc}") from None
-    return parse_scenario(data, source=str(p))
+    data = read_yaml(path, ScenarioError, "scenario file")
+    return parse_scenario(data, source=str(path))
