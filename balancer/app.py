@@ -57,6 +57,7 @@ class LiveState:
     bundles_reporting: int = 0
     outcomes: deque[Outcome] = field(default_factory=lambda: deque(maxlen=200))
     handler_errors: int = 0
+    kafka_seen_at_s: float | None = None  # monotonic time of the last batch that read Kafka
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -120,6 +121,8 @@ class AppHandler:
             self.live.events_late += report.events_late
             self.live.last_batch_duration_s = report.duration_s
             self.live.kafka_lag = sum(report.kafka_lag.values())
+            if report.kafka_lag:  # the source fetched high-water marks: Kafka answered
+                self.live.kafka_seen_at_s = time.monotonic()
             if report.window_end_ms:
                 self.live.last_window_end_ms = report.window_end_ms
                 self.live.bundles_reporting = len(report.bundles)
@@ -187,6 +190,7 @@ class BalancerApp:
         self.query: Any = None
         self._cluster_ok: dict[str, bool] = {}
         self._stopped = threading.Event()
+        self._max_batch_age_s = max(120.0, 4.0 * config.spark.trigger_interval_s)
 
     # -- wiring helpers -------------------------------------------------------------
     def _on_request(self, record: RequestRecord) -> None:
@@ -239,7 +243,7 @@ class BalancerApp:
                 kafka_reachable=self.kafka_reachable,
                 clusters_reachable=lambda: list(self._cluster_ok.values()),
                 last_batch_age_s=self.metrics.last_batch_age_s,
-                max_batch_age_s=max(120.0, 4 * self.config.spark.trigger_interval_s),
+                max_batch_age_s=self._max_batch_age_s,
             ),
             host=self.config.metrics.bind_address,
             port=self.config.metrics.port,
@@ -306,8 +310,11 @@ class BalancerApp:
         return self.query is not None and bool(self.query.isActive)
 
     def kafka_reachable(self) -> bool:
-        sink = self._collector_sink
-        return sink is not None and bool(sink.producer.bootstrap_connected())
+        # kafka-python's bootstrap_connected() is False once metadata is loaded, even while
+        # producing works; the stream reading Kafka's high-water marks is the evidence.
+        with self.live.lock:
+            seen = self.live.kafka_seen_at_s
+        return seen is not None and time.monotonic() - seen <= self._max_batch_age_s
 
     def stream_error(self) -> str | None:
         if self.query is None or self.query.isActive:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
@@ -107,6 +108,7 @@ class Run:
     exit_code: int
     dashboard_problems: list[QueryProblem]
     rule_health: dict[str, str]
+    probes: dict[str, int]
 
 
 def metrics_target(process: BalancerProcess) -> str:
@@ -114,6 +116,14 @@ def metrics_target(process: BalancerProcess) -> str:
     found = re.search(r"metrics: http://(127\.0\.0\.1:\d+)/metrics", process.text())
     assert found, process.text()[-2000:]
     return found.group(1)
+
+
+def http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
 
 
 def rule_health(prometheus: PrometheusServer) -> dict[str, str]:
@@ -169,12 +179,14 @@ def applied_run(kafka: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iter
             prometheus.wait_for_scrapes(samples=10, timeout_s=60)
             problems = check_dashboards(prometheus)
             health = rule_health(prometheus)
+            probes = {path: http_status(f"http://{metrics_target(process)}{path}")
+                      for path in ("/healthz", "/readyz")}
         finally:
             if prometheus is not None:
                 prometheus.stop()
             code = process.stop()
         yield Run(sim, process, tmp, process.read_summary(),
-                  Counter(reason for _, reason in messages), code, problems, health)
+                  Counter(reason for _, reason in messages), code, problems, health, probes)
     finally:
         sim.stop()
 
@@ -262,6 +274,11 @@ def test_malformed_events_are_rejected_with_reasons_and_the_run_continues(
     assert applied_run.summary["events_rejected"] == sum(applied_run.injected.values())
     # Half were injected after the first split: the run went on to split and offload.
     assert applied_run.summary["splits"] and applied_run.summary["offloads"]
+
+
+def test_liveness_and_readiness_probes_pass_while_running(applied_run: Run) -> None:
+    # What Kubernetes asks: alive, and ready (stream up, recent batch, Kafka, a cluster).
+    assert applied_run.probes == {"/healthz": 200, "/readyz": 200}
 
 
 def test_every_dashboard_panel_has_data_from_a_real_run(applied_run: Run) -> None:
