@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from balancer.buckets import topic_bucket
 from balancer.events import Rejection, RejectReason, parse_message
-from balancer.hashing import hash_position
+from streaming.fastparse import TopicInfo, TopicInfoCache, decode_fast
 from streaming.schema import PARSED_ARROW_SCHEMA, RowKind
 
 # A dead letter keeps at most this many bytes of the original message, so that a huge
@@ -96,49 +96,83 @@ def _to_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=PARSED_ARROW_SCHEMA)
 
 
-class RecordParser:
-    """Parses records into Arrow batches; caches each topic's namespace, position and bucket."""
+# One cache per Python worker process: workers are reused across micro-batches.
+_TOPICS = TopicInfoCache()
 
-    def __init__(self, *, num_buckets: int, summary: ReadSummary) -> None:
+_EVENT_FIELDS = (
+    "msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut", "storageSize",
+    "backlogSize", "offloadedStorageSize", "producerCount", "consumerCount",
+)  # fmt: skip
+_EVENT_COLUMNS = (
+    "msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out", "storage_size",
+    "backlog_size", "offloaded_storage_size", "producer_count", "consumer_count",
+)  # fmt: skip
+
+
+class RecordParser:
+    """Parses records into Arrow batches.
+
+    Well-formed messages take the fast path (`streaming.fastparse.decode_fast`); any other
+    message is judged by `balancer.events.parse_message`, which gives the exact reason.
+    Accepted events are kept as objects until `flush` builds the columns in one go.
+    """
+
+    def __init__(
+        self, *, num_buckets: int, summary: ReadSummary, topics: TopicInfoCache | None = None
+    ) -> None:
         self.num_buckets = num_buckets
         self.summary = summary
-        self._topics: dict[str, tuple[str, int, int]] = {}
-        self._rows: list[tuple[Any, ...]] = []
+        self._topics_cache = _TOPICS if topics is None else topics
+        # Accepted events (FastEvent or TopicStatsEvent: the same field names), their topic
+        # info and Kafka coordinates, in arrival order.
+        self._events: list[Any] = []
+        self._infos: list[TopicInfo] = []
+        self._partitions: list[int] = []
+        self._offsets: list[int] = []
+        self._rejects: list[tuple[Any, ...]] = []
 
     def __len__(self) -> int:
-        return len(self._rows)
-
-    def _topic_info(self, topic: str) -> tuple[str, int, int]:
-        info = self._topics.get(topic)
-        if info is None:
-            namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
-            info = (namespace, hash_position(topic), topic_bucket(topic, self.num_buckets))
-            self._topics[topic] = info
-        return info
+        return len(self._events) + len(self._rejects)
 
     def add(self, value: bytes | None, partition: int, offset: int) -> None:
         """Parse one Kafka record value (a single event or a `{"events": [...]}` envelope)."""
-        summary = self.summary
-        summary.messages += 1
+        self.summary.messages += 1
         raw = b"" if value is None else value
+        fast = decode_fast(raw)
+        if fast is not None and self._accept_all(fast, partition, offset):
+            return
+        self._add_slow(raw, partition, offset)
+
+    def _accept_all(self, events: list[Any], partition: int, offset: int) -> bool:
+        """Keep `events` if every topic name is valid (else the slow path judges them)."""
+        get = self._topics_cache.get
+        infos = [get(e.topic, self.num_buckets) for e in events]
+        if None in infos:
+            return False
+        self._keep(events, infos, partition, offset)  # type: ignore[arg-type]
+        return True
+
+    def _keep(
+        self, events: list[Any], infos: list[TopicInfo], partition: int, offset: int
+    ) -> None:
+        n = len(events)
+        self._events.extend(events)
+        self._infos.extend(infos)
+        self._partitions.extend([partition] * n)
+        self._offsets.extend([offset] * n)
+        self.summary.events += n
+
+    def _add_slow(self, raw: bytes, partition: int, offset: int) -> None:
         results = parse_message(raw)
         many = len(results) > 1
-        append = self._rows.append
         for index, e in enumerate(results):
             if isinstance(e, Rejection):
                 self._reject(raw, e, partition, offset, index if many else None)
                 continue
-            namespace, position, bucket = self._topic_info(e.topic)
-            append(
-                (
-                    RowKind.EVENT.value, e.cluster, namespace, e.topic, position, bucket,
-                    e.timestamp_ms * 1000, e.msgRateIn, e.msgRateOut, e.msgThroughputIn,
-                    e.msgThroughputOut, e.storageSize, e.backlogSize, e.offloadedStorageSize,
-                    e.producerCount, e.consumerCount, partition, offset, None, None, None, None,
-                )
-            )  # fmt: skip
-            summary.events += 1
-            summary.event_times[e.timestamp_ms] += 1
+            info = self._topics_cache.get(e.topic, self.num_buckets)
+            if info is None:  # cannot happen: parse_message normalised the name
+                raise AssertionError(f"validated topic {e.topic!r} has no topic info")
+            self._keep([e], [info], partition, offset)
 
     def _reject(
         self, raw: bytes, rejection: Rejection, partition: int, offset: int, index: int | None
@@ -147,7 +181,7 @@ class RecordParser:
         kept = raw[:MAX_DEAD_LETTER_RAW_BYTES]
         if len(kept) < len(raw):
             detail += f" (raw bytes truncated to {len(kept)} of {len(raw)})"
-        self._rows.append(
+        self._rejects.append(
             _other_row(
                 RowKind.REJECT, partition, offset, reason=str(rejection.reason), detail=detail,
                 raw=kept,
@@ -156,10 +190,40 @@ class RecordParser:
         self.summary.rejected[str(rejection.reason)] += 1
 
     def flush(self) -> pa.RecordBatch:
-        """The rows parsed since the last flush."""
-        batch = _to_batch(self._rows)
-        self._rows = []
-        return batch
+        """The rows parsed since the last flush: the events, then the rejects."""
+        events = self._event_batch()
+        rejects = _to_batch(self._rejects)
+        self._events, self._infos, self._partitions, self._offsets = [], [], [], []
+        self._rejects = []
+        if rejects.num_rows == 0:
+            return events
+        if events.num_rows == 0:
+            return rejects
+        return pa.concat_batches([events, rejects])
+
+    def _event_batch(self) -> pa.RecordBatch:
+        events, infos, n = self._events, self._infos, len(self._events)
+        self._topics_cache.fill_buckets()
+        timestamps_ms = [e.timestamp_ms for e in events]
+        self.summary.event_times.update(timestamps_ms)
+        columns: dict[str, Any] = {
+            "kind": np.full(n, int(RowKind.EVENT), dtype=np.int32),
+            "cluster": [e.cluster for e in events],
+            "namespace": [i.namespace for i in infos],
+            "topic": [i.full for i in infos],
+            "position": [i.position for i in infos],
+            "bucket": [i.bucket for i in infos],
+            "event_time": np.asarray(timestamps_ms, dtype=np.int64) * 1000,
+            "kafka_partition": self._partitions,
+            "kafka_offset": self._offsets,
+        }
+        for name, column in zip(_EVENT_FIELDS, _EVENT_COLUMNS, strict=True):
+            columns[column] = [getattr(e, name) for e in events]
+        arrays = [
+            pa.array(columns[f.name], type=f.type) if f.name in columns else pa.nulls(n, f.type)
+            for f in PARSED_ARROW_SCHEMA
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=PARSED_ARROW_SCHEMA)
 
     def summary_batch(self) -> pa.RecordBatch:
         """A one-row batch carrying the task's `ReadSummary`."""

@@ -82,8 +82,10 @@ def test_an_envelope_gives_a_row_per_event_and_names_the_bad_one() -> None:
     bad = {**GOOD, "msgRateOut": -1}
     value = json.dumps({"events": [GOOD, bad, event("t/ns/b", BASE_MS)]}).encode()
     rows, summary = parse([value])
-    assert [r["kind"] for r in rows] == [RowKind.EVENT, RowKind.REJECT, RowKind.EVENT]
-    assert rows[1]["detail"].startswith("event 1:") and rows[1]["raw"] == value
+    # Events keep their order; rejects follow the events of the same flush.
+    assert [r["kind"] for r in rows] == [RowKind.EVENT, RowKind.EVENT, RowKind.REJECT]
+    assert [r["topic"] for r in rows[:2]] == ["persistent://t/ns/a", "persistent://t/ns/b"]
+    assert rows[2]["detail"].startswith("event 1:") and rows[2]["raw"] == value
     assert (summary.messages, summary.events, summary.consumed) == (1, 2, 3)
 
 

@@ -1,0 +1,202 @@
+"""The hot path of event parsing: typed decoding of well-formed messages, exact by construction.
+
+`balancer.events.parse_message` is the one definition of a valid event; it builds a Python
+dict per event and checks it field by field (~30-40 us an event). Nearly every message in a
+healthy stream is well-formed, so the read tasks first try `decode_fast`: msgspec decodes
+the message straight into typed structs whose constraints are *at least as strict* as
+`validate_event` (strict types, no unknown fields, bounds on every number). When msgspec
+accepts a message, `validate_event` accepts it with the same values; whenever msgspec
+refuses (a count written as `5.0`, a bad event inside an envelope, NaN, garbage...), the
+caller falls back to `parse_message`, which gives the exact verdict and reason. A shared
+test table and property tests keep the two in agreement (tests/unit/test_fastparse.py).
+
+Topic names go through the same rule: `TopicInfoCache` accepts a name on the fast path only
+in its canonical full form (`persistent://tenant/ns/local`, what collectors send); anything
+else is normalised by `balancer.topics.parse_topic`. The PIP-157 bucket of the names first
+seen in a batch is computed vectorised (`java_hash_codes`), since per-character Python
+loops would cost more than everything else together when millions of topics report.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import zlib
+from collections.abc import Sequence
+from typing import Annotated, Final
+
+import msgspec
+import numpy as np
+
+from balancer.events import (
+    MAX_MESSAGE_BYTES,
+    MAX_TIMESTAMP_MS,
+    MIN_TIMESTAMP_MS,
+)
+from balancer.topics import InvalidTopicName, parse_topic
+
+_MAX_FLOAT: Final = sys.float_info.max
+_MAX_INT64: Final = 2**63 - 1
+
+# The constraints mirror validate_event's checks; anything outside them takes the slow path.
+_Name = Annotated[str, msgspec.Meta(min_length=1)]
+_Rate = Annotated[float, msgspec.Meta(ge=0.0, le=_MAX_FLOAT)]  # finite, non-negative
+_Count = Annotated[int, msgspec.Meta(ge=0, le=_MAX_INT64)]
+_Timestamp = Annotated[int, msgspec.Meta(ge=MIN_TIMESTAMP_MS, lt=MAX_TIMESTAMP_MS)]
+
+
+class FastEvent(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A topic-stats event as msgspec decodes it (`topic` still as sent)."""
+
+    cluster: _Name
+    topic: _Name
+    timestamp_ms: _Timestamp
+    msgRateIn: _Rate
+    msgRateOut: _Rate
+    msgThroughputIn: _Rate
+    msgThroughputOut: _Rate
+    storageSize: _Count
+    backlogSize: _Count
+    offloadedStorageSize: _Count
+    producerCount: _Count
+    consumerCount: _Count
+    broker: str | None = None
+
+
+class _Envelope(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    events: list[FastEvent]
+
+
+_EVENT_DECODER: Final = msgspec.json.Decoder(FastEvent)
+_ENVELOPE_DECODER: Final = msgspec.json.Decoder(_Envelope)
+_ENVELOPE_KEY: Final = b'"events"'
+
+
+def decode_fast(raw: bytes) -> list[FastEvent] | None:
+    """The events of a well-formed message, or None: then ask `parse_message`.
+
+    Never raises. A message is either a single event or `{"events": [...]}`; the cheap guess
+    of which only chooses the decoder tried first.
+    """
+    if len(raw) > MAX_MESSAGE_BYTES:
+        return None
+    envelope_first = _ENVELOPE_KEY in raw[:32]
+    try:
+        if envelope_first:
+            return _ENVELOPE_DECODER.decode(raw).events
+        return [_EVENT_DECODER.decode(raw)]
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    try:
+        if envelope_first:
+            return [_EVENT_DECODER.decode(raw)]
+        return _ENVELOPE_DECODER.decode(raw).events
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+
+# A canonical full name whose parts parse_topic accepts unchanged: domain, tenant and
+# namespace in Pulsar's NamedEntity alphabet, a non-empty local name without "/", no
+# trailing whitespace (parse_topic rejects surrounding whitespace).
+_CANONICAL: Final = re.compile(
+    r"(persistent|non-persistent)://([-=:.\w]+/[-=:.\w]+)/([^/]+)", re.ASCII
+)
+
+
+class TopicInfo:
+    """What the stream needs of a topic: full name, namespace, hash position, bucket."""
+
+    __slots__ = ("bucket", "full", "local_name", "namespace", "position")
+
+    def __init__(self, full: str, namespace: str, local_name: str) -> None:
+        self.full = full
+        self.namespace = namespace
+        self.local_name = local_name
+        self.position = zlib.crc32(full.encode("utf-8")) & 0xFFFFFFFF
+        self.bucket = -1  # filled by TopicInfoCache.fill_buckets
+
+
+def topic_info(name: str) -> TopicInfo | None:
+    """The info of any accepted spelling of a topic name; None when Pulsar would reject it."""
+    match = _CANONICAL.fullmatch(name)
+    if match is not None and not name[-1].isspace():
+        return TopicInfo(name, match.group(2), match.group(3))
+    try:
+        parsed = parse_topic(name)
+    except InvalidTopicName:
+        return None
+    return TopicInfo(parsed.full, parsed.namespace_name, parsed.local_name)
+
+
+class TopicInfoCache:
+    """Topic name as sent -> `TopicInfo`, bounded (cleared whole when full).
+
+    Python workers are reused across micro-batches, so a module-level instance keeps the
+    names of a stable topic population between batches.
+    """
+
+    def __init__(self, *, max_entries: int = 1 << 19) -> None:
+        self.max_entries = max_entries
+        self._infos: dict[str, TopicInfo | None] = {}
+        self._unbucketed: dict[int, list[TopicInfo]] = {}
+
+    def get(self, name: str, num_buckets: int) -> TopicInfo | None:
+        infos = self._infos
+        info = infos.get(name, _MISSING)
+        if info is not _MISSING:
+            return info  # type: ignore[return-value]
+        if len(infos) >= self.max_entries:
+            infos.clear()
+        info = topic_info(name)
+        infos[name] = info
+        if info is not None:
+            self._unbucketed.setdefault(num_buckets, []).append(info)
+        return info
+
+    def fill_buckets(self) -> None:
+        """Compute the buckets of the names first seen since the last call (vectorised)."""
+        for num_buckets, pending in self._unbucketed.items():
+            codes = java_hash_codes([info.local_name for info in pending])
+            buckets = np.abs(codes.astype(np.int64)) % num_buckets
+            for info, bucket in zip(pending, buckets.tolist(), strict=True):
+                info.bucket = bucket
+        self._unbucketed = {}
+
+
+_MISSING: Final = object()
+
+
+def java_hash_codes(texts: Sequence[str]) -> np.ndarray:
+    """Java's `String.hashCode()` of each text (signed 32-bit), computed in one numpy pass.
+
+    h = sum(unit[i] * 31^(n-1-i)) mod 2^32 over the UTF-16 code units; uint32 arithmetic
+    wraps exactly like Java's int.
+    """
+    if not texts:
+        return np.zeros(0, dtype=np.int32)
+    encoded = [text.encode("utf-16-le") for text in texts]
+    lengths = np.fromiter((len(e) // 2 for e in encoded), dtype=np.int64, count=len(encoded))
+    units = np.frombuffer(b"".join(encoded), dtype="<u2").astype(np.uint32)
+    out = np.zeros(len(texts), dtype=np.uint32)
+    if units.size:
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        powers = np.ones(int(lengths.max()), dtype=np.uint32)
+        if powers.size > 1:
+            powers[1:] = 31
+            powers = np.cumprod(powers, dtype=np.uint32)
+        exponents = np.repeat(ends - 1, lengths) - np.arange(units.size, dtype=np.int64)
+        terms = units * powers[exponents]
+        nonempty = lengths > 0
+        out[nonempty] = np.add.reduceat(terms, starts[nonempty], dtype=np.uint32)
+    return out.view(np.int32)
+
+
+__all__ = [
+    "FastEvent",
+    "TopicInfo",
+    "TopicInfoCache",
+    "decode_fast",
+    "java_hash_codes",
+    "topic_info",
+]
