@@ -20,15 +20,19 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from balancer.bundles import NamespaceBundles
 from balancer.load import BundleLoad, TopicLoad
-from streaming.bundles import SeenTopics, TopicWindow, newest_window, roll_up_window
+from streaming.bundles import TopicWindow
 from streaming.deadletters import DeadLetter, DeadLetterSink
 from streaming.handler import BatchHandler, BatchReport, LayoutProvider
 from streaming.parse import ReadSummary
+from streaming.rollup import RATE_COLUMNS, TOPIC_COLUMNS, KnownTopics, NewestWindow, roll_up_newest
 from streaming.windows import WindowSpec, late_events
 
 log = logging.getLogger(__name__)
@@ -60,62 +64,27 @@ class BatchObservations:
         return cls(tuple(summaries), tuple(letters), watermark_ms, late_ms)
 
 
-@dataclass(frozen=True, slots=True)
-class ClosedWindows:
-    """The newest closed window's per-topic rows of one batch, and how many windows closed."""
-
-    windows: tuple[TopicWindow, ...]
-    count: int
-    # (cluster, namespace, topic, position, newest window end ms) of every topic that closed
-    # any window in the batch, for the known-topics bookkeeping.
-    seen: tuple[tuple[str, str, str, int, int], ...] = ()
-
-    @classmethod
-    def from_arrow(cls, table: Any) -> ClosedWindows:
-        """Only the newest window is reported: older ones closed in the same batch are
-        superseded, so they are dropped in Arrow before any Python object is built."""
-        import pyarrow.compute as pc
-
-        if table.num_rows == 0:
-            return cls((), 0)
-        ends = table.column("window_end")
-        count = int(pc.count_distinct(ends).as_py())
-        keys = ["cluster", "namespace", "topic", "position"]
-        per_topic = table.group_by(keys).aggregate([("window_end", "max")]).to_pydict()
-        seen = tuple(
-            (c, ns, t, int(p), int(e.timestamp() * 1000))
-            for c, ns, t, p, e in zip(
-                *(per_topic[k] for k in (*keys, "window_end_max")), strict=True
-            )
+def windows_table(windows: Sequence[TopicWindow]) -> pa.Table:
+    """Closed-window rows as Spark hands them over, from `TopicWindow`s (tests, replays)."""
+    loads = [w.load for w in windows]
+    columns: dict[str, Any] = {
+        "window_end": pa.array(
+            [w.window_end_ms * 1000 for w in windows], pa.timestamp("us", tz="UTC")
+        ),
+        "cluster": pa.array([w.cluster for w in windows], pa.string()),
+        "namespace": pa.array([w.namespace for w in windows], pa.string()),
+        "samples": pa.array([w.samples for w in windows], pa.int64()),
+    }
+    for name in TOPIC_COLUMNS:
+        kind = (
+            pa.string()
+            if name == "topic"
+            else pa.float64()
+            if name in RATE_COLUMNS
+            else pa.int64()
         )
-        table = table.filter(pc.equal(ends, pc.max(ends)))
-        data = table.to_pydict()
-        out = []
-        for i in range(table.num_rows):
-            end = data["window_end"][i]
-            load = TopicLoad(
-                topic=data["topic"][i],
-                position=int(data["position"][i]),
-                msg_rate_in=float(data["msg_rate_in"][i]),
-                msg_rate_out=float(data["msg_rate_out"][i]),
-                msg_throughput_in=float(data["msg_throughput_in"][i]),
-                msg_throughput_out=float(data["msg_throughput_out"][i]),
-                producer_count=int(data["producer_count"][i]),
-                consumer_count=int(data["consumer_count"][i]),
-                storage_size=int(data["storage_size"][i]),
-                backlog_size=int(data["backlog_size"][i]),
-                offloaded_storage_size=int(data["offloaded_storage_size"][i]),
-            )
-            out.append(
-                TopicWindow(
-                    cluster=data["cluster"][i],
-                    namespace=data["namespace"][i],
-                    window_end_ms=int(end.timestamp() * 1000),
-                    load=load,
-                    samples=int(data["samples"][i]),
-                )
-            )
-        return cls(tuple(out), count, seen)
+        columns[name] = pa.array([getattr(t, name) for t in loads], kind)
+    return pa.table(columns)
 
 
 class BatchProcessor:
@@ -137,29 +106,24 @@ class BatchProcessor:
         self.dead_letters = dead_letters
         self.clock_ms = clock_ms
         # A topic that has not reported for a few slides still belongs to its bundle.
-        self.seen = SeenTopics(ttl_ms=known_ttl_windows * spec.window_ms)
+        self.known = KnownTopics(ttl_ms=known_ttl_windows * spec.window_ms)
         self.query: Any = None
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         started = time.monotonic()
-        table = batch_df.toArrow()
+        table = batch_df.toArrow()  # runs the batch: scan, window state, observations
         observed = BatchObservations.of_query(self.query)
-        closed = ClosedWindows.from_arrow(table)
-        self.seen.observe_rows(closed.seen)
-        report = self.report(
-            batch_id, closed.windows, observed, started, windows_closed=closed.count
-        )
-        self.handler.handle(report)
+        self.handler.handle(self.report(batch_id, table, observed, started))
 
     def report(
         self,
         batch_id: int,
-        closed: Sequence[TopicWindow],
+        closed: pa.Table | Sequence[TopicWindow],
         observed: BatchObservations,
         started: float,
-        *,
-        windows_closed: int | None = None,
     ) -> BatchReport:
+        """The report of one batch: `closed` holds every per-topic window it closed."""
+        table = closed if isinstance(closed, pa.Table) else windows_table(closed)
         self.dead_letters.write(batch_id, observed.dead_letters)
         rejected: Counter[str] = Counter()
         event_times: Counter[int] = Counter()
@@ -172,16 +136,19 @@ class BatchProcessor:
             if s.high_watermark is not None:
                 lag[s.partition] = max(0, s.high_watermark - s.next_offset)
         late = late_events(event_times, observed.late_watermark_ms, self.spec)
-        self.seen.observe(closed)
-        window_end = newest_window(closed)
-        bundles, large = self._snapshot(closed, window_end)
-        if window_end:
-            self.seen.expire(window_end)
+        # Every topic that closed a window counts as seen; only the newest window is
+        # reported (older ones closed in the same batch are superseded).
+        self.known.observe(table)
+        windows_closed = int(pc.count_distinct(table.column("window_end")).as_py())
+        newest = NewestWindow.of(table)
+        bundles, large = self._snapshot(newest)
+        if newest.window_end_ms:
+            self.known.expire(newest.window_end_ms)
         now_ms = self.clock_ms()
         delay_s = (now_ms - observed.watermark_ms) / 1000 if observed.watermark_ms > 0 else 0.0
         return BatchReport(
             batch_id=batch_id,
-            window_end_ms=window_end,
+            window_end_ms=newest.window_end_ms,
             bundles=tuple(bundles),
             large_topics=tuple(large),
             events_consumed=consumed,
@@ -191,35 +158,44 @@ class BatchProcessor:
             watermark_delay_s=max(0.0, delay_s),
             duration_s=time.monotonic() - started,
             watermark_ms=observed.watermark_ms,
-            windows_closed=(
-                len({w.window_end_ms for w in closed}) if windows_closed is None else windows_closed
-            ),
+            windows_closed=windows_closed,
             dead_letters=len(observed.dead_letters),
         )
 
     def _snapshot(
-        self, closed: Sequence[TopicWindow], window_end: int
+        self, newest: NewestWindow
     ) -> tuple[list[BundleLoad], list[tuple[str, TopicLoad]]]:
-        if not window_end:
+        if not newest.window_end_ms:
             return [], []
-        newest = [w for w in closed if w.window_end_ms == window_end]
+        pairs = newest.table.group_by(["cluster", "namespace"]).aggregate([]).to_pylist()
         layouts: dict[tuple[str, str], NamespaceBundles] = {}
         known: dict[tuple[str, str], int | None] = {}
-        for key in sorted({(w.cluster, w.namespace) for w in newest}):
+        for key in sorted((p["cluster"], p["namespace"]) for p in pairs):
             try:
                 layouts[key] = self.layouts.layout(*key)
                 known[key] = self.layouts.known_topics(*key)
             except Exception as exc:  # the admin API may be down: report the others
                 log.warning("no bundle layout for %s/%s, skipped: %s", *key, exc)
-        newest = [w for w in newest if (w.cluster, w.namespace) in layouts]
-        rolled = roll_up_window(
-            newest, window_end_ms=window_end, layouts=layouts, seen=self.seen, namespace_known=known
+        bundles = roll_up_newest(
+            newest,
+            layouts=layouts,
+            known=self.known,
+            namespace_known=known,
+            wants_topics=self.handler.wants_topics,
         )
-        bundles = [b if self.handler.wants_topics(b) else replace(b, topics=()) for b in rolled]
         threshold = self.handler.offload_min_bytes
         large = (
             []
             if threshold is None
-            else [(w.cluster, w.load) for w in newest if w.load.storage_size >= threshold]
+            else [
+                (cluster, load)
+                for cluster, load in newest.large_topics(threshold)
+                if (cluster, namespace_of(load.topic)) in layouts
+            ]
         )
         return bundles, large
+
+
+def namespace_of(full_topic: str) -> str:
+    """`tenant/namespace` of a full topic name."""
+    return full_topic.split("://", 1)[1].rsplit("/", 1)[0]

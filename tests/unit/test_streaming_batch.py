@@ -133,19 +133,18 @@ def test_a_namespace_without_a_layout_is_skipped_not_fatal() -> None:
     assert report.events_consumed == 10
 
 
-def test_closed_windows_keep_the_newest_window_and_remember_every_topic() -> None:
+def test_only_the_newest_window_is_reported_but_every_topic_is_remembered() -> None:
     from datetime import UTC, datetime
 
     import pyarrow as pa
 
-    from streaming.batch import ClosedWindows
     from streaming.windows import WINDOW_COLUMNS
 
     def ts(ms: int) -> datetime:
         return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
     rows = []
-    for topic, end in (("a", END), ("b", END - 60_000), ("a", END - 60_000)):
+    for topic, end in (("a", END), ("d", END - 60_000), ("a", END - 60_000)):
         name = f"persistent://{NS}/{topic}"
         values: dict[str, object] = dict.fromkeys(WINDOW_COLUMNS, 1)
         values.update(
@@ -153,12 +152,19 @@ def test_closed_windows_keep_the_newest_window_and_remember_every_topic() -> Non
             topic=name, position=hash_position(name), msg_rate_in=2.5,
         )  # fmt: skip
         rows.append(values)
-    closed = ClosedWindows.from_arrow(pa.Table.from_pylist(rows))
-    assert closed.count == 2
-    assert [(w.load.topic, w.window_end_ms, w.load.msg_rate_in) for w in closed.windows] == [
-        (f"persistent://{NS}/a", END, 2.5)
+    handler = RecordingHandler(topics_for={str(b) for b in NamespaceBundles.initial(NS, 2).bundles})
+    proc = processor(handler, RecordingSink())
+    report = proc.report(7, pa.Table.from_pylist(rows), observations(), 0.0)
+    assert (report.windows_closed, report.window_end_ms) == (2, END)
+    assert [(t.topic, t.msg_rate_in) for b in report.bundles for t in b.topics] == [
+        (f"persistent://{NS}/a", 2.5)
     ]
-    assert {(t, end) for _, _, t, _, end in closed.seen} == {
-        (f"persistent://{NS}/a", END),
-        (f"persistent://{NS}/b", END - 60_000),
-    }
+    # d (same bundle as a) closed only an older window, yet it is known there.
+    layout = NamespaceBundles.initial(NS, 2)
+    bundle_of = {t: layout.find(hash_position(f"persistent://{NS}/{t}")) for t in ("a", "d")}
+    (reported,) = report.bundles
+    assert reported.bundle == bundle_of["a"]
+    assert bundle_of["a"] == bundle_of["d"] and reported.known_topics == 2
+    assert sorted(proc.known.positions("c1", NS).tolist()) == sorted(
+        hash_position(f"persistent://{NS}/{t}") for t in ("a", "d")
+    )
