@@ -40,7 +40,9 @@ _MAX_INT64: Final = 2**63 - 1
 
 # The constraints mirror validate_event's checks; anything outside them takes the slow path.
 _Name = Annotated[str, msgspec.Meta(min_length=1)]
-_Rate = Annotated[float, msgspec.Meta(ge=0.0, le=_MAX_FLOAT)]  # finite, non-negative
+# Finite and non-negative. `lt`, not `le`: an integer literal above the largest float (which
+# validate_event rejects) decodes rounded down to exactly _MAX_FLOAT; the slow path decides.
+_Rate = Annotated[float, msgspec.Meta(ge=0.0, lt=_MAX_FLOAT)]
 _Count = Annotated[int, msgspec.Meta(ge=0, le=_MAX_INT64)]
 _Timestamp = Annotated[int, msgspec.Meta(ge=MIN_TIMESTAMP_MS, lt=MAX_TIMESTAMP_MS)]
 
@@ -70,6 +72,9 @@ class _Envelope(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 _EVENT_DECODER: Final = msgspec.json.Decoder(FastEvent)
 _ENVELOPE_DECODER: Final = msgspec.json.Decoder(_Envelope)
 _ENVELOPE_KEY: Final = b'"events"'
+# msgspec raises DecodeError/ValidationError for bad JSON or types, but a plain
+# UnicodeDecodeError (a ValueError) for invalid UTF-8 inside a string.
+_REFUSED: Final = (msgspec.MsgspecError, ValueError)
 
 
 def decode_fast(raw: bytes) -> list[FastEvent] | None:
@@ -85,13 +90,13 @@ def decode_fast(raw: bytes) -> list[FastEvent] | None:
         if envelope_first:
             return _ENVELOPE_DECODER.decode(raw).events
         return [_EVENT_DECODER.decode(raw)]
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except _REFUSED:
         pass
     try:
         if envelope_first:
             return [_EVENT_DECODER.decode(raw)]
         return _ENVELOPE_DECODER.decode(raw).events
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except _REFUSED:
         return None
 
 
@@ -132,15 +137,20 @@ class TopicInfoCache:
     """Topic name as sent -> `TopicInfo`, bounded (cleared whole when full).
 
     Python workers are reused across micro-batches, so a module-level instance keeps the
-    names of a stable topic population between batches.
+    names of a stable topic population between batches. A bucket depends on the number of
+    buckets, so the cache holds the infos of one number at a time (cleared when it changes).
     """
 
     def __init__(self, *, max_entries: int = 1 << 19) -> None:
         self.max_entries = max_entries
         self._infos: dict[str, TopicInfo | None] = {}
+        self._num_buckets = 0
         self._unbucketed: dict[int, list[TopicInfo]] = {}
 
     def get(self, name: str, num_buckets: int) -> TopicInfo | None:
+        if num_buckets != self._num_buckets:
+            self._infos = {}  # pending infos keep their own number in _unbucketed
+            self._num_buckets = num_buckets
         infos = self._infos
         info = infos.get(name, _MISSING)
         if info is not _MISSING:
