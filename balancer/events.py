@@ -139,6 +139,10 @@ def validate_event(
     broker = obj.get("broker")
     if broker is not None and not isinstance(broker, str):
         return _reject(RejectReason.WRONG_TYPE, "broker must be a string or null")
+    for field in ("cluster", "topic", "broker"):
+        # JSON can escape a lone UTF-16 surrogate ("\ud800"): no valid text holds one.
+        if obj.get(field) is not None and not _is_unicode_text(obj[field]):
+            return _reject(RejectReason.BAD_ENCODING, f"{field} holds a lone surrogate escape")
     ts = obj["timestamp_ms"]
     if isinstance(ts, float) and ts.is_integer():
         ts = int(ts)  # JSON does not tell 1700000000000.0 from 1700000000000 (nor do counts)
@@ -247,6 +251,16 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 def _full_topic_name(name: str) -> str:
     # The same topics report every interval: parse each spelling once (errors are not cached).
     return parse_topic(name).full
+
+
+def _is_unicode_text(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_int(value: Any) -> bool:
