@@ -193,6 +193,12 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
         for p in query.recentProgress
     }
     consumed = {b: r.events_consumed for b, r in handler.reports.items()}
+    for b, r in sorted(handler.reports.items()):
+        print(
+            f"batch {b}: {r.events_consumed} events, trigger {durations.get(b, 0.0):.1f} s "
+            f"(Spark {r.spark_s:.1f} s, roll-up {r.duration_s - r.spark_s:.1f} s), "
+            f"{r.windows_closed} windows closed"
+        )
     data_batches = sorted(b for b, n in consumed.items() if n > 0)
     steady = data_batches[1:] or data_batches
     steady_events = sum(consumed[b] for b in steady)

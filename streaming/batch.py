@@ -112,8 +112,9 @@ class BatchProcessor:
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         started = time.monotonic()
         table = batch_df.toArrow()  # runs the batch: scan, window state, observations
+        spark_s = time.monotonic() - started
         observed = BatchObservations.of_query(self.query)
-        self.handler.handle(self.report(batch_id, table, observed, started))
+        self.handler.handle(self.report(batch_id, table, observed, started, spark_s=spark_s))
 
     def report(
         self,
@@ -121,6 +122,8 @@ class BatchProcessor:
         closed: pa.Table | Sequence[TopicWindow],
         observed: BatchObservations,
         started: float,
+        *,
+        spark_s: float = 0.0,
     ) -> BatchReport:
         """The report of one batch: `closed` holds every per-topic window it closed."""
         table = closed if isinstance(closed, pa.Table) else windows_table(closed)
@@ -160,6 +163,7 @@ class BatchProcessor:
             watermark_ms=observed.watermark_ms,
             windows_closed=windows_closed,
             dead_letters=len(observed.dead_letters),
+            spark_s=spark_s,
         )
 
     def _snapshot(

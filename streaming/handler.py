@@ -31,6 +31,7 @@ class BatchReport:
     watermark_ms: int = 0  # the event-time watermark of this batch
     windows_closed: int = 0  # windows completed in this batch (only the newest is reported)
     dead_letters: int = field(default=0)  # dead letters written by this batch
+    spark_s: float = 0.0  # of duration_s: running the Spark batch (read, windows, state)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (bundles and topics as plain dicts)."""
@@ -48,6 +49,7 @@ class BatchReport:
             "watermark_ms": self.watermark_ms,
             "windows_closed": self.windows_closed,
             "dead_letters": self.dead_letters,
+            "spark_s": self.spark_s,
         }
 
 
