@@ -4,10 +4,11 @@ The arithmetic (pure, used by the driver and the tests) is Spark's: a window of
 `window_ms` sliding by `slide_ms` holds the events with `start <= t < start + window_ms`,
 starts are multiples of `slide_ms`, so an event lies in `window_ms / slide_ms` windows.
 
-The Spark stage keys the state by (window, bucket, cluster, namespace, topic, position):
-`bucket` is the PIP-157 topic bucket, leading the topic's part of the key. Spark hashes the
-whole key to place state, which spreads a namespace with millions of topics evenly; an
-optional repartition by bucket before the partial aggregation makes the bucket alone decide
+The Spark stage keys the state by (window, bucket, cluster, topic): `bucket` is the
+PIP-157 topic bucket, leading the topic's part of the key; namespace and hash position
+(functions of the topic) are derived for each output row (crc32 of the UTF-8 name, as
+Pulsar does). Spark hashes the whole key to place state, which spreads a namespace with
+millions of topics evenly; an optional repartition by bucket before the partial aggregation makes the bucket alone decide
 which task aggregates a topic (a full shuffle of the events: see docs/pipeline.md).
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streaming.schema import RowKind
@@ -104,6 +105,11 @@ LATEST_COLUMNS = (
 RATE_COLUMNS = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
 
 
+def namespace_of_topic(topic: Column) -> Column:
+    """`tenant/namespace` of a full topic name (`domain://tenant/namespace/local`)."""
+    return F.regexp_extract(topic, r"^[^:/]+://([^/]+/[^/]+)/", 1)
+
+
 def topic_windows(
     parsed: DataFrame, spec: WindowSpec, *, partitions: int, repartition_by_bucket: bool = False
 ) -> DataFrame:
@@ -123,9 +129,9 @@ def topic_windows(
     events = events.withWatermark("event_time", f"{spec.watermark_s} seconds")
     window = F.window("event_time", f"{spec.window_s} seconds", f"{spec.slide_s} seconds")
     return (
-        events.groupBy(
-            window.alias("window"), "bucket", "cluster", "namespace", "topic", "position"
-        )
+        # namespace and position depend on the topic alone: kept out of the key (a narrower
+        # key is hashed, shuffled and stored for every event) and derived per output row.
+        events.groupBy(window.alias("window"), "bucket", "cluster", "topic")
         .agg(
             *(F.sum(c).alias(c) for c in RATE_COLUMNS),
             *(F.max_by(c, "event_time").alias(c) for c in LATEST_COLUMNS),
@@ -136,9 +142,9 @@ def topic_windows(
             F.col("window.end").alias("window_end"),
             "bucket",
             "cluster",
-            "namespace",
+            namespace_of_topic(F.col("topic")).alias("namespace"),
             "topic",
-            "position",
+            F.crc32(F.col("topic").cast("binary")).alias("position"),
             *((F.col(c) / F.col("samples")).alias(c) for c in RATE_COLUMNS),
             *LATEST_COLUMNS,
             "samples",
