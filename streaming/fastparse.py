@@ -47,7 +47,9 @@ _Count = Annotated[int, msgspec.Meta(ge=0, le=_MAX_INT64)]
 _Timestamp = Annotated[int, msgspec.Meta(ge=MIN_TIMESTAMP_MS, lt=MAX_TIMESTAMP_MS)]
 
 
-class FastEvent(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+# gc=False: an event holds only strings and numbers (no cycles possible), so the garbage
+# collector need not track the millions of them a read task creates.
+class FastEvent(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=False):
     """A topic-stats event as msgspec decodes it (`topic` still as sent)."""
 
     cluster: _Name

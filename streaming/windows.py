@@ -8,8 +8,9 @@ The Spark stage keys the state by (window, bucket, cluster, topic): `bucket` is 
 PIP-157 topic bucket, leading the topic's part of the key; namespace and hash position
 (functions of the topic) are derived for each output row (crc32 of the UTF-8 name, as
 Pulsar does). Spark hashes the whole key to place state, which spreads a namespace with
-millions of topics evenly; an optional repartition by bucket before the partial aggregation makes the bucket alone decide
-which task aggregates a topic (a full shuffle of the events: see docs/pipeline.md).
+millions of topics evenly; an optional repartition by bucket before the partial
+aggregation makes the bucket alone decide which task aggregates a topic (a full shuffle of
+the events: see docs/pipeline.md).
 """
 
 from __future__ import annotations
