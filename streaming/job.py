@@ -33,6 +33,13 @@ from streaming.source import SOURCE_NAME, SourceOptions, register_source
 from streaming.windows import WindowSpec, topic_windows
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# Measured ~20 % less Spark time per batch at 250k topics (docs/benchmarks.md): no row count
+# kept (it costs a read before every write; the job does not use the metric), and commits
+# write a changelog instead of uploading a snapshot every batch. extra_spark_conf overrides.
+ROCKSDB_TUNING = (
+    ("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows", "false"),
+    ("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true"),
+)
 
 
 class StreamConfigError(ValueError):
@@ -118,6 +125,8 @@ def build_spark(settings: StreamSettings) -> SparkSession:
         )
     if settings.state_store == "rocksdb":
         builder = builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+        for key, value in ROCKSDB_TUNING:
+            builder = builder.config(key, value)
     for key, value in settings.extra_spark_conf:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
