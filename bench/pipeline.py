@@ -46,6 +46,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--shuffle-partitions", type=int, default=4)
     p.add_argument("--state-store", choices=("hdfs", "rocksdb"), default="hdfs")
+    p.add_argument("--window-s", type=int, default=120, help="window length (job default)")
+    p.add_argument("--slide-s", type=int, default=60, help="window slide (job default)")
     p.add_argument("--bootstrap", help="an existing Kafka (default: embedded tansu)")
     return p.parse_args(argv)
 
@@ -170,6 +172,8 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
         spark_master=args.master,
         shuffle_partitions=args.shuffle_partitions,
         state_store=args.state_store,
+        window_s=args.window_s,
+        slide_s=args.slide_s,
         extra_spark_conf=(("spark.driver.memory", "2g"),),
     )
     spark = build_spark(settings)
@@ -244,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "envelope": args.envelope,
             "partitions": args.partitions,
             "master": args.master,
+            "window_s": args.window_s,
+            "slide_s": args.slide_s,
             "events_per_s": round(rate),
             "overall_events_per_s": round(overall),
             "raw_events_per_s": round(raw_rate),
