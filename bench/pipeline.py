@@ -196,12 +196,20 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
         int(p["batchId"]): p["durationMs"].get("triggerExecution", 0) / 1000
         for p in query.recentProgress
     }
+    phases = {int(p["batchId"]): p["durationMs"] for p in query.recentProgress}
     consumed = {b: r.events_consumed for b, r in handler.reports.items()}
     for b, r in sorted(handler.reports.items()):
+        # addBatch is the foreachBatch call (Spark + roll-up); the rest is per-trigger work
+        # around it (offsets, planning, logs).
+        others = ", ".join(
+            f"{name} {ms / 1000:.2f}"
+            for name, ms in sorted(phases.get(b, {}).items())
+            if name not in ("triggerExecution", "addBatch") and ms >= 50
+        )
         print(
             f"batch {b}: {r.events_consumed} events, trigger {durations.get(b, 0.0):.1f} s "
-            f"(Spark {r.spark_s:.1f} s, roll-up {r.duration_s - r.spark_s:.1f} s), "
-            f"{r.windows_closed} windows closed"
+            f"(Spark {r.spark_s:.1f} s, roll-up {r.duration_s - r.spark_s:.1f} s; "
+            f"other phases >= 0.05 s: {others or 'none'}), {r.windows_closed} windows closed"
         )
     data_batches = sorted(b for b, n in consumed.items() if n > 0)
     steady = data_batches[1:] or data_batches
