@@ -105,29 +105,31 @@ class StreamSettings:
         )
 
 
+def spark_conf(settings: StreamSettings) -> list[tuple[str, str]]:
+    """The Spark settings of the job, in order (later entries win: `extra_spark_conf` last)."""
+    conf = [
+        ("spark.ui.enabled", str(settings.ui_enabled).lower()),
+        ("spark.sql.shuffle.partitions", str(settings.shuffle_partitions)),
+        ("spark.sql.session.timeZone", "UTC"),
+        ("spark.sql.streaming.noDataMicroBatches.enabled", "true"),
+        ("spark.sql.execution.arrow.pyspark.enabled", "true"),
+    ]
+    if settings.loopback:
+        conf += [("spark.driver.bindAddress", "127.0.0.1"), ("spark.driver.host", "127.0.0.1")]
+    if settings.state_store == "rocksdb":
+        conf += [("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)]
+        conf += list(ROCKSDB_TUNING)
+    return conf + list(settings.extra_spark_conf)
+
+
 def build_spark(settings: StreamSettings) -> SparkSession:
     """A SparkSession for the job; registers the Kafka source."""
     # Workers must run this interpreter: it has pyarrow and this package installed.
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    builder = (
-        SparkSession.builder.master(settings.spark_master)
-        .appName(settings.app_name)
-        .config("spark.ui.enabled", str(settings.ui_enabled).lower())
-        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-    )
     if settings.loopback:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
-            "spark.driver.host", "127.0.0.1"
-        )
-    if settings.state_store == "rocksdb":
-        builder = builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-        for key, value in ROCKSDB_TUNING:
-            builder = builder.config(key, value)
-    for key, value in settings.extra_spark_conf:
+    builder = SparkSession.builder.master(settings.spark_master).appName(settings.app_name)
+    for key, value in spark_conf(settings):
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     register_source(spark)

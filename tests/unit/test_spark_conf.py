@@ -1,0 +1,42 @@
+"""The Spark settings the job starts with (no Spark needed: `spark_conf` is a plain list)."""
+
+from __future__ import annotations
+
+from streaming.job import ROCKSDB_PROVIDER, ROCKSDB_TUNING, StreamSettings, spark_conf
+
+
+def settings(**kwargs: object) -> StreamSettings:
+    values: dict[str, object] = {
+        "bootstrap_servers": "127.0.0.1:9092", "topic": "stats", "checkpoint_dir": "/tmp/ck",
+        **kwargs,
+    }  # fmt: skip
+    return StreamSettings(**values)  # type: ignore[arg-type]
+
+
+def effective(conf: list[tuple[str, str]]) -> dict[str, str]:
+    return dict(conf)  # later entries win, as with SparkSession.builder.config
+
+
+def test_rocksdb_brings_its_provider_and_tuning() -> None:
+    conf = effective(spark_conf(settings(state_store="rocksdb")))
+    assert conf["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER
+    assert {k: conf[k] for k, _ in ROCKSDB_TUNING} == {
+        "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    }
+
+
+def test_the_hdfs_store_gets_no_rocksdb_settings() -> None:
+    conf = effective(spark_conf(settings(state_store="hdfs")))
+    assert not [k for k in conf if "rocksdb" in k or k.endswith("providerClass")]
+
+
+def test_extra_settings_override_the_defaults_and_loopback_binds_to_127_0_0_1() -> None:
+    extra = (("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows", "true"),)
+    conf = effective(
+        spark_conf(settings(state_store="rocksdb", extra_spark_conf=extra, shuffle_partitions=7))
+    )
+    assert conf["spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"] == "true"
+    assert conf["spark.sql.shuffle.partitions"] == "7"
+    assert conf["spark.driver.bindAddress"] == conf["spark.driver.host"] == "127.0.0.1"
+    assert "spark.driver.host" not in effective(spark_conf(settings(loopback=False)))
