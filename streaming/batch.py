@@ -28,11 +28,13 @@ import pyarrow.compute as pc
 
 from balancer.bundles import NamespaceBundles
 from balancer.load import BundleLoad, TopicLoad
+from balancer.topics import parse_topic
 from streaming.bundles import TopicWindow
 from streaming.deadletters import DeadLetter, DeadLetterSink
 from streaming.handler import BatchHandler, BatchReport, LayoutProvider
 from streaming.parse import ReadSummary
-from streaming.rollup import RATE_COLUMNS, TOPIC_COLUMNS, KnownTopics, NewestWindow, roll_up_newest
+from streaming.rollup import TOPIC_COLUMNS, KnownTopics, NewestWindow, roll_up_newest
+from streaming.schema import RATE_COLUMNS
 from streaming.windows import WindowSpec, late_events
 
 log = logging.getLogger(__name__)
@@ -194,12 +196,7 @@ class BatchProcessor:
             else [
                 (cluster, load)
                 for cluster, load in newest.large_topics(threshold)
-                if (cluster, namespace_of(load.topic)) in layouts
+                if (cluster, parse_topic(load.topic).namespace_name) in layouts
             ]
         )
         return bundles, large
-
-
-def namespace_of(full_topic: str) -> str:
-    """`tenant/namespace` of a full topic name."""
-    return full_topic.split("://", 1)[1].rsplit("/", 1)[0]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import sys
-import zlib
 from collections.abc import Sequence
 from typing import Annotated, Final
 
@@ -33,6 +32,7 @@ from balancer.events import (
     MAX_TIMESTAMP_MS,
     MIN_TIMESTAMP_MS,
 )
+from balancer.hashing import hash_position
 from balancer.topics import InvalidTopicName, parse_topic
 
 _MAX_FLOAT: Final = sys.float_info.max
@@ -119,7 +119,7 @@ class TopicInfo:
         self.full = full
         self.namespace = namespace
         self.local_name = local_name
-        self.position = zlib.crc32(full.encode("utf-8")) & 0xFFFFFFFF
+        self.position = hash_position(full)
         self.bucket = -1  # filled by TopicInfoCache.fill_buckets
 
 

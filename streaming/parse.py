@@ -17,9 +17,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from balancer.events import Rejection, RejectReason, parse_message
+from balancer.events import (
+    COUNT_FIELDS,
+    RATE_FIELDS,
+    SIZE_FIELDS,
+    Rejection,
+    RejectReason,
+    parse_message,
+)
 from streaming.fastparse import TopicInfo, TopicInfoCache, decode_fast
-from streaming.schema import PARSED_ARROW_SCHEMA, RowKind
+from streaming.schema import LATEST_COLUMNS, PARSED_ARROW_SCHEMA, RATE_COLUMNS, RowKind
 
 # A dead letter keeps at most this many bytes of the original message, so that a huge
 # rejected message still fits a Kafka dead-letter topic (default max message size 1 MiB).
@@ -99,14 +106,9 @@ def _to_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
 # One cache per Python worker process: workers are reused across micro-batches.
 _TOPICS = TopicInfoCache()
 
-_EVENT_FIELDS = (
-    "msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut", "storageSize",
-    "backlogSize", "offloadedStorageSize", "producerCount", "consumerCount",
-)  # fmt: skip
-_EVENT_COLUMNS = (
-    "msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out", "storage_size",
-    "backlog_size", "offloaded_storage_size", "producer_count", "consumer_count",
-)  # fmt: skip
+# The event's value fields (Pulsar's names) and their row columns, in the same order.
+_EVENT_FIELDS = (*RATE_FIELDS, *SIZE_FIELDS, *COUNT_FIELDS)
+_EVENT_COLUMNS = (*RATE_COLUMNS, *LATEST_COLUMNS)
 
 
 class RecordParser:

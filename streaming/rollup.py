@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 
 from balancer.bundles import BundleRange, NamespaceBundles
 from balancer.load import BundleLoad, TopicLoad
+from streaming.schema import RATE_COLUMNS
 
-RATE_COLUMNS = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
 TOPIC_COLUMNS = (
     "topic",
     "position",

@@ -84,6 +84,12 @@ def spark_schema(columns: tuple[_Column, ...]) -> StructType:
     return StructType([StructField(name, spark_type, True) for name, _, spark_type in columns])
 
 
+# Value columns by how the windows treat them: rates are averaged, the rest is the latest.
+RATE_COLUMNS: Final = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
+LATEST_COLUMNS: Final = (
+    "storage_size", "backlog_size", "offloaded_storage_size", "producer_count", "consumer_count",
+)  # fmt: skip
+
 PARSED_ARROW_SCHEMA: Final = arrow_schema(PARSED_COLUMNS)
 PARSED_SPARK_SCHEMA: Final = spark_schema(PARSED_COLUMNS)
 RAW_ARROW_SCHEMA: Final = arrow_schema(RAW_COLUMNS)

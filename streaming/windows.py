@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from streaming.schema import RowKind
+from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS, RowKind
 
 
 class WindowConfigError(ValueError):
@@ -96,14 +96,6 @@ WINDOW_COLUMNS = (
 )
 
 
-LATEST_COLUMNS = (
-    "storage_size",
-    "backlog_size",
-    "offloaded_storage_size",
-    "producer_count",
-    "consumer_count",
-)
-RATE_COLUMNS = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
 
 
 def namespace_of_topic(topic: Column) -> Column:

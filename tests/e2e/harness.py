@@ -36,8 +36,10 @@ def write_config(
     sim: RunningPeerGroup,
     bootstrap_servers: str,
     mode: str,
-    stats_topic: str,
+    stats_topic: str | None = None,
 ) -> Path:
+    """A run's config file; `stats_topic` defaults to a fresh topic of its own."""
+    stats_topic = stats_topic or f"stats-{uuid.uuid4().hex[:8]}"
     config = {
         "kafka": {
             "bootstrap_servers": [bootstrap_servers],

@@ -307,10 +307,8 @@ def test_the_token_never_appears_in_output_logs_or_audit(applied_run: Run) -> No
 def test_dry_run_changes_nothing(kafka: Broker, tmp_path: Path) -> None:
     sim = start_sim()
     try:
-        topic = f"stats-{uuid.uuid4().hex[:8]}"
         config = write_config(
-            tmp_path, sim=sim, bootstrap_servers=kafka.bootstrap_servers, mode="dry-run",
-            stats_topic=topic,
+            tmp_path, sim=sim, bootstrap_servers=kafka.bootstrap_servers, mode="dry-run"
         )
         process = BalancerProcess(config, tmp_path, tmp_path / "summary.json").start()
         try:
@@ -336,10 +334,8 @@ def test_sigkill_and_restart_apply_nothing_twice_and_lose_no_event(
 ) -> None:
     sim = start_sim()
     try:
-        topic = f"stats-{uuid.uuid4().hex[:8]}"
         config = write_config(
-            tmp_path, sim=sim, bootstrap_servers=kafka.bootstrap_servers, mode="apply",
-            stats_topic=topic,
+            tmp_path, sim=sim, bootstrap_servers=kafka.bootstrap_servers, mode="apply"
         )
         checkpoint = tmp_path / "checkpoints"
         first = BalancerProcess(config, tmp_path, tmp_path / "summary-1.json").start()
