@@ -218,7 +218,6 @@ class BalancerApp:
             watermark_s=spark.watermark_s,
             trigger_interval_s=float(spark.trigger_interval_s),
             spark_master=spark.master,
-            state_store=spark.state_store,
             security=stream_security(self.config),
             loopback=self.loopback,
             # Progress bars would garble the live view and the logs.

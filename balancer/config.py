@@ -121,7 +121,6 @@ class KafkaConfig(_Model):
 class SparkConfig(_Model):
     master: str = "local[2]"
     checkpoint_dir: Path = Path("state/checkpoints")
-    state_store: Literal["hdfs", "rocksdb"] = "rocksdb"
     # Fitted to Pulsar's 60 s stats interval: a window averages 2 samples, and one window
     # closes per minute, like Pulsar's 1-minute load-manager check.
     window_s: int = Field(default=120, gt=0)  # window length

@@ -45,10 +45,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--shuffle-partitions", type=int, default=4)
-    p.add_argument("--state-store", choices=("hdfs", "rocksdb"), default="hdfs")
     p.add_argument("--window-s", type=int, default=120, help="window length (job default)")
     p.add_argument("--slide-s", type=int, default=60, help="window slide (job default)")
     p.add_argument("--bootstrap", help="an existing Kafka (default: embedded tansu)")
+    p.add_argument("--num-buckets", type=int, default=4, help="PIP-157 buckets (state keys)")
+    p.add_argument("--ui", action="store_true", help="serve Spark's UI on 127.0.0.1:4040")
     return p.parse_args(argv)
 
 
@@ -171,10 +172,11 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         spark_master=args.master,
         shuffle_partitions=args.shuffle_partitions,
-        state_store=args.state_store,
         window_s=args.window_s,
         slide_s=args.slide_s,
         extra_spark_conf=(("spark.driver.memory", "2g"),),
+        ui_enabled=args.ui,
+        num_buckets=args.num_buckets,
     )
     spark = build_spark(settings)
     spark.sparkContext.setLogLevel("ERROR")

@@ -100,15 +100,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="stats samples per topic (1: each topic reports once)")
     p.add_argument("--envelope", type=int, default=100,
                    help="events per Kafka message (0: one each); passed to bench.pipeline")
-    p.add_argument("--state-store", choices=("hdfs", "rocksdb"), default="rocksdb",
-                   help="RocksDB keeps large per-topic state off the JVM heap")
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     print(header("Scale: the pipeline at many topics"))
-    extra = ["--envelope", str(args.envelope), "--state-store", args.state_store]
+    extra = ["--envelope", str(args.envelope)]
     results = []
     for topics in args.topics:
         events = max(1, int(topics * args.events_per_topic))

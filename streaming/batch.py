@@ -32,6 +32,7 @@ from balancer.topics import parse_topic
 from streaming.bundles import TopicWindow
 from streaming.deadletters import DeadLetter, DeadLetterSink
 from streaming.handler import BatchHandler, BatchReport, LayoutProvider
+from streaming.packing import decode_windows
 from streaming.parse import ReadSummary
 from streaming.rollup import TOPIC_COLUMNS, KnownTopics, NewestWindow, roll_up_newest
 from streaming.schema import RATE_COLUMNS
@@ -113,8 +114,9 @@ class BatchProcessor:
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         started = time.monotonic()
-        table = batch_df.toArrow()  # runs the batch: scan, window state, observations
+        closed = batch_df.toArrow()  # runs the batch: scan, window state, observations
         spark_s = time.monotonic() - started
+        table = decode_windows(closed.column("payload").to_pylist())
         observed = BatchObservations.of_query(self.query)
         self.handler.handle(self.report(batch_id, table, observed, started, spark_s=spark_s))
 

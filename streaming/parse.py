@@ -12,6 +12,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from balancer.events import (
     parse_message,
 )
 from streaming.fastparse import TopicInfo, TopicInfoCache, decode_fast
+from streaming.packing import PACK_SCHEMA, pack_events
 from streaming.schema import LATEST_COLUMNS, PARSED_ARROW_SCHEMA, RATE_COLUMNS, RowKind
 
 # A dead letter keeps at most this many bytes of the original message, so that a huge
@@ -120,9 +122,15 @@ class RecordParser:
     """
 
     def __init__(
-        self, *, num_buckets: int, summary: ReadSummary, topics: TopicInfoCache | None = None
+        self,
+        *,
+        num_buckets: int,
+        slide_ms: int,
+        summary: ReadSummary,
+        topics: TopicInfoCache | None = None,
     ) -> None:
         self.num_buckets = num_buckets
+        self.slide_ms = slide_ms
         self.summary = summary
         self._topics_cache = _TOPICS if topics is None else topics
         # Accepted events (FastEvent or TopicStatsEvent: the same field names), their topic
@@ -204,28 +212,44 @@ class RecordParser:
         return pa.concat_batches([events, rejects])
 
     def _event_batch(self) -> pa.RecordBatch:
+        """The accepted events as packs: one row per (bucket, pane) (`streaming.packing`)."""
         events, infos, n = self._events, self._infos, len(self._events)
+        if n == 0:
+            return _to_batch([])
         self._topics_cache.fill_buckets()
-        timestamps_ms = [e.timestamp_ms for e in events]
+        timestamps_ms = list(map(attrgetter("timestamp_ms"), events))
         self.summary.event_times.update(timestamps_ms)
+        # map(attrgetter) runs the loop in C: ~2x a list comprehension, per column.
         columns: dict[str, Any] = {
-            "kind": np.full(n, int(RowKind.EVENT), dtype=np.int32),
-            "cluster": [e.cluster for e in events],
-            "namespace": [i.namespace for i in infos],
-            "topic": [i.full for i in infos],
-            "position": [i.position for i in infos],
-            "bucket": [i.bucket for i in infos],
-            "event_time": np.asarray(timestamps_ms, dtype=np.int64) * 1000,
-            "kafka_partition": self._partitions,
-            "kafka_offset": self._offsets,
+            "cluster": list(map(attrgetter("cluster"), events)),
+            "namespace": list(map(attrgetter("namespace"), infos)),
+            "topic": list(map(attrgetter("full"), infos)),
+            "position": list(map(attrgetter("position"), infos)),
+            "event_ms": timestamps_ms,
         }
         for name, column in zip(_EVENT_FIELDS, _EVENT_COLUMNS, strict=True):
-            columns[column] = [getattr(e, name) for e in events]
-        arrays = [
-            pa.array(columns[f.name], type=f.type) if f.name in columns else pa.nulls(n, f.type)
-            for f in PARSED_ARROW_SCHEMA
-        ]
-        return pa.RecordBatch.from_arrays(arrays, schema=PARSED_ARROW_SCHEMA)
+            columns[column] = list(map(attrgetter(name), events))
+        table = pa.table(columns, schema=PACK_SCHEMA)
+        buckets = np.fromiter(map(attrgetter("bucket"), infos), dtype=np.int64, count=n)
+        packs = pack_events(table, buckets, slide_ms=self.slide_ms)
+        m = len(packs)
+        arrays = {
+            "kind": pa.array(np.full(m, int(RowKind.PACK), dtype=np.int32)),
+            "bucket": pa.array([p.bucket for p in packs], pa.int32()),
+            "event_time": pa.array(
+                [p.max_event_ms * 1000 for p in packs], pa.timestamp("us", tz="UTC")
+            ),
+            "pane_start": pa.array([p.pane_start_ms for p in packs], pa.int64()),
+            "events": pa.array([p.events for p in packs], pa.int64()),
+            "payload": pa.array([p.payload for p in packs], pa.binary()),
+            # A pack spans many offsets: the first record of the flush locates it.
+            "kafka_partition": pa.array([self._partitions[0]] * m, pa.int32()),
+            "kafka_offset": pa.array([self._offsets[0]] * m, pa.int64()),
+        }
+        return pa.RecordBatch.from_arrays(
+            [arrays.get(f.name, pa.nulls(m, f.type)) for f in PARSED_ARROW_SCHEMA],
+            schema=PARSED_ARROW_SCHEMA,
+        )
 
     def summary_batch(self) -> pa.RecordBatch:
         """A one-row batch carrying the task's `ReadSummary`."""
@@ -240,6 +264,7 @@ def parse_records(
     offsets: Sequence[int],
     *,
     num_buckets: int,
+    slide_ms: int,
 ) -> list[pa.RecordBatch]:
     """Parse a run of raw records (any partitions): parsed rows, then one summary per partition.
 
@@ -252,6 +277,7 @@ def parse_records(
         if parser is None:
             parser = RecordParser(
                 num_buckets=num_buckets,
+                slide_ms=slide_ms,
                 summary=ReadSummary(partition=partition, start_offset=offset, next_offset=offset),
             )
             by_partition[partition] = parser

@@ -38,7 +38,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--trigger-interval-s", type=float, default=30.0)
     p.add_argument("--master", default="local[*]")
     p.add_argument("--shuffle-partitions", type=int, default=4)
-    p.add_argument("--state-store", choices=("hdfs", "rocksdb"), default="hdfs")
     p.add_argument("--topics-for-all", action="store_true", help="reports carry every topic")
     p.add_argument("--available-now", action="store_true", help="process what is there, stop")
     return p.parse_args(argv)
@@ -61,7 +60,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         trigger_interval_s=args.trigger_interval_s,
         spark_master=args.master,
         shuffle_partitions=args.shuffle_partitions,
-        state_store=args.state_store,
     )
     spark = build_spark(settings)
     spark.sparkContext.setLogLevel("WARN")

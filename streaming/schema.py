@@ -4,7 +4,8 @@ One list of columns per layout gives both the Arrow schema (what the Python read
 and the Spark schema (what the planner sees), so the two cannot drift apart.
 
 The source emits three kinds of rows in one stream (column `kind`):
-- `EVENT`: a validated topic-stats event, typed columns filled;
+- `PACK`: validated topic-stats events of one PIP-157 bucket and one pane (a slide of event
+  time), as an Arrow payload (`streaming.packing`);
 - `REJECT`: a message or envelope entry that failed validation: the original bytes, the
   reason, a detail and its Kafka partition/offset, for the dead-letter sink;
 - `SUMMARY`: one per Kafka partition range read, with the counts and the event-time
@@ -20,7 +21,6 @@ import pyarrow as pa
 from pyspark.sql.types import (
     BinaryType,
     DataType,
-    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 
 
 class RowKind(IntEnum):
-    EVENT = 0
+    PACK = 0
     REJECT = 1
     SUMMARY = 2
 
@@ -48,22 +48,13 @@ RAW_COLUMNS: Final[tuple[_Column, ...]] = (
 
 PARSED_COLUMNS: Final[tuple[_Column, ...]] = (
     ("kind", pa.int32(), IntegerType()),
-    # event columns (null on other kinds)
-    ("cluster", pa.string(), StringType()),
-    ("namespace", pa.string(), StringType()),
-    ("topic", pa.string(), StringType()),
-    ("position", pa.int64(), LongType()),  # Pulsar's bundle hash position of the topic
+    # pack columns (null on other kinds): the events of one bucket and pane, see
+    # streaming.packing
     ("bucket", pa.int32(), IntegerType()),  # PIP-157 topic bucket
-    ("event_time", pa.timestamp("us", tz="UTC"), TimestampType()),
-    ("msg_rate_in", pa.float64(), DoubleType()),
-    ("msg_rate_out", pa.float64(), DoubleType()),
-    ("msg_throughput_in", pa.float64(), DoubleType()),
-    ("msg_throughput_out", pa.float64(), DoubleType()),
-    ("storage_size", pa.int64(), LongType()),
-    ("backlog_size", pa.int64(), LongType()),
-    ("offloaded_storage_size", pa.int64(), LongType()),
-    ("producer_count", pa.int64(), LongType()),
-    ("consumer_count", pa.int64(), LongType()),
+    ("event_time", pa.timestamp("us", tz="UTC"), TimestampType()),  # newest event of the pack
+    ("pane_start", pa.int64(), LongType()),  # epoch ms
+    ("events", pa.int64(), LongType()),
+    ("payload", pa.binary(), BinaryType()),  # Arrow IPC, streaming.packing.PACK_SCHEMA
     # where the row came from (all kinds)
     ("kafka_partition", pa.int32(), IntegerType()),
     ("kafka_offset", pa.int64(), LongType()),

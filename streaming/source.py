@@ -14,7 +14,7 @@ kafka-python. Design:
 - Rows are yielded as Arrow record batches (several times faster than tuples).
 
 Options (keys arrive lower-cased): bootstrap_servers, topic, starting_offsets
-(earliest|latest), max_offsets_per_trigger, raw, num_buckets, batch_rows, poll_timeout_ms,
+(earliest|latest), max_offsets_per_trigger, raw, num_buckets, pane_ms, batch_rows, poll_timeout_ms,
 read_timeout_s, and the `KafkaSecurity` keys (security_protocol, sasl_mechanism,
 sasl_username, sasl_password_env, ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password_env).
 """
@@ -60,6 +60,7 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     raw: bool = False
     num_buckets: int = 64
+    pane_ms: int = 60_000  # events are packed per (bucket, pane): the window slide
     batch_rows: int = 20_000  # rows per Arrow batch yielded by a read task
     poll_timeout_ms: int = 500
     read_timeout_s: float = 60.0  # a read task fails after this long without a record
@@ -76,6 +77,8 @@ class SourceOptions:
             raise SourceOptionError("max_offsets_per_trigger must be >= 1")
         if self.num_buckets < 1:
             raise SourceOptionError("num_buckets must be >= 1")
+        if self.pane_ms < 1:
+            raise SourceOptionError("pane_ms must be >= 1")
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -98,6 +101,7 @@ class SourceOptions:
             max_offsets_per_trigger=get_int("max_offsets_per_trigger", None),
             raw=opts.get("raw", "false").lower() == "true",
             num_buckets=get_int("num_buckets", 64) or 64,
+            pane_ms=get_int("pane_ms", 60_000) or 60_000,
             batch_rows=get_int("batch_rows", 20_000) or 20_000,
             poll_timeout_ms=get_int("poll_timeout_ms", 500) or 500,
             read_timeout_s=float(opts.get("read_timeout_s", "60")),
@@ -111,6 +115,7 @@ class SourceOptions:
             "starting_offsets": self.starting_offsets,
             "raw": str(self.raw).lower(),
             "num_buckets": str(self.num_buckets),
+            "pane_ms": str(self.pane_ms),
             "batch_rows": str(self.batch_rows),
             "poll_timeout_ms": str(self.poll_timeout_ms),
             "read_timeout_s": str(self.read_timeout_s),
@@ -329,7 +334,9 @@ def _read_parsed(options: SourceOptions, task: KafkaRange) -> Iterator[pa.Record
     consumer = options.consumer(max_poll_records=5000)
     try:
         summary = ReadSummary(task.partition, task.start, task.end)
-        parser = RecordParser(num_buckets=options.num_buckets, summary=summary)
+        parser = RecordParser(
+            num_buckets=options.num_buckets, slide_ms=options.pane_ms, summary=summary
+        )
         for record in _records(options, task, consumer):
             parser.add(record.value, task.partition, record.offset)
             if len(parser) >= options.batch_rows:

@@ -15,13 +15,34 @@ the events: see docs/pipeline.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from pyspark.sql import Column, DataFrame
+import pandas as pd
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StructField,
+    StructType,
+)
 
-from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS, RowKind
+from streaming.packing import (
+    PACK_SCHEMA,
+    aggregate_window,
+    decode,
+    encode,
+)
+from streaming.schema import RowKind
 
 
 class WindowConfigError(ValueError):
@@ -74,72 +95,128 @@ def late_events(event_times: Mapping[int, int], watermark_ms: int, spec: WindowS
     return sum(n for t, n in event_times.items() if first_window_end_ms(t, spec) <= watermark_ms)
 
 
-# Output columns of the window stage, in order (what foreachBatch receives).
-WINDOW_COLUMNS = (
-    "window_start",
-    "window_end",
-    "bucket",
-    "cluster",
-    "namespace",
-    "topic",
-    "position",
-    "msg_rate_in",
-    "msg_rate_out",
-    "msg_throughput_in",
-    "msg_throughput_out",
-    "storage_size",
-    "backlog_size",
-    "offloaded_storage_size",
-    "producer_count",
-    "consumer_count",
-    "samples",
+# Output of the window stage (what foreachBatch receives): one row per closed (bucket,
+# window), its per-topic rows as an Arrow payload (streaming.packing.WINDOW_SCHEMA).
+WINDOW_OUTPUT_SCHEMA = StructType(
+    [
+        StructField("window_start", LongType()),  # epoch ms
+        StructField("window_end", LongType()),
+        StructField("bucket", IntegerType()),
+        StructField("topics", LongType()),
+        StructField("payload", BinaryType()),
+    ]
 )
+# The state of an open (bucket, window): its packs in arrival order (a list: appending
+# writes only the new packs).
+PACKS_STATE_SCHEMA = StructType([StructField("payload", BinaryType())])
+
+WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"  # Spark's EventTimeWatermark.delayKey
 
 
+def closed_window(bucket: int, start_ms: int, end_ms: int, packs: list[bytes]) -> pd.DataFrame:
+    """The output row of a closed (bucket, window): its per-topic rows as one payload."""
+    table = aggregate_window(
+        decode(packs, PACK_SCHEMA), bucket=bucket, window_start_ms=start_ms, window_end_ms=end_ms
+    )
+    return pd.DataFrame(
+        {
+            "window_start": [start_ms],
+            "window_end": [end_ms],
+            "bucket": [bucket],
+            "topics": [table.num_rows],
+            "payload": [encode(table)],
+        }
+    )
 
 
-def namespace_of_topic(topic: Column) -> Column:
-    """`tenant/namespace` of a full topic name (`domain://tenant/namespace/local`)."""
-    return F.regexp_extract(topic, r"^[^:/]+://([^/]+/[^/]+)/", 1)
+class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untyped here
+    """Keeps the packs of each open (bucket, window); aggregates them when it closes.
 
-
-def topic_windows(
-    parsed: DataFrame, spec: WindowSpec, *, partitions: int, repartition_by_bucket: bool = False
-) -> DataFrame:
-    """Per topic and window: average rates, latest sizes and session counts, sample count.
-
-    `parsed` is the source's output (all row kinds); only events are aggregated. Append
-    mode: a window's rows come out once, all together, when the watermark passes its end.
-    The newest sample's values come from `max_by(column, event_time)`: primitive buffers keep
-    Spark on hash aggregation (a struct max would fall back to sort aggregation). Two samples
-    of one topic with the same millisecond are a tie resolved by arrival order.
-    `repartition_by_bucket` shuffles the events by PIP-157 bucket before the partial
-    aggregation (costs a shuffle of every event; see docs/pipeline.md).
+    New packs are appended to the window's list state, with an event-time timer at the
+    window's end; when the watermark reaches the end, the packs are aggregated into one
+    row per topic (`streaming.packing.aggregate_window`) and the state is cleared. Spark
+    itself drops the packs of windows that had closed before the batch (late events, counted
+    by the driver with the same rule: `late_events`).
     """
-    events = parsed.filter(F.col("kind") == int(RowKind.EVENT))
-    if repartition_by_bucket:
-        events = events.repartition(partitions, "bucket")
-    events = events.withWatermark("event_time", f"{spec.watermark_s} seconds")
-    window = F.window("event_time", f"{spec.window_s} seconds", f"{spec.slide_s} seconds")
-    return (
-        # namespace and position depend on the topic alone: kept out of the key (a narrower
-        # key is hashed, shuffled and stored for every event) and derived per output row.
-        events.groupBy(window.alias("window"), "bucket", "cluster", "topic")
-        .agg(
-            *(F.sum(c).alias(c) for c in RATE_COLUMNS),
-            *(F.max_by(c, "event_time").alias(c) for c in LATEST_COLUMNS),
-            F.count(F.lit(1)).alias("samples"),
-        )
-        .select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            "bucket",
-            "cluster",
-            namespace_of_topic(F.col("topic")).alias("namespace"),
-            "topic",
-            F.crc32(F.col("topic").cast("binary")).alias("position"),
-            *((F.col(c) / F.col("samples")).alias(c) for c in RATE_COLUMNS),
-            *LATEST_COLUMNS,
-            "samples",
-        )
+
+    def __init__(self, spec: WindowSpec) -> None:
+        self.window_ms = spec.window_ms
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.packs = handle.getListState("packs", PACKS_STATE_SCHEMA)
+
+    def handleInputRows(
+        self, key: tuple[Any, ...], rows: Iterator[pd.DataFrame], timerValues: TimerValues
+    ) -> Iterator[pd.DataFrame]:
+        bucket, start_ms = int(key[0]), int(key[1])
+        end_ms = start_ms + self.window_ms
+        new = [(bytes(p),) for frame in rows for p in frame["payload"]]
+        if end_ms <= timerValues.getCurrentWatermarkInMs():  # closes in this very batch
+            yield self._close(bucket, start_ms, [*self._stored(), *(p for (p,) in new)])
+            return
+        if not self.packs.exists():
+            # Fires once the watermark is past end - 1, i.e. at end: when Spark closes windows.
+            self.handle.registerTimer(end_ms - 1)
+        self.packs.appendList(new)
+
+    def handleExpiredTimer(
+        self, key: tuple[Any, ...], timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[pd.DataFrame]:
+        bucket, start_ms = int(key[0]), int(key[1])
+        yield self._close(bucket, start_ms, self._stored())
+
+    def _stored(self) -> list[bytes]:
+        return [bytes(p) for (p,) in self.packs.get()] if self.packs.exists() else []
+
+    def _close(self, bucket: int, start_ms: int, packs: list[bytes]) -> pd.DataFrame:
+        end_ms = start_ms + self.window_ms
+        self.packs.clear()
+        for timer in list(self.handle.listTimers()):
+            self.handle.deleteTimer(timer)
+        return closed_window(bucket, start_ms, end_ms, packs)
+
+    def close(self) -> None:
+        pass
+
+
+def topic_windows(parsed: DataFrame, spec: WindowSpec) -> DataFrame:
+    """Closed per-topic windows, one row per (bucket, window) with the topics as payload.
+
+    `parsed` is the source's output (all row kinds); only packs are windowed. Each pack
+    belongs to the `window / slide` windows holding its pane; the state of a (bucket,
+    window) is its packs, kept in Spark's state store (checkpointed with the offsets) and
+    placed by the hash of (bucket, window start). Append mode: a window's rows come out
+    once, when the watermark passes its end.
+    """
+    panes_per_window = spec.window_ms // spec.slide_ms
+    packs = parsed.filter(F.col("kind") == int(RowKind.PACK)).withWatermark(
+        "event_time", f"{spec.watermark_s} seconds"
+    )
+    exploded = packs.select(
+        "bucket",
+        F.explode(
+            F.sequence(
+                F.col("pane_start") - (panes_per_window - 1) * spec.slide_ms,
+                F.col("pane_start"),
+                F.lit(spec.slide_ms).cast("long"),
+            )
+        ).alias("window_start"),
+        "payload",
+    )
+    # Spark drops a grouped row older than the watermark: the row's event time is its
+    # window's last millisecond, so a pack is dropped from exactly the windows that have
+    # closed (Spark's rule for a windowed aggregation). The metadata marks the column as
+    # the watermarked one, as `withWatermark` does.
+    windows = exploded.withColumn(
+        "event_time",
+        F.timestamp_millis(F.col("window_start") + (spec.window_ms - 1)).alias(
+            "event_time", metadata={WATERMARK_DELAY_KEY: spec.watermark_s * 1000}
+        ),
+    )
+    return windows.groupBy("bucket", "window_start").transformWithStateInPandas(
+        WindowPacks(spec),
+        outputStructType=WINDOW_OUTPUT_SCHEMA,
+        outputMode="append",
+        timeMode="EventTime",
     )

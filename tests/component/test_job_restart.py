@@ -59,7 +59,6 @@ def _job(kafka: Broker, topic: str, work: Path, *extra: str) -> subprocess.Popen
         "--max-offsets-per-trigger", "24",
         "--trigger-interval-s", "0.2",
         "--topics-for-all",
-        "--state-store", "rocksdb",
         *extra,
     ]  # fmt: skip
     log = (work / "job.log").open("ab")

@@ -15,6 +15,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from streaming.packing import events_of
 from streaming.parse import ReadSummary
 from streaming.schema import PARSED_ARROW_SCHEMA, RAW_ARROW_SCHEMA, RowKind
 from streaming.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
@@ -116,12 +117,17 @@ def test_a_read_task_parses_its_range_and_summarises_it(kafka: Broker) -> None:
     rows = _rows(batches)
     kinds = [r["kind"] for r in rows]
     assert kinds.count(RowKind.REJECT) == 1 and kinds[-1] == RowKind.SUMMARY
-    assert [(r["topic"], r["kafka_offset"]) for r in rows if r["kind"] == RowKind.EVENT] == [
-        ("persistent://t/ns/a", 1),
-        ("persistent://t/ns/a", 3),
-        ("persistent://t/ns/b", 4),
-        ("persistent://t/ns/c", 4),
+    packs = [r for r in rows if r["kind"] == RowKind.PACK]
+    events = events_of(pa.Table.from_pylist(packs, schema=PARSED_ARROW_SCHEMA))
+    assert sorted((e["topic"], e["event_ms"]) for e in events) == [
+        ("persistent://t/ns/a", BASE_MS + 1000),
+        ("persistent://t/ns/a", BASE_MS + 3000),
+        ("persistent://t/ns/b", BASE_MS),
+        ("persistent://t/ns/c", BASE_MS + 1),
     ]
+    # A pack is located by the first record of its flush (offsets 1..2, then 3..4).
+    assert {p["kafka_offset"] for p in packs} == {1, 3}
+    assert sum(p["events"] for p in packs) == 4
     reject = next(r for r in rows if r["kind"] == RowKind.REJECT)
     assert (reject["raw"], reject["reason"], reject["kafka_offset"]) == (b"not json", "bad_json", 2)
     summary = ReadSummary.from_json(rows[-1]["summary"])

@@ -49,7 +49,6 @@ def write_config(
         "spark": {
             "master": "local[2]",
             "checkpoint_dir": str(tmp / "checkpoints"),
-            "state_store": "hdfs",
             "window_s": 10,
             "slide_s": 5,
             "watermark_s": 5,

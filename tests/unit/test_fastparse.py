@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -27,6 +26,7 @@ from balancer.events import REQUIRED_FIELDS as REQUIRED
 from balancer.hashing import topic_position
 from balancer.topics import InvalidTopicName, parse_topic
 from streaming.fastparse import FastEvent, TopicInfoCache, decode_fast, java_hash_codes, topic_info
+from streaming.packing import PACK_SCHEMA, decode, events_of
 from streaming.parse import MAX_DEAD_LETTER_RAW_BYTES, ReadSummary, RecordParser
 from streaming.schema import RowKind
 
@@ -333,16 +333,19 @@ def test_java_hash_codes_known_values() -> None:
 
 # --- RecordParser end to end --------------------------------------------------------------
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-ROW_FIELDS = ("cluster", "namespace", "topic", "position", "bucket", "event_time",
+ROW_FIELDS = ("cluster", "namespace", "topic", "position", "bucket", "event_ms",
               "msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out",
               "storage_size", "backlog_size", "offloaded_storage_size", "producer_count",
-              "consumer_count", "kafka_partition", "kafka_offset")  # fmt: skip
+              "consumer_count")  # fmt: skip
+SLIDE_MS = 60_000
 REJECT_FIELDS = ("reason", "detail", "kafka_offset", "raw")
 
 
 def reference(messages: list[bytes], num_buckets: int) -> list[tuple[Any, ...]]:
-    """Rows straight from parse_message: the events of a flush, then its rejects."""
+    """Rows straight from parse_message: the events of a flush, then its rejects.
+
+    Events come in packs ordered by (bucket, pane), arrival order kept within a pack.
+    """
     rows: list[tuple[Any, ...]] = []
     rejects: list[tuple[Any, ...]] = []
     for offset, raw in enumerate(messages):
@@ -357,21 +360,27 @@ def reference(messages: list[bytes], num_buckets: int) -> list[tuple[Any, ...]]:
             name = parse_topic(r.topic)
             rows.append(
                 (r.cluster, name.namespace_name, name.full, topic_position(name),
-                 topic_bucket(name, num_buckets), EPOCH + timedelta(milliseconds=r.timestamp_ms),
-                 *(getattr(r, f) for f in VALUE_FIELDS[2:-1]), 5, offset)  # rates, counts
+                 topic_bucket(name, num_buckets), r.timestamp_ms,
+                 *(getattr(r, f) for f in VALUE_FIELDS[2:-1]))  # rates, counts
             )  # fmt: skip
+    rows.sort(key=lambda row: (row[4], row[5] - row[5] % SLIDE_MS))  # stable
     return [tuple(map(typed, row)) for row in rows] + rejects
 
 
 def run_parser(messages: list[bytes], num_buckets: int, cache: TopicInfoCache) -> list[Any]:
     summary = ReadSummary(partition=5, start_offset=0, next_offset=len(messages))
-    parser = RecordParser(num_buckets=num_buckets, summary=summary, topics=cache)
+    parser = RecordParser(
+        num_buckets=num_buckets, slide_ms=SLIDE_MS, summary=summary, topics=cache
+    )
     for offset, raw in enumerate(messages):
         parser.add(raw, 5, offset)
-    out: list[tuple[Any, ...]] = []
-    for row in parser.flush().to_pylist():
-        if row["kind"] == RowKind.EVENT:
-            out.append(tuple(typed(row[f]) for f in ROW_FIELDS))
+    batch = parser.flush()
+    out: list[tuple[Any, ...]] = [
+        tuple(typed(event[f]) for f in ROW_FIELDS) for event in events_of(batch)
+    ]
+    for row in batch.to_pylist():
+        if row["kind"] == RowKind.PACK:
+            assert row["events"] == len(decode([row["payload"]], PACK_SCHEMA))
         else:
             out.append(tuple(row[f] for f in REJECT_FIELDS))
     assert summary.consumed == len(out)

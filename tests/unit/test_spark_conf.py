@@ -17,8 +17,8 @@ def effective(conf: list[tuple[str, str]]) -> dict[str, str]:
     return dict(conf)  # later entries win, as with SparkSession.builder.config
 
 
-def test_rocksdb_brings_its_provider_and_tuning() -> None:
-    conf = effective(spark_conf(settings(state_store="rocksdb")))
+def test_the_state_store_is_rocksdb_with_its_tuning() -> None:
+    conf = effective(spark_conf(settings()))
     assert conf["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER
     assert {k: conf[k] for k, _ in ROCKSDB_TUNING} == {
         "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
@@ -26,15 +26,15 @@ def test_rocksdb_brings_its_provider_and_tuning() -> None:
     }
 
 
-def test_the_hdfs_store_gets_no_rocksdb_settings() -> None:
-    conf = effective(spark_conf(settings(state_store="hdfs")))
-    assert not [k for k in conf if "rocksdb" in k or k.endswith("providerClass")]
+def test_no_row_checksum_on_the_shuffle_of_packs() -> None:
+    conf = effective(spark_conf(settings()))
+    assert conf["spark.sql.shuffle.orderIndependentChecksum.enabled"] == "false"
 
 
 def test_extra_settings_override_the_defaults_and_loopback_binds_to_127_0_0_1() -> None:
     extra = (("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows", "true"),)
     conf = effective(
-        spark_conf(settings(state_store="rocksdb", extra_spark_conf=extra, shuffle_partitions=7))
+        spark_conf(settings(extra_spark_conf=extra, shuffle_partitions=7))
     )
     assert conf["spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"] == "true"
     assert conf["spark.sql.shuffle.partitions"] == "7"

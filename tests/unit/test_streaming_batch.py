@@ -138,7 +138,7 @@ def test_only_the_newest_window_is_reported_but_every_topic_is_remembered() -> N
 
     import pyarrow as pa
 
-    from streaming.windows import WINDOW_COLUMNS
+    from streaming.packing import WINDOW_SCHEMA
 
     def ts(ms: int) -> datetime:
         return datetime.fromtimestamp(ms / 1000, tz=UTC)
@@ -146,7 +146,7 @@ def test_only_the_newest_window_is_reported_but_every_topic_is_remembered() -> N
     rows = []
     for topic, end in (("a", END), ("d", END - 60_000), ("a", END - 60_000)):
         name = f"persistent://{NS}/{topic}"
-        values: dict[str, object] = dict.fromkeys(WINDOW_COLUMNS, 1)
+        values: dict[str, object] = dict.fromkeys(WINDOW_SCHEMA.names, 1)
         values.update(
             window_start=ts(end - 300_000), window_end=ts(end), cluster="c1", namespace=NS,
             topic=name, position=hash_position(name), msg_rate_in=2.5,
@@ -154,7 +154,7 @@ def test_only_the_newest_window_is_reported_but_every_topic_is_remembered() -> N
         rows.append(values)
     handler = RecordingHandler(topics_for={str(b) for b in NamespaceBundles.initial(NS, 2).bundles})
     proc = processor(handler, RecordingSink())
-    report = proc.report(7, pa.Table.from_pylist(rows), observations(), 0.0)
+    report = proc.report(7, pa.Table.from_pylist(rows, WINDOW_SCHEMA), observations(), 0.0)
     assert (report.windows_closed, report.window_end_ms) == (2, END)
     assert [(t.topic, t.msg_rate_in) for b in report.bundles for t in b.topics] == [
         (f"persistent://{NS}/a", 2.5)

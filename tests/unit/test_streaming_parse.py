@@ -1,4 +1,4 @@
-"""Kafka records -> Arrow rows (pure): events typed, every reject kept with its reason."""
+"""Kafka records -> Arrow rows (pure): events packed and typed, every reject kept with a reason."""
 
 from __future__ import annotations
 
@@ -11,16 +11,18 @@ import pytest
 
 from balancer.buckets import topic_bucket
 from balancer.hashing import hash_position
+from streaming.packing import events_of
 from streaming.parse import MAX_DEAD_LETTER_RAW_BYTES, ReadSummary, RecordParser, parse_records
 from streaming.schema import PARSED_ARROW_SCHEMA, PARSED_SPARK_SCHEMA, RowKind
 from tests.stream_events import BASE_MS, encode, event
 
 GOOD = event("t/ns/a", BASE_MS)
+SLIDE_MS = 60_000
 
 
 def parse(values: list[bytes | None]) -> tuple[list[dict[str, Any]], ReadSummary]:
     summary = ReadSummary(partition=3, start_offset=100, next_offset=100 + len(values))
-    parser = RecordParser(num_buckets=16, summary=summary)
+    parser = RecordParser(num_buckets=16, slide_ms=SLIDE_MS, summary=summary)
     for i, value in enumerate(values):
         parser.add(value, 3, 100 + i)
     batch = parser.flush()
@@ -28,16 +30,19 @@ def parse(values: list[bytes | None]) -> tuple[list[dict[str, Any]], ReadSummary
     return batch.to_pylist(), summary
 
 
-def test_a_valid_event_becomes_a_typed_row() -> None:
+def test_a_valid_event_becomes_a_typed_row_in_a_pack() -> None:
     (row,), summary = parse([encode(GOOD)])
     topic = "persistent://t/ns/a"
-    assert row["kind"] == RowKind.EVENT
-    assert (row["cluster"], row["namespace"], row["topic"]) == ("c1", "t/ns", topic)
-    assert (row["position"], row["bucket"]) == (hash_position(topic), topic_bucket(topic, 16))
-    assert row["event_time"].timestamp() * 1000 == BASE_MS
-    assert (row["msg_rate_in"], row["storage_size"], row["consumer_count"]) == (1.0, 1000, 1)
+    assert row["kind"] == RowKind.PACK
+    assert (row["bucket"], row["events"]) == (topic_bucket(topic, 16), 1)
+    assert row["event_time"].timestamp() * 1000 == BASE_MS  # the pack's newest event
+    assert row["pane_start"] == BASE_MS - BASE_MS % SLIDE_MS
     assert (row["kafka_partition"], row["kafka_offset"]) == (3, 100)
     assert row["raw"] is None and row["reason"] is None
+    (ev,) = events_of(pa.Table.from_pylist([row], schema=PARSED_ARROW_SCHEMA))
+    assert (ev["cluster"], ev["namespace"], ev["topic"]) == ("c1", "t/ns", topic)
+    assert (ev["position"], ev["event_ms"]) == (hash_position(topic), BASE_MS)
+    assert (ev["msg_rate_in"], ev["storage_size"], ev["consumer_count"]) == (1.0, 1000, 1)
     assert (summary.events, summary.consumed, summary.event_times) == (1, 1, Counter({BASE_MS: 1}))
 
 
@@ -74,7 +79,7 @@ def test_a_bad_record_becomes_a_reject_row_with_its_bytes(value: bytes | None, r
     (row,), summary = parse([value])
     assert row["kind"] == RowKind.REJECT
     assert (row["reason"], row["raw"], row["kafka_offset"]) == (reason, value or b"", 100)
-    assert row["detail"] and row["topic"] is None
+    assert row["detail"] and row["payload"] is None
     assert summary.rejected == Counter({reason: 1}) and summary.events == 0
 
 
@@ -82,10 +87,12 @@ def test_an_envelope_gives_a_row_per_event_and_names_the_bad_one() -> None:
     bad = {**GOOD, "msgRateOut": -1}
     value = json.dumps({"events": [GOOD, bad, event("t/ns/b", BASE_MS)]}).encode()
     rows, summary = parse([value])
-    # Events keep their order; rejects follow the events of the same flush.
-    assert [r["kind"] for r in rows] == [RowKind.EVENT, RowKind.EVENT, RowKind.REJECT]
-    assert [r["topic"] for r in rows[:2]] == ["persistent://t/ns/a", "persistent://t/ns/b"]
-    assert rows[2]["detail"].startswith("event 1:") and rows[2]["raw"] == value
+    # Packs first (one per bucket and pane), then the rejects of the same flush.
+    kinds = [r["kind"] for r in rows]
+    assert kinds[-1] == RowKind.REJECT and set(kinds[:-1]) == {RowKind.PACK}
+    events = events_of(pa.Table.from_pylist(rows[:-1], schema=PARSED_ARROW_SCHEMA))
+    assert sorted(e["topic"] for e in events) == ["persistent://t/ns/a", "persistent://t/ns/b"]
+    assert rows[-1]["detail"].startswith("event 1:") and rows[-1]["raw"] == value
     assert (summary.messages, summary.events, summary.consumed) == (1, 2, 3)
 
 
@@ -101,14 +108,16 @@ def test_the_summary_row_round_trips() -> None:
     summary = ReadSummary(1, 5, 9, high_watermark=12, messages=4, events=3)
     summary.rejected["bad_json"] += 1
     summary.event_times[BASE_MS] += 3
-    parser = RecordParser(num_buckets=4, summary=summary)
+    parser = RecordParser(num_buckets=4, slide_ms=SLIDE_MS, summary=summary)
     (row,) = parser.summary_batch().to_pylist()
     assert (row["kind"], row["kafka_partition"], row["kafka_offset"]) == (RowKind.SUMMARY, 1, 9)
     assert ReadSummary.from_json(row["summary"]) == summary
 
 
 def test_parse_records_summarises_each_partition() -> None:
-    batches = parse_records([encode(GOOD), b"x", encode(GOOD)], [0, 1, 0], [7, 3, 8], num_buckets=8)
+    batches = parse_records(
+        [encode(GOOD), b"x", encode(GOOD)], [0, 1, 0], [7, 3, 8], num_buckets=8, slide_ms=SLIDE_MS
+    )
     table = pa.Table.from_batches(batches)
     summaries = [
         ReadSummary.from_json(r["summary"])
