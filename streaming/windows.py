@@ -151,30 +151,32 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     ) -> Iterator[pd.DataFrame]:
         bucket, start_ms = int(key[0]), int(key[1])
         end_ms = start_ms + self.window_ms
-        new = [(bytes(p),) for frame in rows for p in frame["payload"]]
+        new = [bytes(p) for frame in rows for p in frame["payload"]]
         if end_ms <= timerValues.getCurrentWatermarkInMs():  # closes in this very batch
-            yield self._close(bucket, start_ms, [*self._stored(), *(p for (p,) in new)])
+            stored = self._take_stored()
+            if stored:
+                self.handle.deleteTimer(end_ms - 1)
+            yield closed_window(bucket, start_ms, end_ms, [*stored, *new])
             return
         if not self.packs.exists():
             # Fires once the watermark is past end - 1, i.e. at end: when Spark closes windows.
             self.handle.registerTimer(end_ms - 1)
-        self.packs.appendList(new)
+        self.packs.appendList([(p,) for p in new])
 
     def handleExpiredTimer(
         self, key: tuple[Any, ...], timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
+        # Spark removes the expired timer itself.
         bucket, start_ms = int(key[0]), int(key[1])
-        yield self._close(bucket, start_ms, self._stored())
+        yield closed_window(bucket, start_ms, start_ms + self.window_ms, self._take_stored())
 
-    def _stored(self) -> list[bytes]:
-        return [bytes(p) for (p,) in self.packs.get()] if self.packs.exists() else []
-
-    def _close(self, bucket: int, start_ms: int, packs: list[bytes]) -> pd.DataFrame:
-        end_ms = start_ms + self.window_ms
+    def _take_stored(self) -> list[bytes]:
+        """The window's stored packs, in arrival order; the state is cleared."""
+        if not self.packs.exists():
+            return []
+        packs = [bytes(p) for (p,) in self.packs.get()]
         self.packs.clear()
-        for timer in list(self.handle.listTimers()):
-            self.handle.deleteTimer(timer)
-        return closed_window(bucket, start_ms, end_ms, packs)
+        return packs
 
     def close(self) -> None:
         pass
