@@ -4,13 +4,12 @@ The arithmetic (pure, used by the driver and the tests) is Spark's: a window of
 `window_ms` sliding by `slide_ms` holds the events with `start <= t < start + window_ms`,
 starts are multiples of `slide_ms`, so an event lies in `window_ms / slide_ms` windows.
 
-The Spark stage keys the state by (window, bucket, cluster, topic): `bucket` is the
-PIP-157 topic bucket, leading the topic's part of the key; namespace and hash position
-(functions of the topic) are derived for each output row (crc32 of the UTF-8 name, as
-Pulsar does). Spark hashes the whole key to place state, which spreads a namespace with
-millions of topics evenly; an optional repartition by bucket before the partial
-aggregation makes the bucket alone decide which task aggregates a topic (a full shuffle of
-the events: see docs/pipeline.md).
+The Spark stage works on event packs (`streaming.packing`): one row per (PIP-157 bucket,
+pane) from each read task. A pack goes to every window holding its pane; the state of an
+open (bucket, window) is its packs, in RocksDB list state (`transformWithStateInPandas`),
+and Spark places it by the hash of (bucket, window start), which spreads a namespace with
+millions of topics evenly. When the watermark passes the window's end, its packs are
+aggregated into one row per topic and leave the stage as one Arrow payload.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Test helper: topic-stats events for the stream tests, and a plain-Python reference.
+"""Test helper: topic-stats events for the stream tests, a plain-Python reference, settings.
 
 `expected_windows` computes per (cluster, topic, window end) what the job must output,
 written independently of `streaming.windows`: rates averaged, sizes and counts taken from
@@ -12,10 +12,12 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from balancer.bundles import NamespaceBundles
 from balancer.hashing import hash_position
+from streaming.job import StreamSettings
 
 BASE_MS = 1_700_000_040_000  # a multiple of 60 s
 
@@ -49,6 +51,22 @@ def event(
         "producerCount": producers,
         "consumerCount": consumers,
     }
+
+
+def local_settings(
+    bootstrap_servers: str, topic: str, work: Path, **overrides: Any
+) -> StreamSettings:
+    """Job settings for a test: 2 local cores, 2 shuffle partitions, dead letters in `work`."""
+    values: dict[str, Any] = {
+        "bootstrap_servers": bootstrap_servers,
+        "topic": topic,
+        "checkpoint_dir": str(work / "checkpoint"),
+        "dead_letter_dir": str(work / "dead"),
+        "spark_master": "local[2]",
+        "shuffle_partitions": 2,
+        **overrides,
+    }
+    return StreamSettings(**values)
 
 
 def encode(e: dict[str, Any]) -> bytes:

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from streaming.handler import JsonlReportHandler, StaticLayouts, read_reports
-from streaming.job import StreamSettings, run_available
+from streaming.job import run_available
 from tests.kafka_broker import Broker
-from tests.stream_events import BASE_MS, encode, event, expected_windows
+from tests.stream_events import BASE_MS, encode, event, expected_windows, local_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -34,13 +34,10 @@ def _run(kafka: Broker, spark: Any, work: Path, **settings: Any) -> dict[int, di
     values = [encode(e) for e in events]
     values[5:5] = [b"{oops", b"\xff\xfe"]
     kafka.produce(topic, values)
-    config = StreamSettings(
-        bootstrap_servers=kafka.bootstrap_servers,
-        topic=topic,
-        checkpoint_dir=str(work / "checkpoint"),
-        dead_letter_dir=str(work / "dead"),
-        spark_master="local[2]",
-        shuffle_partitions=2,
+    config = local_settings(
+        kafka.bootstrap_servers,
+        topic,
+        work,
         # expected_windows below is computed for these windows, not the defaults.
         window_s=300,
         slide_s=60,

@@ -18,7 +18,7 @@ import pytest
 from streaming.job import StreamSettings, build_pipeline
 from streaming.packing import decode_windows
 from tests.kafka_broker import Broker
-from tests.stream_events import BASE_MS, encode, event, expected_windows
+from tests.stream_events import BASE_MS, encode, event, expected_windows, local_settings
 
 WINDOW_MS, SLIDE_MS, WATERMARK_MS = 180_000, 60_000, 60_000
 TOPICS = [f"persistent://t/ns/topic-{i}" for i in range(6)]
@@ -58,13 +58,10 @@ def closed_windows(
     # One partition: events arrive in event-time order, so only the planted event is late
     # (a batch may read one partition further ahead in event time than another).
     topic = kafka.new_topic(partitions=1, prefix="stats")
-    settings = StreamSettings(
-        bootstrap_servers=kafka.bootstrap_servers,
-        topic=topic,
-        checkpoint_dir=str(work / "checkpoint"),
-        dead_letter_dir=str(work / "dead"),
-        spark_master="local[2]",
-        shuffle_partitions=2,
+    settings = local_settings(
+        kafka.bootstrap_servers,
+        topic,
+        work,
         num_buckets=3,
         max_offsets_per_trigger=10,  # many batches: windows fill across batches
         window_s=WINDOW_MS // 1000,
