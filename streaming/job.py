@@ -65,7 +65,7 @@ class StreamSettings:
     use_native_kafka: bool = False  # Spark's `kafka` format (needs the connector jar)
     parse_in_reader: bool = True  # False: raw rows + mapInArrow (the native path's parsing)
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
-    # PIP-157 topic buckets: the state key is (bucket, window). Each key costs ~10 ms per
+    # PIP-157 topic buckets: the state key is (bucket, window). Each key costs 10-20 ms per
     # batch in the stateful operator, so a few per shuffle partition (docs/pipeline.md).
     num_buckets: int = 4
     shuffle_partitions: int = 4
