@@ -87,18 +87,12 @@ def decode(payloads: Iterable[bytes], schema: pa.Schema) -> pa.Table:
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def pane_starts_ms(event_ms: np.ndarray, slide_ms: int) -> np.ndarray:
-    """The start of each event's pane (event times are >= 0, so `%` floors)."""
-    starts: np.ndarray = event_ms - event_ms % slide_ms
-    return starts
-
-
 def pack_events(events: pa.Table, buckets: np.ndarray, *, slide_ms: int) -> list[Pack]:
     """Split `events` (PACK_SCHEMA rows) into packs by (bucket, pane), arrival order kept."""
     if events.num_rows == 0:
         return []
     event_ms = events.column("event_ms").to_numpy()
-    panes = pane_starts_ms(event_ms, slide_ms)
+    panes = event_ms - event_ms % slide_ms  # pane starts (event times are >= 0: `%` floors)
     order = np.lexsort((panes, buckets))  # stable: equal keys keep arrival order
     sorted_buckets, sorted_panes = buckets[order], panes[order]
     changes = np.flatnonzero(
@@ -186,5 +180,4 @@ __all__ = [
     "encode",
     "events_of",
     "pack_events",
-    "pane_starts_ms",
 ]

@@ -14,8 +14,8 @@ kafka-python. Design:
 - Rows are yielded as Arrow record batches (several times faster than tuples).
 
 Options (keys arrive lower-cased): bootstrap_servers, topic, starting_offsets
-(earliest|latest), max_offsets_per_trigger, raw, num_buckets, pane_ms, batch_rows, poll_timeout_ms,
-read_timeout_s, and the `KafkaSecurity` keys (security_protocol, sasl_mechanism,
+(earliest|latest), max_offsets_per_trigger, raw, num_buckets, pane_ms, batch_rows,
+poll_timeout_ms, read_timeout_s, and the `KafkaSecurity` keys (security_protocol, sasl_mechanism,
 sasl_username, sasl_password_env, ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password_env).
 """
 

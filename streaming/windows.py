@@ -101,7 +101,6 @@ WINDOW_OUTPUT_SCHEMA = StructType(
         StructField("window_start", LongType()),  # epoch ms
         StructField("window_end", LongType()),
         StructField("bucket", IntegerType()),
-        StructField("topics", LongType()),
         StructField("payload", BinaryType()),
     ]
 )
@@ -122,7 +121,6 @@ def closed_window(bucket: int, start_ms: int, end_ms: int, packs: list[bytes]) -
             "window_start": [start_ms],
             "window_end": [end_ms],
             "bucket": [bucket],
-            "topics": [table.num_rows],
             "payload": [encode(table)],
         }
     )
@@ -176,9 +174,6 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         packs = [bytes(p) for (p,) in self.packs.get()]
         self.packs.clear()
         return packs
-
-    def close(self) -> None:
-        pass
 
 
 def topic_windows(parsed: DataFrame, spec: WindowSpec) -> DataFrame:
