@@ -33,6 +33,7 @@ from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.transport import RequestRecord
 from balancer.pulsar.wiring import peer_group_from_config
 from balancer.thresholds import BundleLimits
+from streaming.errors import root_cause
 from streaming.handler import BatchReport
 from streaming.kafka_config import KafkaSecurity as StreamKafkaSecurity
 
@@ -235,15 +236,22 @@ class BalancerApp:
             {settings.topic: STATS_TOPIC_PARTITIONS, settings.dead_letter_topic_name: 1},
             client_kwargs=settings.security.client_kwargs(),
         )
+        checks = standard_checks(
+            stream_running=self.stream_running,
+            kafka_reachable=self.kafka_reachable,
+            clusters_reachable=lambda: list(self._cluster_ok.values()),
+            last_batch_age_s=self.metrics.last_batch_age_s,
+            max_batch_age_s=self._max_batch_age_s,
+        )
+        checks["collector_publishing"] = self.collector_publishing
         self.health = HealthServer(
             registry=self.registry,
-            checks=standard_checks(
-                stream_running=self.stream_running,
-                kafka_reachable=self.kafka_reachable,
-                clusters_reachable=lambda: list(self._cluster_ok.values()),
-                last_batch_age_s=self.metrics.last_batch_age_s,
-                max_batch_age_s=self._max_batch_age_s,
-            ),
+            checks=checks,
+            # What only a restart cures: the stream ended, the collector's thread died.
+            live_checks={
+                "stream_alive": self.stream_alive,
+                "collector_alive": self.collector_alive,
+            },
             host=self.config.metrics.bind_address,
             port=self.config.metrics.port,
         ).start()
@@ -284,6 +292,7 @@ class BalancerApp:
             bootstrap_servers=self.config.kafka.bootstrap_servers,
             topic=self.config.kafka.stats_topic,
             client_kwargs=stream_security(self.config).client_kwargs(),
+            listener=self.metrics.collector,
         )
         collector = Collector(
             targets=targets_for(self.broker_urls()), fetch=admin_fetch(self.admin), sink=sink
@@ -308,6 +317,18 @@ class BalancerApp:
     def stream_running(self) -> bool:
         return self.query is not None and bool(self.query.isActive)
 
+    def stream_alive(self) -> bool:
+        """False once the stream ended on its own (an error): the process must restart."""
+        return self.query is None or self._stopped.is_set() or bool(self.query.isActive)
+
+    def collector_alive(self) -> bool:
+        thread = self._collector_thread
+        return thread is None or self._stopped.is_set() or thread.is_alive()
+
+    def collector_publishing(self) -> bool:
+        """The collector's last poll was delivered to Kafka in full."""
+        return self._collector_sink is not None and self._collector_sink.publishing()
+
     def kafka_reachable(self) -> bool:
         # kafka-python's bootstrap_connected() is False once metadata is loaded, even while
         # producing works; the stream reading Kafka's high-water marks is the evidence.
@@ -319,7 +340,7 @@ class BalancerApp:
         if self.query is None or self.query.isActive:
             return None
         error = self.query.exception()
-        return None if error is None else str(error).splitlines()[0][:300]
+        return None if error is None else root_cause(str(error))
 
     def stop(self) -> None:
         if self._stopped.is_set():

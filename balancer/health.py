@@ -1,9 +1,11 @@
 """The operations HTTP endpoint: /metrics, /healthz and /readyz on one small threaded server.
 
-/healthz answers 200 while the process serves requests (liveness). /readyz answers 200 only
-when every readiness check passes, else 503 with a JSON body naming the failing checks; a
-check that raises counts as failing (only the exception's class is reported: messages may
-carry URLs or credentials).
+/healthz answers 200 while the process serves requests and every liveness check passes,
+else 503 naming the failing ones (a process that cannot recover by itself, e.g. a stream
+that ended, so the orchestrator restarts it). /readyz answers 200 only when every readiness
+check passes, else 503 with a JSON body naming the failing checks; a check that raises
+counts as failing (only the exception's class is reported: messages may carry URLs or
+credentials).
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ class Readiness:
     def failing(self) -> list[str]:
         return [name for name, ok in self.checks.items() if not ok]
 
-    def as_json(self) -> bytes:
+    def as_json(self, *, state: str = "ready") -> bytes:
         body: dict[str, object] = {
-            "status": "ready" if self.ready else "not ready",
+            "status": state if self.ready else f"not {state}",
             "failing": self.failing,
             "checks": dict(self.checks),
         }
@@ -96,7 +98,12 @@ class _Handler(BaseHTTPRequestHandler):
             encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
             self._send(200, content_type, encoder(self.server.registry))
         elif path == "/healthz":
-            self._send(200, self._JSON, b'{"status": "alive"}')
+            if not self.server.live_checks:
+                self._send(200, self._JSON, b'{"status": "alive"}')
+                return
+            liveness = evaluate(self.server.live_checks)
+            body = liveness.as_json(state="alive")
+            self._send(200 if liveness.ready else 503, self._JSON, body)
         elif path == "/readyz":
             readiness = evaluate(self.server.checks)
             self._send(200 if readiness.ready else 503, self._JSON, readiness.as_json())
@@ -120,25 +127,34 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], registry: CollectorRegistry, checks: Mapping[str, Check]
+        self,
+        address: tuple[str, int],
+        registry: CollectorRegistry,
+        checks: Mapping[str, Check],
+        live_checks: Mapping[str, Check],
     ) -> None:
         self.registry = registry
         self.checks = checks
+        self.live_checks = live_checks
         super().__init__(address, _Handler)
 
 
 class HealthServer:
-    """Serves /metrics, /healthz and /readyz on `host:port` (port 0: the OS picks one)."""
+    """Serves /metrics, /healthz and /readyz on `host:port` (port 0: the OS picks one).
+
+    `checks` decide /readyz, `live_checks` (default none: always alive) decide /healthz.
+    """
 
     def __init__(
         self,
         *,
         registry: CollectorRegistry,
         checks: Mapping[str, Check],
+        live_checks: Mapping[str, Check] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        self._server = _Server((host, port), registry, dict(checks))
+        self._server = _Server((host, port), registry, dict(checks), dict(live_checks or {}))
         self._thread: threading.Thread | None = None
 
     @property

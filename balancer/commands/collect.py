@@ -5,6 +5,9 @@ balancer config; flags override. Without it, give them as flags:
 
     pulsar-balancer collect --bootstrap 127.0.0.1:9092 --topic pulsar-topic-stats \
         --admin-url a=http://127.0.0.1:8080 --admin-url b=http://127.0.0.1:8081 --interval-s 60
+
+With `--metrics-port` it serves the collector's metrics (events sent, failed, dropped) and
+its health. It exits 1 when some events never reached Kafka.
 """
 
 from __future__ import annotations
@@ -19,7 +22,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from balancer.collector import Collector, KafkaEventSink, admin_fetch, targets_for
+from balancer.exporter import CollectorMetrics
+from balancer.health import HealthServer
 
 NAME = "collect"
 log = logging.getLogger(__name__)
@@ -58,6 +65,13 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="send up to N events per message as {'events': [...]} (default: one per message)",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve /metrics, /healthz and /readyz on PORT (0: any free port) of 127.0.0.1, "
+        "or of metrics.bind_address with --config",
+    )
     parser.add_argument("--polls", type=int, help="stop after this many polls")
     parser.add_argument("--duration-s", type=float, help="stop after this many seconds")
     parser.set_defaults(handler=run)
@@ -82,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     broker_urls = _pairs(args.broker_url, "--broker-url")
     security = KafkaSecurity()
     interval_s = args.interval_s
+    bind_address = "127.0.0.1"
     if args.config is not None:
         from balancer.config import load_config
         from balancer.pulsar.wiring import peer_group_from_config
@@ -92,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         topic = args.topic or config.kafka.stats_topic
         security = KafkaSecurity.from_balancer_config(config.kafka.security)
         interval_s = interval_s or config.collector.interval_s
+        bind_address = config.metrics.bind_address
         clusters = {c.name: list(c.brokers) for c in config.clusters}
     else:
         if not admin_urls or not args.bootstrap or not args.topic:
@@ -103,8 +119,12 @@ def run(args: argparse.Namespace) -> int:
         if name not in clusters:
             raise ValueError(f"--broker-url {name}={url}: unknown cluster {name!r}")
         clusters[name].append(url)
+    registry = CollectorRegistry()
     sink = KafkaEventSink.connect(
-        bootstrap_servers=bootstrap.split(","), topic=topic, client_kwargs=security.client_kwargs()
+        bootstrap_servers=bootstrap.split(","),
+        topic=topic,
+        client_kwargs=security.client_kwargs(),
+        listener=CollectorMetrics(registry),
     )
     collector = Collector(
         targets=targets_for(clusters),
@@ -126,6 +146,17 @@ def run(args: argparse.Namespace) -> int:
             seconds = min(seconds, deadline - time.monotonic())
         stop.wait(max(0.0, seconds))
 
+    health = None
+    if args.metrics_port is not None:
+        thread = threading.current_thread()
+        health = HealthServer(
+            registry=registry,
+            checks={"collector_publishing": sink.publishing},
+            live_checks={"collector_alive": thread.is_alive},
+            host=bind_address,
+            port=args.metrics_port,
+        ).start()
+        print(f"metrics: {health.url}/metrics", file=sys.stderr, flush=True)
     try:
         counts = collector.run(
             interval_s=interval_s or 60.0,
@@ -139,10 +170,15 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sink.close()
         peer_group.close()
+        if health is not None:
+            health.stop()
     failures = ", ".join(f"{c}={n}" for c, n in sorted(counts.failures.items())) or "none"
+    sent = sink.counts
     print(
         f"collected {counts.events} events in {counts.messages} messages over {counts.polls} "
-        f"polls; failed fetches: {failures}",
+        f"polls; failed fetches: {failures}; events sent {sent.sent}, failed {sent.failed}, "
+        f"dropped {sent.dropped}; producers rebuilt {sent.rebuilds}",
         file=sys.stderr,
     )
-    return 0
+    # Events Kafka never took are lost (the next poll sends fresh stats): say so.
+    return 1 if sent.failed or sent.dropped else 0

@@ -1,0 +1,60 @@
+"""The root cause of a streaming query's failure, in one line.
+
+A query that fails in Python code (the Kafka source, the foreachBatch step) reports a
+Py4J/Spark error whose first line is Spark's wrapper ("... perform latestOffset: Traceback
+(most recent call last):") and whose cause is the last line of the innermost Python
+traceback, tens of lines further down. Purely computational.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_CAUSE_CHARS = 300
+_TRACEBACK = "Traceback (most recent call last):"
+# A Python exception line: `[package.]Name[: message]`, at the start of a line.
+_PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?::\s?(.*))?$")
+_CAUSED_BY = re.compile(r"^Caused by: (?:[\w$]+\.)*([\w$]+)(?::\s?(.*))?$")
+_QUERY_PREFIX = re.compile(r"^\[STREAM_FAILED\] Query .*? terminated with exception: ")
+
+
+def root_cause(error_text: str) -> str:
+    """`Class: message` of the innermost Python exception, else of the last Java cause."""
+    lines = error_text.splitlines()
+    for index in reversed([i for i, line in enumerate(lines) if line.endswith(_TRACEBACK)]):
+        found = _exception_after(lines, index + 1)
+        if found is not None:
+            return _clip(found)
+    for line in reversed(lines):
+        match = _CAUSED_BY.match(line.strip())
+        if match:
+            return _clip(_name_message(match.group(1), match.group(2)))
+    first = lines[0] if lines else error_text
+    return _clip(_QUERY_PREFIX.sub("", first).strip() or "unknown error")
+
+
+def _exception_after(lines: list[str], start: int) -> str | None:
+    """The exception line that ends the traceback whose frames begin at `start`."""
+    for line in lines[start:]:
+        if not line.strip() or line[0].isspace():
+            continue  # frames and source lines are indented
+        if line.startswith(("During handling", "The above exception")):
+            return None  # a chained traceback follows; the caller looks at that one
+        match = _PY_EXCEPTION.match(line.strip())
+        if match is None:
+            return line.strip()
+        return _name_message(match.group(1), match.group(2))
+    return None
+
+
+def _name_message(name: str, message: str | None) -> str:
+    message = (message or "").strip()
+    # kafka-python repeats the class in its messages ("KafkaTimeoutError: KafkaTimeoutError: x").
+    if message.startswith(f"{name}: "):
+        message = message[len(name) + 2 :]
+    return f"{name}: {message}" if message else name
+
+
+def _clip(text: str) -> str:
+    one_line = " ".join(text.split())
+    return one_line if len(one_line) <= MAX_CAUSE_CHARS else one_line[: MAX_CAUSE_CHARS - 3] + "..."
