@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from streaming.kafka_clients import close_producer
+
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
@@ -48,10 +50,13 @@ class DeadLetterSink(Protocol):
 
 
 class KafkaDeadLetters:
-    def __init__(self, producer: Any, *, topic: str, source_topic: str) -> None:
+    def __init__(
+        self, producer: Any, *, topic: str, source_topic: str, flush_timeout_s: float = 30.0
+    ) -> None:
         self.producer = producer
         self.topic = topic
         self.source_topic = source_topic
+        self.flush_timeout_s = flush_timeout_s
 
     @classmethod
     def connect(
@@ -72,6 +77,7 @@ class KafkaDeadLetters:
         return cls(producer, topic=topic, source_topic=source_topic)
 
     def write(self, batch_id: int, letters: Sequence[DeadLetter]) -> None:
+        futures = []
         for letter in letters:
             headers = [
                 ("reason", letter.reason.encode()),
@@ -82,12 +88,16 @@ class KafkaDeadLetters:
                 ("batch_id", str(batch_id).encode()),
             ]
             key = f"{self.source_topic}/{letter.partition}/{letter.offset}".encode()
-            self.producer.send(self.topic, key=key, value=letter.raw, headers=headers)
-        # The batch must not commit before its dead letters are stored.
-        self.producer.flush()
+            futures.append(self.producer.send(self.topic, key=key, value=letter.raw,
+                                              headers=headers))
+        # The batch must not commit before its dead letters are stored: a flush that times
+        # out or a letter Kafka refused fails the batch (replayed after a restart).
+        self.producer.flush(timeout=self.flush_timeout_s)
+        for future in futures:
+            future.get(timeout=0)  # raises the send's error
 
     def close(self) -> None:
-        self.producer.close()
+        close_producer(self.producer)
 
 
 def ensure_topic(

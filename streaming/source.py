@@ -37,6 +37,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from streaming.kafka_clients import close_consumer
 from streaming.kafka_config import KafkaSecurity
 from streaming.parse import ReadSummary, RecordParser
 from streaming.schema import PARSED_SPARK_SCHEMA, RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA
@@ -298,7 +299,7 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def stop(self) -> None:
         if self._consumer is not None:
-            self._consumer.close()
+            close_consumer(self._consumer)
             self._consumer = None
 
 
@@ -347,7 +348,7 @@ def _read_parsed(options: SourceOptions, task: KafkaRange) -> Iterator[pa.Record
             yield parser.flush()
         yield parser.summary_batch()
     finally:
-        consumer.close()
+        close_consumer(consumer)
 
 
 def _read_raw(options: SourceOptions, task: KafkaRange) -> Iterator[pa.RecordBatch]:
@@ -364,7 +365,7 @@ def _read_raw(options: SourceOptions, task: KafkaRange) -> Iterator[pa.RecordBat
         if offsets:
             yield _raw_batch(task.partition, offsets, values)
     finally:
-        consumer.close()
+        close_consumer(consumer)
 
 
 def _raw_batch(partition: int, offsets: list[int], values: list[bytes | None]) -> pa.RecordBatch:
