@@ -171,3 +171,31 @@ def test_readiness_follows_the_exporters_last_batch() -> None:
     assert (before.status_code, before.json()["failing"]) == (503, ["last_batch_recent"])
     assert fresh.status_code == 200
     assert (stale.status_code, stale.json()["failing"]) == (503, ["last_batch_recent"])
+
+
+def test_healthz_fails_while_a_liveness_check_fails_and_names_it() -> None:
+    """Liveness checks: what only a restart cures (a stream that ended, a dead collector)."""
+    state = {"stream": True}
+
+    def collector_alive() -> bool:
+        raise RuntimeError("secret://token@host")  # only the class may show
+
+    checks = {"stream_alive": lambda: state["stream"], "collector_alive": lambda: True}
+    with HealthServer(registry=CollectorRegistry(), checks={}, live_checks=checks) as srv:
+        alive = httpx.get(f"{srv.url}/healthz", timeout=5)
+        state["stream"] = False
+        dead = httpx.get(f"{srv.url}/healthz", timeout=5)
+    assert alive.status_code == 200
+    assert alive.json() == {
+        "status": "alive", "failing": [],
+        "checks": {"stream_alive": True, "collector_alive": True},
+    }
+    assert dead.status_code == 503
+    assert dead.json()["status"] == "not alive" and dead.json()["failing"] == ["stream_alive"]
+    with HealthServer(
+        registry=CollectorRegistry(), checks={}, live_checks={"collector_alive": collector_alive}
+    ) as srv:
+        raised = httpx.get(f"{srv.url}/healthz", timeout=5)
+    assert raised.status_code == 503
+    assert raised.json()["errors"] == {"collector_alive": "RuntimeError"}
+    assert "secret" not in raised.text
