@@ -283,7 +283,11 @@ class KafkaEventSink:
             future = producer.send(self.topic, key=key, value=value)
         except Exception as exc:  # no metadata within max_block_ms, buffer full, closed
             self._count("dropped", events)
-            self._discard(f"send failed: {_describe(exc)}")
+            if _record_error(exc):  # this message's fault, not the producer's
+                log.warning("collector: a message of %d events dropped: %s", events,
+                            _describe(exc))
+            else:
+                self._discard(f"send failed: {_describe(exc)}")
             return
         future.add_callback(lambda _meta: self._count("sent", events))
         future.add_errback(lambda _exc: self._count("failed", events))
@@ -353,6 +357,12 @@ class KafkaEventSink:
             setattr(self._round, outcome, getattr(self._round, outcome) + events)
         if self._listener is not None:
             getattr(self._listener, f"events_{outcome}")(events)
+
+
+def _record_error(exc: Exception) -> bool:
+    from kafka.errors import MessageSizeTooLargeError
+
+    return isinstance(exc, (MessageSizeTooLargeError, ValueError, TypeError))
 
 
 def admin_fetch(peer_group: Any) -> Fetch:

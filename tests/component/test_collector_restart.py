@@ -163,3 +163,26 @@ def test_collect_command_serves_its_metrics_and_fails_when_kafka_is_gone(
             process.kill()
             process.wait()
         broker.stop()
+
+
+def test_an_oversize_message_is_dropped_and_counted_without_replacing_the_producer(
+    kafka: Broker,
+) -> None:
+    topic = kafka.new_topic(prefix="collect-big")
+    registry = CollectorRegistry()
+    sink = KafkaEventSink.connect(
+        bootstrap_servers=[kafka.bootstrap_servers], topic=topic,
+        listener=CollectorMetrics(registry),
+    )
+    try:
+        producer = sink.producer
+        sink.send(key=b"ns", value=b"x" * (2 << 20), events=40)  # over max_request_size
+        sink.send(key=b"ns", value=b'{"events": []}', events=3)
+        sink.flush()
+        assert sink.producer is producer  # the producer is fine: only the message was bad
+        assert (sink.counts.sent, sink.counts.dropped, sink.counts.rebuilds) == (3, 40, 0)
+        assert _metric(registry, "events_dropped_total") == 40
+        assert not sink.publishing()  # a poll that lost events is not "publishing"
+        assert [r.value for r in kafka.read_all(topic)] == [b'{"events": []}']
+    finally:
+        sink.close()
