@@ -31,7 +31,7 @@ def close_producer(producer: Any, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
     sender = getattr(producer, "_sender", None)
     if sender is not None:
         sender.force_close()
-        sender.join(timeout_s)
+        sender.join(max(timeout_s, 1.0))  # it fails the pending futures on its way out
     try:
         producer.close(timeout=0)
     except KafkaTimeoutError:

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from streaming.errors import root_cause
 from streaming.handler import JsonlReportHandler, StaticLayouts
-from streaming.job import StreamSettings, build_spark, start_stream
+from streaming.job import StreamSettings, build_spark, dead_letter_sink, start_stream
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -64,8 +65,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = build_spark(settings)
     spark.sparkContext.setLogLevel("WARN")
     handler = JsonlReportHandler(args.reports, topics_for_all=args.topics_for_all)
+    dead_letters = dead_letter_sink(settings)
     query = start_stream(
-        spark, settings, handler, StaticLayouts(), available_now=args.available_now
+        spark,
+        settings,
+        handler,
+        StaticLayouts(),
+        available_now=args.available_now,
+        dead_letters=dead_letters,
     )
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -76,8 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     query.awaitTermination()
     error = query.exception()
     spark.stop()
+    dead_letters.close()  # bounded (streaming.kafka_clients)
     if error is not None:
-        print(f"error: stream failed: {error}", file=sys.stderr)
+        print(f"error: stream failed: {root_cause(str(error))}", file=sys.stderr)
         return 1
     return 0
 

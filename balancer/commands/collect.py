@@ -148,11 +148,9 @@ def run(args: argparse.Namespace) -> int:
 
     health = None
     if args.metrics_port is not None:
-        thread = threading.current_thread()
         health = HealthServer(
             registry=registry,
             checks={"collector_publishing": sink.publishing},
-            live_checks={"collector_alive": thread.is_alive},
             host=bind_address,
             port=args.metrics_port,
         ).start()
