@@ -264,15 +264,20 @@ class KafkaEventSink:
             **(client_kwargs or {}),
         }
 
-        def factory(enable_idempotence: bool) -> Any:
-            return KafkaProducer(enable_idempotence=enable_idempotence, **kwargs)
+        def build(enable_idempotence: bool, **extra: Any) -> Any:
+            return KafkaProducer(**{**kwargs, "enable_idempotence": enable_idempotence, **extra})
+
+        def rebuild(enable_idempotence: bool) -> Any:
+            # Kafka may still be away: wait for it no longer than a send waits for metadata
+            # (the default bootstrap wait, 30 s, would stall the polls and the shutdown).
+            return build(enable_idempotence, bootstrap_timeout_ms=max_block_ms)
 
         if idempotent:
             try:
-                return cls(factory(True), topic, factory=factory, listener=listener)
+                return cls(build(True), topic, factory=rebuild, listener=listener)
             except Exception as exc:  # e.g. a broker without InitProducerId
                 log.warning("idempotent producer not available (%s); falling back", exc)
-        return cls(factory(False), topic, factory=factory, listener=listener)
+        return cls(build(False), topic, factory=rebuild, listener=listener)
 
     def send(self, *, key: bytes, value: bytes, events: int = 1) -> None:
         producer = self._current_producer()
