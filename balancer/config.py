@@ -8,7 +8,6 @@ environment variable, and `as_dict()` masks even those references.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -31,6 +30,7 @@ from balancer.thresholds import (
     PolicyOverride,
     Thresholds,
 )
+from balancer.window_rules import check_hit_count, check_windows
 from balancer.yamlfile import read_yaml
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -130,9 +130,9 @@ class SparkConfig(_Model):
     max_offsets_per_trigger: int | None = Field(default=200_000, gt=0)
 
     @model_validator(mode="after")
-    def _slide_fits(self) -> Self:
-        if self.slide_s > self.window_s:
-            raise ValueError(f"slide_s ({self.slide_s}) must be <= window_s ({self.window_s})")
+    def _windows_fit(self) -> Self:
+        # The stream's own rule (streaming.windows.WindowSpec checks the same function).
+        check_windows(self.window_s, self.slide_s, self.watermark_s, prefix="spark.")
         return self
 
 
@@ -292,16 +292,7 @@ class BalancerConfig(_Model):
 
     @model_validator(mode="after")
     def _hits_need_distinct_samples(self) -> Self:
-        # One stats sample lies in ceil(window_s / slide_s) overlapping windows; if that
-        # reaches the hit count, a single one-minute spike would count as N hits and split.
-        overlap = math.ceil(self.spark.window_s / self.spark.slide_s)
-        hits = self.detection.hit_count_threshold
-        if overlap >= hits:
-            raise ValueError(
-                f"detection.hit_count_threshold ({hits}) must exceed spark.window_s / "
-                f"spark.slide_s ({overlap}): one stats sample lies in {overlap} overlapping "
-                "windows, so a single spike would count as that many hits"
-            )
+        check_hit_count(self.detection.hit_count_threshold, self.spark.window_s, self.spark.slide_s)
         return self
 
     # --- views for the pure core -------------------------------------------------------------
@@ -409,7 +400,8 @@ def format_errors(exc: ValidationError) -> str:
     lines = []
     for error in exc.errors(include_url=False, include_input=False):
         path = ".".join(str(p) for p in error["loc"]) or "(top level)"
-        lines.append(f"  {path}: {error['msg']}")
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"  {path}: {message}")
     return "\n".join(lines)
 
 

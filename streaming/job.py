@@ -46,20 +46,20 @@ class StreamConfigError(ValueError):
     """Stream settings that cannot work."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StreamSettings:
     bootstrap_servers: str
     topic: str
     checkpoint_dir: str
+    # No defaults: the deployed app passes the config's values (balancer.config.SparkConfig,
+    # the one set of defaults), tests and benchmarks say which windows they compute with.
+    window_s: int
+    slide_s: int
+    watermark_s: int
     dead_letter_topic: str | None = None  # default: "<topic>-dead-letters"
     dead_letter_dir: str | None = None  # when set, dead letters go to files instead
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_offsets_per_trigger: int | None = None
-    # The same defaults as balancer.config.SparkConfig: two 60 s stats samples per window,
-    # one window closing per minute (a single sample can never fill the hysteresis).
-    window_s: int = 120
-    slide_s: int = 60
-    watermark_s: int = 60
     trigger_interval_s: float = 30.0
     spark_master: str = "local[*]"
     use_native_kafka: bool = False  # Spark's `kafka` format (needs the connector jar)

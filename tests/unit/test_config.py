@@ -184,3 +184,21 @@ def test_one_stats_sample_cannot_make_up_every_hit(tmp_path: Path) -> None:
     data = with_("spark.window_s", 180)
     data["detection"] = {"hit_count_threshold": 4}
     assert load_config(write(tmp_path, data)).detection.hit_count_threshold == 4
+
+
+def test_window_must_be_a_multiple_of_the_slide(tmp_path: Path) -> None:
+    # The stream refuses it at start; validation must refuse it first, naming both settings.
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, with_("spark.window_s", 100)))
+    assert "spark.window_s (100) must be a multiple of spark.slide_s (60)" in str(info.value)
+    assert "Value error" not in str(info.value)
+
+
+def test_the_stream_has_no_window_defaults_of_its_own() -> None:
+    from streaming.job import StreamSettings
+    from streaming.windows import WindowSpec
+
+    with pytest.raises(TypeError, match="window_s"):
+        StreamSettings(bootstrap_servers="h:1", topic="t", checkpoint_dir="c")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        WindowSpec()  # type: ignore[call-arg]

@@ -8,6 +8,7 @@ from streaming.job import ROCKSDB_PROVIDER, ROCKSDB_TUNING, StreamSettings, spar
 def settings(**kwargs: object) -> StreamSettings:
     values: dict[str, object] = {
         "bootstrap_servers": "127.0.0.1:9092", "topic": "stats", "checkpoint_dir": "/tmp/ck",
+        "window_s": 120, "slide_s": 60, "watermark_s": 60,
         **kwargs,
     }  # fmt: skip
     return StreamSettings(**values)  # type: ignore[arg-type]
