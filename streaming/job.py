@@ -30,6 +30,7 @@ from streaming.kafka_config import KafkaSecurity
 from streaming.parse import parse_records
 from streaming.schema import PARSED_SPARK_SCHEMA, RowKind
 from streaming.source import SOURCE_NAME, SourceOptions, register_source
+from streaming.spark_master import SparkMasterError, check_master
 from streaming.windows import WindowSpec, topic_windows
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -76,6 +77,10 @@ class StreamSettings:
 
     def __post_init__(self) -> None:
         WindowSpec(self.window_s, self.slide_s, self.watermark_s)  # validates
+        try:
+            check_master(self.spark_master)
+        except SparkMasterError as exc:
+            raise StreamConfigError(f"spark master {exc}") from None
         if self.trigger_interval_s <= 0:
             raise StreamConfigError("trigger_interval_s must be > 0")
         if not self.checkpoint_dir:

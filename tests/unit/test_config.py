@@ -202,3 +202,54 @@ def test_the_stream_has_no_window_defaults_of_its_own() -> None:
         StreamSettings(bootstrap_servers="h:1", topic="t", checkpoint_dir="c")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         WindowSpec()  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("data", "named", "fragment"),
+    [
+        (with_("kafka.dead_letter_topic", "pulsar-topic-stats"), "kafka",
+         "kafka.dead_letter_topic must differ from kafka.stats_topic"),
+        (with_("spark.master", "yarn-please"), "spark.master", "is not a Spark master URL"),
+        (with_("spark.master", "local[0]"), "spark.master", "at least 1 thread"),
+        (with_("spark.master", "spark://host"), "spark.master", "spark://host:port"),
+        (with_("metrics.bind_address", "0.0.0.0:9464"), "metrics.bind_address",
+         "IP address"),
+        (with_("metrics.bind_address", "my host"), "metrics.bind_address", "IP address"),
+        (with_("kafka.security", {"protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"}),
+         "kafka.security", "needs kafka.security.username and kafka.security.password_file"),
+    ],
+    ids=["dead-letters-loop", "yarn-please", "local-0", "standalone-no-port",
+         "address-with-port", "address-with-space", "sasl-without-login"],
+)  # fmt: skip
+def test_what_the_stream_would_refuse_is_refused_here(
+    tmp_path: Path, data: dict[str, Any], named: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, data))
+    assert f"  {named}: " in str(info.value) and fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "master",
+    ["local", "local[*]", "local[4,2]", "spark://a:7077,b:7077", "yarn",
+     "k8s://https://kubernetes.default.svc:443"],
+)  # fmt: skip
+def test_spark_masters_spark_accepts(tmp_path: Path, master: str) -> None:
+    assert load_config(write(tmp_path, with_("spark.master", master))).spark.master == master
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "::", "127.0.0.1", "::1", "localhost",
+                                     "balancer-0.pulsar.svc.cluster.local"])
+def test_bind_addresses(tmp_path: Path, address: str) -> None:
+    config = load_config(write(tmp_path, with_("metrics.bind_address", address)))
+    assert config.metrics.bind_address == address
+
+
+def test_binary_config_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "balancer.yaml"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == (
+        f"{path}: cannot read the config file: not UTF-8 text (byte 0x89 at offset 0)"
+    )
