@@ -85,12 +85,13 @@ def run(args: argparse.Namespace) -> int:
     if args.config is not None:
         from balancer.config import load_config
         from balancer.pulsar.wiring import peer_group_from_config
+        from balancer.stream_settings import kafka_security
 
         config = load_config(args.config)
         peer_group = peer_group_from_config(config)
         bootstrap = args.bootstrap or ",".join(config.kafka.bootstrap_servers)
         topic = args.topic or config.kafka.stats_topic
-        security = KafkaSecurity.from_balancer_config(config.kafka.security)
+        security = kafka_security(config)
         interval_s = interval_s or config.collector.interval_s
         clusters = {c.name: list(c.brokers) for c in config.clusters}
     else:
