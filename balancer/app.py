@@ -29,6 +29,7 @@ from balancer.exporter import BalancerMetrics
 from balancer.health import HealthServer, standard_checks
 from balancer.kafka_topics import ensure_topics
 from balancer.load import BundleLoad
+from balancer.preflight import setting_error
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.transport import RequestRecord
 from balancer.pulsar.wiring import peer_group_from_config
@@ -194,7 +195,10 @@ class BalancerApp:
         from streaming.job import build_spark, dead_letter_sink, start_stream
 
         settings = self.stream_settings()
-        Path(settings.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(settings.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise setting_error("spark.checkpoint_dir", settings.checkpoint_dir, exc) from None
         ensure_topics(
             settings.bootstrap_servers,
             {settings.topic: STATS_TOPIC_PARTITIONS, settings.dead_letter_topic_name: 1},

@@ -78,7 +78,7 @@ def _parse_size(value: str | int | None) -> int | None:
 
 def _is_ip(value: str) -> bool:
     try:
-        ipaddress.ip_address(value)
+        ipaddress.IPv4Address(value)
     except ValueError:
         return False
     return True
@@ -323,7 +323,8 @@ class MetricsConfig(_Model):
     def _address(cls, value: str) -> str:
         if not _is_ip(value) and not _HOSTNAME.fullmatch(value):
             raise ValueError(
-                "must be an IP address (0.0.0.0 for every interface) or a host name"
+                "must be an IPv4 address (0.0.0.0 for every interface) or a host name: "
+                "the metrics server listens on IPv4"
             )
         return value
 

@@ -166,7 +166,8 @@ def _cli(path: Path, *extra: str) -> int:
 
 
 def test_validate_config_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _cli(EXAMPLE, "--show") == 0
+    # The example names files of the Kubernetes pod: check the file alone here.
+    assert _cli(EXAMPLE, "--schema-only", "--show") == 0
     out = capsys.readouterr().out
     assert "valid (2 cluster(s), mode dry-run" in out and "PULSAR_WEST_TOKEN" not in out
     bad = write(tmp_path, with_("detection.fill_factor", 1.5))
@@ -213,13 +214,14 @@ def test_the_stream_has_no_window_defaults_of_its_own() -> None:
         (with_("spark.master", "local[0]"), "spark.master", "at least 1 thread"),
         (with_("spark.master", "spark://host"), "spark.master", "spark://host:port"),
         (with_("metrics.bind_address", "0.0.0.0:9464"), "metrics.bind_address",
-         "IP address"),
-        (with_("metrics.bind_address", "my host"), "metrics.bind_address", "IP address"),
+         "IPv4 address"),
+        (with_("metrics.bind_address", "my host"), "metrics.bind_address", "IPv4 address"),
+        (with_("metrics.bind_address", "::"), "metrics.bind_address", "listens on IPv4"),
         (with_("kafka.security", {"protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"}),
          "kafka.security", "needs kafka.security.username and kafka.security.password_file"),
     ],
     ids=["dead-letters-loop", "yarn-please", "local-0", "standalone-no-port",
-         "address-with-port", "address-with-space", "sasl-without-login"],
+         "address-with-port", "address-with-space", "ipv6", "sasl-without-login"],
 )  # fmt: skip
 def test_what_the_stream_would_refuse_is_refused_here(
     tmp_path: Path, data: dict[str, Any], named: str, fragment: str
@@ -238,7 +240,7 @@ def test_spark_masters_spark_accepts(tmp_path: Path, master: str) -> None:
     assert load_config(write(tmp_path, with_("spark.master", master))).spark.master == master
 
 
-@pytest.mark.parametrize("address", ["0.0.0.0", "::", "127.0.0.1", "::1", "localhost",
+@pytest.mark.parametrize("address", ["0.0.0.0", "127.0.0.1", "localhost",
                                      "balancer-0.pulsar.svc.cluster.local"])
 def test_bind_addresses(tmp_path: Path, address: str) -> None:
     config = load_config(write(tmp_path, with_("metrics.bind_address", address)))
