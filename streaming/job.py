@@ -85,6 +85,9 @@ class StreamSettings:
             raise StreamConfigError("trigger_interval_s must be > 0")
         if not self.checkpoint_dir:
             raise StreamConfigError("checkpoint_dir is required (offsets and state live there)")
+        if self.dead_letter_dir is None and self.dead_letter_topic_name == self.topic:
+            # A rejected message written back to the topic read would loop forever.
+            raise StreamConfigError(f"dead_letter_topic must differ from topic {self.topic!r}")
 
     @property
     def window_spec(self) -> WindowSpec:
