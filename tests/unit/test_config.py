@@ -13,6 +13,7 @@ import yaml
 from balancer.commands import validate_config
 from balancer.config import BalancerConfig, ConfigError, load_config
 from balancer.split import SplitAlgorithm
+from tests.configs import with_setting
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "conf" / "balancer.yaml"
@@ -27,13 +28,7 @@ def write(tmp_path: Path, data: Any) -> Path:
 
 def with_(path: str, value: Any) -> dict[str, Any]:
     """MINIMAL with one dotted key set."""
-    data: dict[str, Any] = json.loads(json.dumps(MINIMAL))
-    node = data
-    keys = path.split(".")
-    for key in keys[:-1]:
-        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
-    node[keys[-1]] = value
-    return data
+    return with_setting(MINIMAL, path, value)
 
 
 def test_shipped_example_validates() -> None:

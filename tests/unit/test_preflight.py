@@ -3,7 +3,6 @@ starts, each problem one line naming the setting, nothing created, no secret rea
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import yaml
 from balancer.cli import main
 from balancer.config import BalancerConfig
 from balancer.preflight import environment_problems
+from tests.configs import with_setting
 
 SECRET = "kafka-password-value"
 
@@ -30,16 +30,6 @@ def base(tmp_path: Path) -> dict[str, Any]:
         },
         "metrics": {"bind_address": "127.0.0.1", "port": 0},
     }
-
-
-def with_(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
-    data = json.loads(json.dumps(data))
-    node = data
-    keys = dotted.split(".")
-    for key in keys[:-1]:
-        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
-    node[keys[-1]] = value
-    return data
 
 
 def problems(data: dict[str, Any], **kwargs: Any) -> list[str]:
@@ -70,9 +60,11 @@ def test_sasl_password_file_and_env(tmp_path: Path) -> None:
     password = tmp_path / "kafka.password"
     password.write_text(SECRET)
     security = {"protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "username": "u"}
-    data = with_(base(tmp_path), "kafka.security", {**security, "password_file": str(password)})
+    data = with_setting(
+        base(tmp_path), "kafka.security", {**security, "password_file": str(password)}
+    )
     assert problems(data) == []
-    data = with_(base(tmp_path), "kafka.security", {**security, "password_env": "KAFKA_PW"})
+    data = with_setting(base(tmp_path), "kafka.security", {**security, "password_env": "KAFKA_PW"})
     assert problems(data) == [
         "kafka.security.password_env: environment variable KAFKA_PW is not set"
     ]
@@ -118,14 +110,14 @@ def test_each_problem_names_its_setting(
 
     if setting == "kafka.security.ssl_ca_file":
         security = {"protocol": "SSL", "ssl_ca_file": fill(value)}
-        data = with_(base(tmp_path), "kafka.security", security)
+        data = with_setting(base(tmp_path), "kafka.security", security)
     else:
-        data = with_(base(tmp_path), setting, fill(value))
+        data = with_setting(base(tmp_path), setting, fill(value))
     assert problems(data) == [fill(expected)]
 
 
 def test_the_port_is_probed_for_run_only(tmp_path: Path, busy_port: int) -> None:
-    data = with_(base(tmp_path), "metrics.port", busy_port)
+    data = with_setting(base(tmp_path), "metrics.port", busy_port)
     assert problems(data) == []  # validate-config: a running balancer holds its port
     assert problems(data, probe_port=True) == [
         f"metrics.port: cannot listen on 127.0.0.1:{busy_port} (Address already in use)"
@@ -141,7 +133,7 @@ def write(tmp_path: Path, data: dict[str, Any]) -> Path:
 def test_validate_config_checks_this_machine_unless_schema_only(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = with_(base(tmp_path), "clusters.0.token_file", str(tmp_path / "no-token"))
+    data = with_setting(base(tmp_path), "clusters.0.token_file", str(tmp_path / "no-token"))
     path = write(tmp_path, data)
     assert main(["validate-config", str(path)]) == 2
     err = capsys.readouterr().err
@@ -175,7 +167,7 @@ def test_run_refuses_to_start_with_one_line_naming_the_setting(
         text = str(v).replace("{tmp}", str(tmp_path)).replace("{file}", str(a_file))
         return busy_port if text == "{busy}" else text
 
-    path = write(tmp_path, with_(base(tmp_path), setting, fill(value)))
+    path = write(tmp_path, with_setting(base(tmp_path), setting, fill(value)))
     assert main(["run", "--config", str(path), "--no-live", "--duration", "1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
