@@ -31,6 +31,19 @@ def environment_problems(
     `probe_port` also checks that `metrics.port` is free (for `run`, about to listen on it;
     `validate-config` leaves it alone, as a running balancer holds it).
     """
+    problems = client_problems(config, environ)
+    _writable_dir(problems, "spark.checkpoint_dir", config.spark.checkpoint_dir)
+    _writable_file(problems, "controller.journal_path", config.controller.journal_path)
+    _writable_file(problems, "controller.audit_log_path", config.controller.audit_log_path)
+    metrics = config.metrics
+    _listen(problems, metrics.bind_address, metrics.port if probe_port else 0)
+    return problems
+
+
+def client_problems(
+    config: BalancerConfig, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """What the Kafka and Pulsar clients need (the `collect` command needs no more)."""
     env = os.environ if environ is None else environ
     problems: list[str] = []
     security = config.kafka.security
@@ -42,17 +55,17 @@ def environment_problems(
         _readable_file(problems, f"clusters.{i}.token_file", cluster.token_file)
         _readable_file(problems, f"clusters.{i}.tls_ca_file", cluster.tls_ca_file)
         _env_set(problems, f"clusters.{i}.token_env", cluster.token_env, env)
-    _writable_dir(problems, "spark.checkpoint_dir", config.spark.checkpoint_dir)
-    _writable_file(problems, "controller.journal_path", config.controller.journal_path)
-    _writable_file(problems, "controller.audit_log_path", config.controller.audit_log_path)
-    metrics = config.metrics
-    _listen(problems, metrics.bind_address, metrics.port if probe_port else 0)
     return problems
 
 
-def check_environment(config: BalancerConfig, *, source: str, probe_port: bool = False) -> None:
-    """Raise ConfigError listing every problem `environment_problems` finds."""
-    problems = environment_problems(config, probe_port=probe_port)
+def check_environment(
+    config: BalancerConfig, *, source: str, probe_port: bool = False, clients_only: bool = False
+) -> None:
+    """Raise ConfigError listing every problem found (`clients_only`: `client_problems`)."""
+    if clients_only:
+        problems = client_problems(config)
+    else:
+        problems = environment_problems(config, probe_port=probe_port)
     if problems:
         lines = "\n".join(f"  {p}" for p in problems)
         raise ConfigError(f"{source}: cannot run on this machine\n{lines}")

@@ -84,10 +84,12 @@ def run(args: argparse.Namespace) -> int:
     interval_s = args.interval_s
     if args.config is not None:
         from balancer.config import load_config
+        from balancer.preflight import check_environment
         from balancer.pulsar.wiring import peer_group_from_config
         from balancer.stream_settings import kafka_security
 
         config = load_config(args.config)
+        check_environment(config, source=str(args.config), clients_only=True)
         peer_group = peer_group_from_config(config)
         bootstrap = args.bootstrap or ",".join(config.kafka.bootstrap_servers)
         topic = args.topic or config.kafka.stats_topic

@@ -174,3 +174,20 @@ def test_run_refuses_to_start_with_one_line_naming_the_setting(
     assert "Traceback" not in err
     named = "kafka.security.ssl_ca_file" if setting == "kafka.security" else setting
     assert f" {named}: " in err
+
+
+def test_collect_refuses_a_missing_kafka_ca_file_at_once(
+    tmp_path: Path, a_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Once a 31 s KafkaTimeoutError traceback; the collector needs no state directory.
+    data = with_setting(
+        base(tmp_path), "kafka.security", {"protocol": "SSL", "ssl_ca_file": "/no/ca.pem"}
+    )
+    data = with_setting(data, "spark.checkpoint_dir", str(a_file / "not-needed-by-collect"))
+    path = write(tmp_path, data)
+    assert main(["collect", "--config", str(path), "--polls", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {path}: cannot run on this machine "
+        "kafka.security.ssl_ca_file: /no/ca.pem does not exist\n"
+    )
