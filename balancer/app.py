@@ -14,7 +14,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
@@ -36,6 +36,9 @@ from balancer.pulsar.wiring import peer_group_from_config
 from balancer.stream_settings import kafka_security, stream_settings
 from balancer.thresholds import BundleLimits
 from streaming.handler import BatchReport
+
+if TYPE_CHECKING:
+    from streaming.job import StreamSettings
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +190,7 @@ class BalancerApp:
             self._cluster_ok[record.cluster] = reachable
             self.metrics.set_cluster_reachable(record.cluster, reachable)
 
-    def stream_settings(self) -> Any:
+    def stream_settings(self) -> StreamSettings:
         return stream_settings(self.config, loopback=self.loopback)
 
     # -- lifecycle ------------------------------------------------------------------
