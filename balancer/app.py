@@ -14,7 +14,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
@@ -29,13 +29,17 @@ from balancer.exporter import BalancerMetrics
 from balancer.health import HealthServer, standard_checks
 from balancer.kafka_topics import ensure_topics
 from balancer.load import BundleLoad
+from balancer.preflight import setting_error
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.transport import RequestRecord
 from balancer.pulsar.wiring import peer_group_from_config
+from balancer.stream_settings import kafka_security, stream_settings
 from balancer.thresholds import BundleLimits
 from streaming.errors import root_cause
 from streaming.handler import BatchReport
-from streaming.kafka_config import KafkaSecurity as StreamKafkaSecurity
+
+if TYPE_CHECKING:
+    from streaming.job import StreamSettings
 
 log = logging.getLogger(__name__)
 
@@ -134,22 +138,6 @@ class AppHandler:
             self.live.outcomes.append(outcome)
 
 
-def stream_security(config: BalancerConfig) -> StreamKafkaSecurity:
-    sec = config.kafka.security
-    if sec.password_file is not None:
-        raise ValueError(
-            "kafka.security.password_file is not supported by the stream yet: "
-            "use kafka.security.password_env"
-        )
-    return StreamKafkaSecurity(
-        security_protocol=sec.protocol,
-        sasl_mechanism=sec.sasl_mechanism,
-        sasl_username=sec.username,
-        sasl_password_env=sec.password_env,
-        ssl_cafile=str(sec.ssl_ca_file) if sec.ssl_ca_file else None,
-    )
-
-
 class BalancerApp:
     """Everything of one balancer process; `start()` then `stop()`."""
 
@@ -203,34 +191,18 @@ class BalancerApp:
             self._cluster_ok[record.cluster] = reachable
             self.metrics.set_cluster_reachable(record.cluster, reachable)
 
-    def stream_settings(self) -> Any:
-        from streaming.job import StreamSettings
-
-        spark = self.config.spark
-        kafka = self.config.kafka
-        return StreamSettings(
-            bootstrap_servers=",".join(kafka.bootstrap_servers),
-            topic=kafka.stats_topic,
-            dead_letter_topic=kafka.dead_letter_topic,
-            checkpoint_dir=str(spark.checkpoint_dir),
-            max_offsets_per_trigger=spark.max_offsets_per_trigger,
-            window_s=spark.window_s,
-            slide_s=spark.slide_s,
-            watermark_s=spark.watermark_s,
-            trigger_interval_s=float(spark.trigger_interval_s),
-            spark_master=spark.master,
-            security=stream_security(self.config),
-            loopback=self.loopback,
-            # Progress bars would garble the live view and the logs.
-            extra_spark_conf=(("spark.ui.showConsoleProgress", "false"),),
-        )
+    def stream_settings(self) -> StreamSettings:
+        return stream_settings(self.config, loopback=self.loopback)
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
         from streaming.job import build_spark, dead_letter_sink, start_stream
 
         settings = self.stream_settings()
-        Path(settings.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(settings.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise setting_error("spark.checkpoint_dir", settings.checkpoint_dir, exc) from None
         ensure_topics(
             settings.bootstrap_servers,
             {settings.topic: STATS_TOPIC_PARTITIONS, settings.dead_letter_topic_name: 1},
@@ -291,7 +263,7 @@ class BalancerApp:
         sink = KafkaEventSink.connect(
             bootstrap_servers=self.config.kafka.bootstrap_servers,
             topic=self.config.kafka.stats_topic,
-            client_kwargs=stream_security(self.config).client_kwargs(),
+            client_kwargs=kafka_security(self.config).client_kwargs(),
             listener=self.metrics.collector,
         )
         collector = Collector(

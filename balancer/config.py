@@ -8,7 +8,7 @@ environment variable, and `as_dict()` masks even those references.
 
 from __future__ import annotations
 
-import math
+import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -31,9 +31,16 @@ from balancer.thresholds import (
     PolicyOverride,
     Thresholds,
 )
+from balancer.window_rules import check_hit_count, check_windows
 from balancer.yamlfile import read_yaml
+from streaming.spark_master import SparkMasterError, check_master
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens.
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
 _MASK = "***"
 # Fields that point at a secret: their values are masked by as_dict().
 SECRET_REFERENCE_FIELDS = frozenset({"token_file", "token_env", "password_file", "password_env"})
@@ -69,6 +76,14 @@ def _parse_size(value: str | int | None) -> int | None:
         raise ValueError(str(exc)) from None
 
 
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _not_specified_positions(value: SplitAlgorithm) -> SplitAlgorithm:
     if value is SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE:
         # The detector has no positions to give it; the controller uses it to APPLY splits.
@@ -90,8 +105,22 @@ class KafkaSecurity(_Model):
     def _consistent(self) -> Self:
         if self.password_file is not None and self.password_env is not None:
             raise ValueError("give password_file or password_env, not both")
-        if self.protocol.startswith("SASL") and self.sasl_mechanism is None:
-            raise ValueError(f"protocol {self.protocol} needs sasl_mechanism")
+        if self.protocol.startswith("SASL"):
+            # What the Kafka clients need to log in (streaming.kafka_config refuses less).
+            missing = [
+                name
+                for name, value in (
+                    ("kafka.security.sasl_mechanism", self.sasl_mechanism),
+                    ("kafka.security.username", self.username),
+                    (
+                        "kafka.security.password_file or password_env",
+                        self.password_file or self.password_env,
+                    ),
+                )
+                if value is None
+            ]
+            if missing:
+                raise ValueError(f"protocol {self.protocol} needs {' and '.join(missing)}")
         return self
 
 
@@ -117,6 +146,17 @@ class KafkaConfig(_Model):
                 raise ValueError(f"{server!r} is not host:port")
         return value
 
+    @model_validator(mode="after")
+    def _dead_letters_elsewhere(self) -> Self:
+        # The stream reads stats_topic; a rejected message written back there would be read
+        # and rejected again, forever.
+        if self.dead_letter_topic == self.stats_topic:
+            raise ValueError(
+                f"kafka.dead_letter_topic must differ from kafka.stats_topic "
+                f"({self.stats_topic!r}): a rejected message would be read again forever"
+            )
+        return self
+
 
 class SparkConfig(_Model):
     master: str = "local[2]"
@@ -129,10 +169,19 @@ class SparkConfig(_Model):
     trigger_interval_s: int = Field(default=30, gt=0)  # micro-batch interval
     max_offsets_per_trigger: int | None = Field(default=200_000, gt=0)
 
+    @field_validator("master")
+    @classmethod
+    def _spark_master(cls, value: str) -> str:
+        try:
+            check_master(value)
+        except SparkMasterError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
     @model_validator(mode="after")
-    def _slide_fits(self) -> Self:
-        if self.slide_s > self.window_s:
-            raise ValueError(f"slide_s ({self.slide_s}) must be <= window_s ({self.window_s})")
+    def _windows_fit(self) -> Self:
+        # The stream's own rule (streaming.windows.WindowSpec checks the same function).
+        check_windows(self.window_s, self.slide_s, self.watermark_s, prefix="spark.")
         return self
 
 
@@ -269,6 +318,16 @@ class MetricsConfig(_Model):
     bind_address: str = "127.0.0.1"
     port: int = Field(default=9464, ge=0, le=65535)  # 0: any free port
 
+    @field_validator("bind_address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        if not _is_ip(value) and not _HOSTNAME.fullmatch(value):
+            raise ValueError(
+                "must be an IPv4 address (0.0.0.0 for every interface) or a host name: "
+                "the metrics server listens on IPv4"
+            )
+        return value
+
 
 class BalancerConfig(_Model):
     kafka: KafkaConfig = KafkaConfig()
@@ -292,16 +351,7 @@ class BalancerConfig(_Model):
 
     @model_validator(mode="after")
     def _hits_need_distinct_samples(self) -> Self:
-        # One stats sample lies in ceil(window_s / slide_s) overlapping windows; if that
-        # reaches the hit count, a single one-minute spike would count as N hits and split.
-        overlap = math.ceil(self.spark.window_s / self.spark.slide_s)
-        hits = self.detection.hit_count_threshold
-        if overlap >= hits:
-            raise ValueError(
-                f"detection.hit_count_threshold ({hits}) must exceed spark.window_s / "
-                f"spark.slide_s ({overlap}): one stats sample lies in {overlap} overlapping "
-                "windows, so a single spike would count as that many hits"
-            )
+        check_hit_count(self.detection.hit_count_threshold, self.spark.window_s, self.spark.slide_s)
         return self
 
     # --- views for the pure core -------------------------------------------------------------
@@ -409,7 +459,8 @@ def format_errors(exc: ValidationError) -> str:
     lines = []
     for error in exc.errors(include_url=False, include_input=False):
         path = ".".join(str(p) for p in error["loc"]) or "(top level)"
-        lines.append(f"  {path}: {error['msg']}")
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"  {path}: {message}")
     return "\n".join(lines)
 
 

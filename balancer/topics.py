@@ -6,6 +6,7 @@ Purely computational, with no side effects.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -19,6 +20,12 @@ _ENTITY_NAME = re.compile(r"[-=:.\w]+", re.ASCII)
 # without leading zeros ("x-partition-01" is not a partition), at most Integer.MAX_VALUE.
 _PARTITION_INDEX = re.compile(r"0|[1-9][0-9]{0,9}")
 _INT_MAX = 2**31 - 1
+# Pulsar's TopicName sets no length limit, but every admin call on a topic carries its name
+# in the HTTP request line, and brokers cap request line plus headers at
+# httpMaxRequestHeaderSize, 8 KiB by default (ServiceConfiguration). A longer name can never
+# be looked up, split or offloaded through the admin API: refusing it is safe.
+MAX_TOPIC_NAME_BYTES = 8 * 1024
+_PREVIEW_CHARS = 40
 
 
 class InvalidTopicName(ValueError):
@@ -78,6 +85,26 @@ class TopicName:
 
     def __str__(self) -> str:
         return self.full
+
+
+def check_topic_text(name: str) -> None:
+    """Refuse text that cannot be a usable topic name: too long, or with control characters.
+
+    For names typed by a person (the CLI); the error shows a short, escaped preview only.
+    """
+    size = len(name.encode("utf-8", errors="surrogatepass"))
+    preview = name[:_PREVIEW_CHARS] + ("..." if len(name) > _PREVIEW_CHARS else "")
+    if size > MAX_TOPIC_NAME_BYTES:
+        raise InvalidTopicName(
+            f"topic name {preview!r} is {size} bytes long; at most {MAX_TOPIC_NAME_BYTES} "
+            "fit in a Pulsar admin request (httpMaxRequestHeaderSize)"
+        )
+    for index, char in enumerate(name):
+        if unicodedata.category(char) == "Cc":
+            raise InvalidTopicName(
+                f"topic name {preview!r} has control character U+{ord(char):04X} "
+                f"at position {index}"
+            )
 
 
 def parse_topic(name: str) -> TopicName:

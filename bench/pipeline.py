@@ -28,9 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from balancer.bundles import NamespaceBundles
+from balancer.config import SparkConfig
 from balancer.load import BundleLoad
 from bench.common import machine, print_result
 from streaming.handler import BatchReport, StaticLayouts
+
+SPARK = SparkConfig()  # the config's defaults, the only ones
 
 BASE_MS = 1_700_000_040_000
 
@@ -45,8 +48,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--shuffle-partitions", type=int, default=4)
-    p.add_argument("--window-s", type=int, default=120, help="window length (job default)")
-    p.add_argument("--slide-s", type=int, default=60, help="window slide (job default)")
+    p.add_argument("--window-s", type=int, default=SPARK.window_s, help="window length (config)")
+    p.add_argument("--slide-s", type=int, default=SPARK.slide_s, help="window slide (config)")
+    p.add_argument("--watermark-s", type=int, default=SPARK.watermark_s, help="lateness (config)")
     p.add_argument("--bootstrap", help="an existing Kafka (default: embedded tansu)")
     p.add_argument("--num-buckets", type=int, default=4, help="PIP-157 buckets (state keys)")
     p.add_argument("--ui", action="store_true", help="serve Spark's UI on 127.0.0.1:4040")
@@ -174,6 +178,7 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
         shuffle_partitions=args.shuffle_partitions,
         window_s=args.window_s,
         slide_s=args.slide_s,
+        watermark_s=args.watermark_s,
         extra_spark_conf=(("spark.driver.memory", "2g"),),
         ui_enabled=args.ui,
         num_buckets=args.num_buckets,

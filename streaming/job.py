@@ -30,6 +30,7 @@ from streaming.kafka_config import KafkaSecurity
 from streaming.parse import parse_records
 from streaming.schema import PARSED_SPARK_SCHEMA, RowKind
 from streaming.source import SOURCE_NAME, SourceOptions, register_source
+from streaming.spark_master import SparkMasterError, check_master
 from streaming.windows import WindowSpec, topic_windows
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -46,20 +47,20 @@ class StreamConfigError(ValueError):
     """Stream settings that cannot work."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StreamSettings:
     bootstrap_servers: str
     topic: str
     checkpoint_dir: str
+    # No defaults: the deployed app passes the config's values (balancer.config.SparkConfig,
+    # the one set of defaults), tests and benchmarks say which windows they compute with.
+    window_s: int
+    slide_s: int
+    watermark_s: int
     dead_letter_topic: str | None = None  # default: "<topic>-dead-letters"
     dead_letter_dir: str | None = None  # when set, dead letters go to files instead
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_offsets_per_trigger: int | None = None
-    # The same defaults as balancer.config.SparkConfig: two 60 s stats samples per window,
-    # one window closing per minute (a single sample can never fill the hysteresis).
-    window_s: int = 120
-    slide_s: int = 60
-    watermark_s: int = 60
     trigger_interval_s: float = 30.0
     spark_master: str = "local[*]"
     use_native_kafka: bool = False  # Spark's `kafka` format (needs the connector jar)
@@ -76,10 +77,17 @@ class StreamSettings:
 
     def __post_init__(self) -> None:
         WindowSpec(self.window_s, self.slide_s, self.watermark_s)  # validates
+        try:
+            check_master(self.spark_master)
+        except SparkMasterError as exc:
+            raise StreamConfigError(f"spark master {exc}") from None
         if self.trigger_interval_s <= 0:
             raise StreamConfigError("trigger_interval_s must be > 0")
         if not self.checkpoint_dir:
             raise StreamConfigError("checkpoint_dir is required (offsets and state live there)")
+        if self.dead_letter_dir is None and self.dead_letter_topic_name == self.topic:
+            # A rejected message written back to the topic read would loop forever.
+            raise StreamConfigError(f"dead_letter_topic must differ from topic {self.topic!r}")
 
     @property
     def window_spec(self) -> WindowSpec:

@@ -11,7 +11,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from balancer.config import KafkaSecurity as ConfigKafkaSecurity
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -59,8 +62,8 @@ class KafkaSecurity:
         return {k: str(getattr(self, k)) for k in _OPTION_KEYS if getattr(self, k) is not None}
 
     @classmethod
-    def from_balancer_config(cls, security: Any) -> KafkaSecurity:
-        """From `balancer.config.KafkaSecurity` (the `kafka.security` section)."""
+    def from_balancer_config(cls, security: ConfigKafkaSecurity) -> KafkaSecurity:
+        """From the config's `kafka.security`: the one mapping, for every Kafka client."""
         return cls(
             security_protocol=security.protocol,
             sasl_mechanism=security.sasl_mechanism,

@@ -1,7 +1,8 @@
 """Run the streaming job on its own, writing each `BatchReport` as a JSON line.
 
     python -m streaming.run --bootstrap 127.0.0.1:9092 --topic pulsar-topic-stats \
-        --checkpoint /tmp/ckpt --reports /tmp/reports.jsonl [--available-now]
+        --checkpoint /tmp/ckpt --reports /tmp/reports.jsonl \
+        --window-s 120 --slide-s 60 --watermark-s 60 [--available-now]
 
 For dry runs, debugging and the crash/restart test: the layouts are Pulsar's initial 4
 bundles per namespace (no admin API), the handler only records. The balancer itself wires
@@ -33,9 +34,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--dead-letter-topic", help="dead-letter topic (default: <topic>-dead-letters)")
     p.add_argument("--starting-offsets", choices=("earliest", "latest"), default="earliest")
     p.add_argument("--max-offsets-per-trigger", type=int)
-    p.add_argument("--window-s", type=int, default=300)
-    p.add_argument("--slide-s", type=int, default=60)
-    p.add_argument("--watermark-s", type=int, default=120)
+    # Required: the window defaults live in the balancer's config only.
+    p.add_argument("--window-s", type=int, required=True, help="window length (config: 120)")
+    p.add_argument("--slide-s", type=int, required=True, help="window slide (config: 60)")
+    p.add_argument("--watermark-s", type=int, required=True, help="lateness (config: 60)")
     p.add_argument("--trigger-interval-s", type=float, default=30.0)
     p.add_argument("--master", default="local[*]")
     p.add_argument("--shuffle-partitions", type=int, default=4)

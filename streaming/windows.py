@@ -35,6 +35,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from balancer.window_rules import WindowRuleError, check_windows
 from streaming.packing import (
     PACK_SCHEMA,
     aggregate_window,
@@ -43,24 +44,19 @@ from streaming.packing import (
 )
 from streaming.schema import RowKind
 
-
-class WindowConfigError(ValueError):
-    """Window, slide and watermark lengths that do not fit together."""
+# Window, slide and watermark lengths that do not fit together.
+WindowConfigError = WindowRuleError
 
 
 @dataclass(frozen=True, slots=True)
 class WindowSpec:
-    window_s: int = 300
-    slide_s: int = 60
-    watermark_s: int = 120
+    # No defaults: the lengths come from the config (balancer.config.SparkConfig) only.
+    window_s: int
+    slide_s: int
+    watermark_s: int
 
     def __post_init__(self) -> None:
-        if self.window_s <= 0 or self.slide_s <= 0 or self.watermark_s < 0:
-            raise WindowConfigError("window_s and slide_s must be > 0, watermark_s >= 0")
-        if self.window_s % self.slide_s:
-            raise WindowConfigError(
-                f"window_s ({self.window_s}) must be a multiple of slide_s ({self.slide_s})"
-            )
+        check_windows(self.window_s, self.slide_s, self.watermark_s)
 
     @property
     def window_ms(self) -> int:

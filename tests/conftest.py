@@ -30,6 +30,9 @@ def spark() -> Iterator[Any]:
         bootstrap_servers="unused:9092",
         topic="unused",
         checkpoint_dir="unused",
+        window_s=60,  # unused too: each test's stream passes its own windows
+        slide_s=60,
+        watermark_s=0,
         spark_master=os.environ.get("TEST_SPARK_MASTER", "local[2]"),
         shuffle_partitions=2,
         extra_spark_conf=(

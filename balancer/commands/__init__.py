@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import sys
 
+from balancer.yamlfile import read_text
+
 
 def read_input(path: str) -> str:
     """The text of a file, or of stdin for `-` (UTF-8)."""
     if path == "-":
         return sys.stdin.read()
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
+    return read_text(path)

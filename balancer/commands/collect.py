@@ -99,13 +99,16 @@ def run(args: argparse.Namespace) -> int:
     bind_address = "127.0.0.1"
     if args.config is not None:
         from balancer.config import load_config
+        from balancer.preflight import check_environment
         from balancer.pulsar.wiring import peer_group_from_config
+        from balancer.stream_settings import kafka_security
 
         config = load_config(args.config)
+        check_environment(config, source=str(args.config), clients_only=True)
         peer_group = peer_group_from_config(config)
         bootstrap = args.bootstrap or ",".join(config.kafka.bootstrap_servers)
         topic = args.topic or config.kafka.stats_topic
-        security = KafkaSecurity.from_balancer_config(config.kafka.security)
+        security = kafka_security(config)
         interval_s = interval_s or config.collector.interval_s
         bind_address = config.metrics.bind_address
         clusters = {c.name: list(c.brokers) for c in config.clusters}

@@ -23,7 +23,7 @@ from balancer.load import TopicLoad
 from balancer.offload import offload_point_from_stats
 from balancer.sizes import format_size, parse_size
 from balancer.split import SplitAlgorithm, SplitOptions, SplitResult, compute_split
-from balancer.topics import parse_topic
+from balancer.topics import check_topic_text, parse_topic
 
 _DEFAULTS = SplitOptions()
 
@@ -77,6 +77,7 @@ def topic_info(args: argparse.Namespace) -> int:
         layout = NamespaceBundles.initial("-", args.bundles or 4)
     rows: list[dict[str, Any]] = []
     for given in args.topics:
+        check_topic_text(given)
         name = parse_topic(given)
         position = hash_position(name.full)
         rows.append(
@@ -355,6 +356,10 @@ def offload_point(args: argparse.Namespace) -> int:
         stats = json.loads(read_input(args.internal_stats))
     except json.JSONDecodeError as exc:
         raise ValueError(f"internal stats are not valid JSON: {exc}") from None
+    except RecursionError:
+        # Python's JSON decoder recurses once per nesting level; real internal stats are
+        # 3 levels deep.
+        raise ValueError("internal stats are not valid JSON: nested too deeply") from None
     point = offload_point_from_stats(stats, args.threshold)
     if wants_json(args):
         print_json(None if point is None else point.to_json())

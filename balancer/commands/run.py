@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.live import Live
 
 from balancer.config import BalancerConfig, load_config
+from balancer.preflight import check_environment, setting_error
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +95,13 @@ def run_command(args: argparse.Namespace) -> int:
             config = config.model_copy(
                 update={"controller": config.controller.model_copy(update={"mode": args.mode})}
             )
+        # What validate-config checks on this machine, before anything starts.
+        check_environment(config, source=str(args.config), probe_port=True)
         state_dir = Path(config.controller.journal_path).parent
-        state_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise setting_error("controller.journal_path", state_dir, exc) from None
         _logging(state_dir, live_view)
     else:
         console.print("[bold]Starting the embedded demo[/]: a simulated Pulsar peer group, "

@@ -59,6 +59,8 @@ def _job(kafka: Broker, topic: str, work: Path, *extra: str) -> subprocess.Popen
         "--max-offsets-per-trigger", "24",
         "--trigger-interval-s", "0.2",
         "--topics-for-all",
+        # expected_windows below is computed for these windows.
+        "--window-s", "300", "--slide-s", "60", "--watermark-s", "120",
         *extra,
     ]  # fmt: skip
     log = (work / "job.log").open("ab")

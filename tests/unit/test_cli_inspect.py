@@ -323,6 +323,10 @@ ERRORS = [
     (["offload-point", "--threshold", "5X", "--internal-stats", "-"], "invalid size '5X'"),
     (["offload-point", "--threshold", "5M", "--internal-stats", "/no/such/file"], "No such file"),
     (["no-such-command"], "invalid choice"),
+    (["topic-info", "x" * 100_000], "is 100000 bytes long; at most 8192"),
+    (["topic-info", "t/ns/a\x07b"], "control character U+0007 at position 6"),
+    (["topic-info", "ok", "t/ns/\x1b[31mred"], "control character U+001B"),
+    (["topic-info", "t/ns/line\nbreak"], "control character U+000A"),
 ]
 
 
@@ -364,8 +368,14 @@ def test_bad_stats_name_the_line(
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("{", "not valid JSON"), ("[]", "JSON object"), ('{"ledgers": [{"size": 1}]}', "ledgerId")],
-    ids=["bad-json", "array", "no-ledger-id"],
+    [
+        ("{", "not valid JSON"),
+        ("[]", "JSON object"),
+        ('{"ledgers": [{"size": 1}]}', "ledgerId"),
+        ("[" * 100_000, "nested too deeply"),
+        ('{"ledgers": ' + "[" * 100_000, "nested too deeply"),
+    ],
+    ids=["bad-json", "array", "no-ledger-id", "deep-array", "deep-in-object"],
 )
 def test_bad_internal_stats(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, message: str

@@ -13,6 +13,7 @@ import yaml
 from balancer.commands import validate_config
 from balancer.config import BalancerConfig, ConfigError, load_config
 from balancer.split import SplitAlgorithm
+from tests.configs import with_setting
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "conf" / "balancer.yaml"
@@ -27,13 +28,7 @@ def write(tmp_path: Path, data: Any) -> Path:
 
 def with_(path: str, value: Any) -> dict[str, Any]:
     """MINIMAL with one dotted key set."""
-    data: dict[str, Any] = json.loads(json.dumps(MINIMAL))
-    node = data
-    keys = path.split(".")
-    for key in keys[:-1]:
-        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
-    node[keys[-1]] = value
-    return data
+    return with_setting(MINIMAL, path, value)
 
 
 def test_shipped_example_validates() -> None:
@@ -166,7 +161,8 @@ def _cli(path: Path, *extra: str) -> int:
 
 
 def test_validate_config_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _cli(EXAMPLE, "--show") == 0
+    # The example names files of the Kubernetes pod: check the file alone here.
+    assert _cli(EXAMPLE, "--schema-only", "--show") == 0
     out = capsys.readouterr().out
     assert "valid (2 cluster(s), mode dry-run" in out and "PULSAR_WEST_TOKEN" not in out
     bad = write(tmp_path, with_("detection.fill_factor", 1.5))
@@ -184,3 +180,73 @@ def test_one_stats_sample_cannot_make_up_every_hit(tmp_path: Path) -> None:
     data = with_("spark.window_s", 180)
     data["detection"] = {"hit_count_threshold": 4}
     assert load_config(write(tmp_path, data)).detection.hit_count_threshold == 4
+
+
+def test_window_must_be_a_multiple_of_the_slide(tmp_path: Path) -> None:
+    # The stream refuses it at start; validation must refuse it first, naming both settings.
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, with_("spark.window_s", 100)))
+    assert "spark.window_s (100) must be a multiple of spark.slide_s (60)" in str(info.value)
+    assert "Value error" not in str(info.value)
+
+
+def test_the_stream_has_no_window_defaults_of_its_own() -> None:
+    from streaming.job import StreamSettings
+    from streaming.windows import WindowSpec
+
+    with pytest.raises(TypeError, match="window_s"):
+        StreamSettings(bootstrap_servers="h:1", topic="t", checkpoint_dir="c")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        WindowSpec()  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("data", "named", "fragment"),
+    [
+        (with_("kafka.dead_letter_topic", "pulsar-topic-stats"), "kafka",
+         "kafka.dead_letter_topic must differ from kafka.stats_topic"),
+        (with_("spark.master", "yarn-please"), "spark.master", "is not a Spark master URL"),
+        (with_("spark.master", "local[0]"), "spark.master", "at least 1 thread"),
+        (with_("spark.master", "spark://host"), "spark.master", "spark://host:port"),
+        (with_("metrics.bind_address", "0.0.0.0:9464"), "metrics.bind_address",
+         "IPv4 address"),
+        (with_("metrics.bind_address", "my host"), "metrics.bind_address", "IPv4 address"),
+        (with_("metrics.bind_address", "::"), "metrics.bind_address", "listens on IPv4"),
+        (with_("kafka.security", {"protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"}),
+         "kafka.security", "needs kafka.security.username and kafka.security.password_file"),
+    ],
+    ids=["dead-letters-loop", "yarn-please", "local-0", "standalone-no-port",
+         "address-with-port", "address-with-space", "ipv6", "sasl-without-login"],
+)  # fmt: skip
+def test_what_the_stream_would_refuse_is_refused_here(
+    tmp_path: Path, data: dict[str, Any], named: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, data))
+    assert f"  {named}: " in str(info.value) and fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "master",
+    ["local", "local[*]", "local[4,2]", "spark://a:7077,b:7077", "yarn",
+     "k8s://https://kubernetes.default.svc:443"],
+)  # fmt: skip
+def test_spark_masters_spark_accepts(tmp_path: Path, master: str) -> None:
+    assert load_config(write(tmp_path, with_("spark.master", master))).spark.master == master
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "127.0.0.1", "localhost",
+                                     "balancer-0.pulsar.svc.cluster.local"])
+def test_bind_addresses(tmp_path: Path, address: str) -> None:
+    config = load_config(write(tmp_path, with_("metrics.bind_address", address)))
+    assert config.metrics.bind_address == address
+
+
+def test_binary_config_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "balancer.yaml"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == (
+        f"{path}: cannot read the config file: not UTF-8 text (byte 0x89 at offset 0)"
+    )

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from streaming.job import ROCKSDB_PROVIDER, ROCKSDB_TUNING, StreamSettings, spark_conf
+import pytest
+
+from streaming.job import (
+    ROCKSDB_PROVIDER,
+    ROCKSDB_TUNING,
+    StreamConfigError,
+    StreamSettings,
+    spark_conf,
+)
 
 
 def settings(**kwargs: object) -> StreamSettings:
     values: dict[str, object] = {
         "bootstrap_servers": "127.0.0.1:9092", "topic": "stats", "checkpoint_dir": "/tmp/ck",
+        "window_s": 120, "slide_s": 60, "watermark_s": 60,
         **kwargs,
     }  # fmt: skip
     return StreamSettings(**values)  # type: ignore[arg-type]
@@ -40,3 +49,14 @@ def test_extra_settings_override_the_defaults_and_loopback_binds_to_127_0_0_1() 
     assert conf["spark.sql.shuffle.partitions"] == "7"
     assert conf["spark.driver.bindAddress"] == conf["spark.driver.host"] == "127.0.0.1"
     assert "spark.driver.host" not in effective(spark_conf(settings(loopback=False)))
+
+
+def test_the_stream_refuses_dead_letters_into_its_own_topic() -> None:
+    with pytest.raises(StreamConfigError, match="dead_letter_topic must differ"):
+        settings(topic="stats", dead_letter_topic="stats")
+    assert settings(topic="stats", dead_letter_topic="stats", dead_letter_dir="/tmp/d")
+
+
+def test_the_stream_refuses_a_master_spark_cannot_parse() -> None:
+    with pytest.raises(StreamConfigError, match="yarn-please"):
+        settings(spark_master="yarn-please")

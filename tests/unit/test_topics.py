@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from balancer.topics import InvalidTopicName, TopicDomain, TopicName, parse_topic
+from balancer.topics import (
+    MAX_TOPIC_NAME_BYTES,
+    InvalidTopicName,
+    TopicDomain,
+    TopicName,
+    check_topic_text,
+    parse_topic,
+)
 
 NORMALISE = [
     ("my-topic", "persistent://public/default/my-topic"),
@@ -106,3 +113,30 @@ def test_full_names_round_trip(
 ) -> None:
     name = TopicName(domain, tenant, namespace, local)
     assert parse_topic(name.full) == name
+
+
+def test_topic_text_length_is_counted_in_utf8_bytes() -> None:
+    head = "persistent://t/ns/"
+    check_topic_text(head + "x" * (MAX_TOPIC_NAME_BYTES - len(head)))  # exactly the limit
+    with pytest.raises(InvalidTopicName, match=f"is {MAX_TOPIC_NAME_BYTES + 1} bytes long"):
+        check_topic_text(head + "x" * (MAX_TOPIC_NAME_BYTES - len(head) + 1))
+    # 2-byte characters: half as many fit.
+    with pytest.raises(InvalidTopicName, match="bytes long"):
+        check_topic_text("\u00e9" * (MAX_TOPIC_NAME_BYTES // 2 + 1))
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x07", "\t", "\x1b", "\x7f", "\x85", "\x9f"])
+def test_topic_text_refuses_control_characters(char: str) -> None:
+    with pytest.raises(InvalidTopicName, match=f"U\\+{ord(char):04X} at position 7"):
+        check_topic_text(f"t/ns/ab{char}c")
+
+
+def test_topic_text_error_never_echoes_a_huge_name() -> None:
+    with pytest.raises(InvalidTopicName) as info:
+        check_topic_text("y" * 100_000)
+    assert len(str(info.value)) < 200
+
+
+def test_topic_text_accepts_what_pulsar_names_hold() -> None:
+    for name in ("my-topic", "persistent://t/ns/\u00fcber-topic", "t/ns/a b", "t/ns/\u65e5\u672c"):
+        check_topic_text(name)

@@ -1,0 +1,43 @@
+"""The stream's settings, from the config's values only: the one mapping of config to stream.
+
+`BalancerApp` starts the stream with these; the property test in tests/unit checks that
+every config `validate-config` accepts builds them without error.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from balancer.config import BalancerConfig
+from streaming.kafka_config import KafkaSecurity
+
+if TYPE_CHECKING:
+    from streaming.job import StreamSettings
+
+
+def kafka_security(config: BalancerConfig) -> KafkaSecurity:
+    """`kafka.security` for every Kafka client: the collector, the stream, the dead letters."""
+    return KafkaSecurity.from_balancer_config(config.kafka.security)
+
+
+def stream_settings(config: BalancerConfig, *, loopback: bool = True) -> StreamSettings:
+    from streaming.job import StreamSettings  # imports pyspark: only when a stream is built
+
+    spark = config.spark
+    kafka = config.kafka
+    return StreamSettings(
+        bootstrap_servers=",".join(kafka.bootstrap_servers),
+        topic=kafka.stats_topic,
+        dead_letter_topic=kafka.dead_letter_topic,
+        checkpoint_dir=str(spark.checkpoint_dir),
+        max_offsets_per_trigger=spark.max_offsets_per_trigger,
+        window_s=spark.window_s,
+        slide_s=spark.slide_s,
+        watermark_s=spark.watermark_s,
+        trigger_interval_s=float(spark.trigger_interval_s),
+        spark_master=spark.master,
+        security=kafka_security(config),
+        loopback=loopback,
+        # Progress bars would garble the live view and the logs.
+        extra_spark_conf=(("spark.ui.showConsoleProgress", "false"),),
+    )
