@@ -220,6 +220,8 @@ class BalancerApp:
             spark_master=spark.master,
             security=stream_security(self.config),
             loopback=self.loopback,
+            max_future_skew_s=spark.max_future_skew_s,
+            clusters=tuple(c.name for c in self.config.clusters),
             # Progress bars would garble the live view and the logs.
             extra_spark_conf=(("spark.ui.showConsoleProgress", "false"),),
         )
