@@ -21,6 +21,7 @@ import pyarrow as pa
 from balancer.events import (
     COUNT_FIELDS,
     DEFAULT_MAX_FUTURE_SKEW_MS,
+    MAX_TIMESTAMP_MS,
     RATE_FIELDS,
     SIZE_FIELDS,
     Rejection,
@@ -254,11 +255,15 @@ class RecordParser:
         buckets = np.fromiter(map(attrgetter("bucket"), infos), dtype=np.int64, count=n)
         packs = pack_events(table, buckets, slide_ms=self.slide_ms)
         m = len(packs)
+        cap_ms = MAX_TIMESTAMP_MS if self.now_ms is None else self.now_ms
         arrays = {
             "kind": pa.array(np.full(m, int(RowKind.PACK), dtype=np.int32)),
             "bucket": pa.array([p.bucket for p in packs], pa.int32()),
+            # The watermark follows the newest event time Spark sees: capped at the reader's
+            # clock, an event stamped ahead (within the skew) keeps its window but cannot
+            # move the watermark past the stream and make on-time events late.
             "event_time": pa.array(
-                [p.max_event_ms * 1000 for p in packs], pa.timestamp("us", tz="UTC")
+                [min(p.max_event_ms, cap_ms) * 1000 for p in packs], pa.timestamp("us", tz="UTC")
             ),
             "pane_start": pa.array([p.pane_start_ms for p in packs], pa.int64()),
             "events": pa.array([p.events for p in packs], pa.int64()),
