@@ -245,6 +245,7 @@ class BalancerApp:
                 clusters_reachable=lambda: list(self._cluster_ok.values()),
                 last_batch_age_s=self.metrics.last_batch_age_s,
                 max_batch_age_s=self._max_batch_age_s,
+                late_event_share=self.metrics.late_event_share,
             ),
             host=self.config.metrics.bind_address,
             port=self.config.metrics.port,
