@@ -228,10 +228,17 @@ class BalancerApp:
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
+        from streaming.checkpoint import check_watermark
         from streaming.job import build_spark, dead_letter_sink, start_stream
 
         settings = self.stream_settings()
         Path(settings.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        # A watermark far in the future makes every event late: refuse it, in one line.
+        check_watermark(
+            settings.checkpoint_dir,
+            now_ms=int(time.time() * 1000),
+            max_future_skew_ms=settings.max_future_skew_s * 1000,
+        )
         ensure_topics(
             settings.bootstrap_servers,
             {settings.topic: STATS_TOPIC_PARTITIONS, settings.dead_letter_topic_name: 1},
