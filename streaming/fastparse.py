@@ -91,7 +91,7 @@ _REFUSED: Final = (msgspec.MsgspecError, ValueError)
 _KEYS: Final = tuple(f'"{name}"'.encode() for name in REQUIRED_FIELDS)
 _BROKER_KEY: Final = f'"{OPTIONAL_FIELDS[0]}"'.encode()
 # A key spelled with escapes (`"clust\u0065r"`): letters, digits and \uXXXX, then a colon.
-_ESCAPE: Final = b"\\u"
+_BACKSLASH: Final = b"\\"
 _ESCAPED_KEY: Final = re.compile(rb'"[\w\\]*\\u[0-9a-fA-F]{4}[\w\\]*"\s*:')
 
 
@@ -132,18 +132,23 @@ def _decode(raw: bytes) -> tuple[list[FastEvent], bool] | None:
 def _keys_unique(raw: bytes, events: list[FastEvent], *, envelope: bool) -> bool:
     """False unless no key was repeated (msgspec keeps the last of repeated keys silently).
 
-    Every accepted event holds each required key, so n events spell each exactly n times
-    unless one repeats it; a string value equal to a key name only sends the message to
-    the slow path. Keys spelled with escapes cannot be counted: such messages go slow too.
+    msgspec accepted the message, so every event holds each required key at least once.
+    Without a backslash, quotes come only in pairs around string tokens, which are the keys
+    and the string values: the count of quotes tells whether there are more keys than
+    those seen (two passes over the bytes). With escapes, each key is counted by name.
     """
     n = len(events)
-    if any(raw.count(key) != n for key in _KEYS):
-        return False
-    if raw.count(_BROKER_KEY) != sum(e.broker_sent is not msgspec.UNSET for e in events):
+    brokers = sum(not isinstance(e.broker_sent, msgspec.UnsetType) for e in events)
+    if _BACKSLASH not in raw:
+        keys = len(_KEYS) * n + brokers + envelope
+        strings = 2 * n + sum(isinstance(e.broker_sent, str) for e in events)
+        return raw.count(b'"') == 2 * (keys + strings)
+    # A string value equal to a key name only sends the message to the slow path.
+    if any(raw.count(key) != n for key in _KEYS) or raw.count(_BROKER_KEY) != brokers:
         return False
     if envelope and raw.count(_ENVELOPE_KEY) != 1:
         return False
-    return _ESCAPE not in raw or _ESCAPED_KEY.search(raw) is None
+    return _ESCAPED_KEY.search(raw) is None
 
 
 # A canonical full name whose parts parse_topic accepts unchanged: domain, tenant and

@@ -102,6 +102,9 @@ DUP_BROKER_ENVELOPE = env(GOOD, NO_BROKER).replace(
 DUP_IN_ENVELOPE = env(GOOD, GOOD).replace(
     b'"msgRateIn": 1.5', b'"msgRateIn": 1.5, "msgRateIn": 9', 1
 )
+DUP_WITH_ESCAPES = enc({**GOOD, "cluster": "c\u00e9"}).replace(
+    b'"msgRateIn": 1.5', b'"msgRateIn": 1.5, "msgRateIn": 9'
+)
 CASES: list[tuple[str, bytes, str]] = [
     ("good", GOOD_RAW, FAST),
     ("good-without-broker", enc({k: v for k, v in GOOD.items() if k != "broker"}), FAST),
@@ -170,6 +173,7 @@ CASES: list[tuple[str, bytes, str]] = [
     ("dup-broker", swap('"broker": "b1:8080"', '"broker": null, "broker": "b"'), DUP),
     ("dup-broker-in-envelope", DUP_BROKER_ENVELOPE, DUP),  # as many broker keys as events
     ("dup-in-envelope-event", DUP_IN_ENVELOPE, DUP),
+    ("dup-rate-with-escapes", DUP_WITH_ESCAPES, DUP),  # counted by key name, not by quotes
     ("dup-escaped-key", swap('"cluster": "c1"', '"cluster": "a", "clust\\u0065r": "b"'), DUP),
     ("value-equal-to-a-key", enc({**GOOD, "topic": "cluster"}), OK),
     ("escaped-value", lit("cluster", r'"\u00e9"'), FAST),
