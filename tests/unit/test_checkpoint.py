@@ -109,7 +109,7 @@ def test_the_app_refuses_to_start_on_a_checkpoint_far_ahead(tmp_path: Path) -> N
     app = BalancerApp(config)
     try:
         # Refused before anything starts: no Kafka is reachable at 127.0.0.1:9.
-        with pytest.raises(FutureWatermarkError, match="spark.max_future_skew_s"):
+        with pytest.raises(FutureWatermarkError, match=r"spark\.max_future_skew_s"):
             app.start()
         assert app.health is None and app.query is None
     finally:
