@@ -196,6 +196,7 @@ class BalancerApp:
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
+        from streaming.checkpoint import check_watermark
         from streaming.job import build_spark, dead_letter_sink, start_stream
 
         settings = self.stream_settings()
@@ -203,6 +204,12 @@ class BalancerApp:
             Path(settings.checkpoint_dir).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise setting_error("spark.checkpoint_dir", settings.checkpoint_dir, exc) from None
+        # A watermark far in the future makes every event late: refuse it, in one line.
+        check_watermark(
+            settings.checkpoint_dir,
+            now_ms=int(time.time() * 1000),
+            max_future_skew_ms=settings.max_future_skew_s * 1000,
+        )
         ensure_topics(
             settings.bootstrap_servers,
             {settings.topic: STATS_TOPIC_PARTITIONS, settings.dead_letter_topic_name: 1},
@@ -214,6 +221,7 @@ class BalancerApp:
             clusters_reachable=lambda: list(self._cluster_ok.values()),
             last_batch_age_s=self.metrics.last_batch_age_s,
             max_batch_age_s=self._max_batch_age_s,
+            late_event_share=self.metrics.late_event_share,
         )
         checks["collector_publishing"] = self.collector_publishing
         self.health = HealthServer(

@@ -168,6 +168,9 @@ class SparkConfig(_Model):
     watermark_s: int = Field(default=60, ge=0)  # lateness accepted before a window closes
     trigger_interval_s: int = Field(default=30, gt=0)  # micro-batch interval
     max_offsets_per_trigger: int | None = Field(default=200_000, gt=0)
+    # An event stamped further ahead of the reader's clock is dead-lettered: it would push
+    # the event-time watermark ahead and make every on-time event late (docs/events.md).
+    max_future_skew_s: int = Field(default=600, gt=0)
 
     @field_validator("master")
     @classmethod

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -32,6 +33,13 @@ MAX_TIMESTAMP_MS = 4_102_444_800_000
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 # A JSON integer literal can be longer than any float: treat it like an infinite rate.
 _MAX_FLOAT = sys.float_info.max
+# Upper bound of every rate (messages/s or bytes/s): 1e18 is an exabyte a second, millions
+# of times any real topic; a larger value is garbage (1e300), not a load to act on.
+MAX_RATE = 1e18
+# Default of how far ahead of the reader's clock an event time may be (the stream setting
+# spark.max_future_skew_s): an event stamped later would advance the watermark past the
+# stream and make every on-time event late.
+DEFAULT_MAX_FUTURE_SKEW_MS = 10 * 60_000
 
 RATE_FIELDS = ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")
 SIZE_FIELDS = ("storageSize", "backlogSize", "offloadedStorageSize")
@@ -54,6 +62,10 @@ class RejectReason(StrEnum):
     NEGATIVE_VALUE = "negative_value"
     INVALID_TOPIC = "invalid_topic"
     TIMESTAMP_OUT_OF_RANGE = "timestamp_out_of_range"
+    TIMESTAMP_IN_FUTURE = "timestamp_in_future"
+    DUPLICATE_KEY = "duplicate_key"
+    RATE_TOO_HIGH = "rate_too_high"
+    UNKNOWN_CLUSTER = "unknown_cluster"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +131,18 @@ def validate_event(
     obj: Any,
     *,
     now_ms: int | None = None,
-    max_future_skew_ms: int = 10 * 60_000,
+    max_future_skew_ms: int = DEFAULT_MAX_FUTURE_SKEW_MS,
+    clusters: frozenset[str] | None = None,
 ) -> TopicStatsEvent | Rejection:
     """Check one decoded event object; a typed event or the reason it was rejected.
 
-    `now_ms`, when given, also rejects event times further than `max_future_skew_ms` ahead.
+    `now_ms`, when given, also rejects event times further than `max_future_skew_ms` ahead;
+    `clusters`, when given, rejects an event of any other cluster.
     """
     if not isinstance(obj, dict):
         return _reject(RejectReason.NOT_AN_OBJECT, f"event must be a JSON object, got {_kind(obj)}")
+    if isinstance(obj, _DuplicateKeys):
+        return _reject(RejectReason.DUPLICATE_KEY, f"duplicate key(s): {obj.duplicates}")
     missing = [f for f in REQUIRED_FIELDS if f not in obj]
     if missing:
         return _reject(RejectReason.MISSING_FIELD, f"missing field(s): {', '.join(missing)}")
@@ -155,8 +171,9 @@ def validate_event(
         )
     if now_ms is not None and ts > now_ms + max_future_skew_ms:
         return _reject(
-            RejectReason.TIMESTAMP_OUT_OF_RANGE,
-            f"timestamp_ms {ts} is {ts - now_ms} ms in the future",
+            RejectReason.TIMESTAMP_IN_FUTURE,
+            f"timestamp_ms {ts} is {ts - now_ms} ms ahead of the reader's clock "
+            f"(at most {max_future_skew_ms} ms allowed)",
         )
     rates: dict[str, float] = {}
     for field in RATE_FIELDS:
@@ -169,6 +186,8 @@ def validate_event(
             return _reject(RejectReason.NOT_FINITE, f"{field} is {value}")
         if value < 0:
             return _reject(RejectReason.NEGATIVE_VALUE, f"{field} is negative ({value})")
+        if value > MAX_RATE:
+            return _reject(RejectReason.RATE_TOO_HIGH, f"{field} {value} is above {MAX_RATE:g}")
         rates[field] = float(value)
     counts: dict[str, int] = {}
     for field in (*SIZE_FIELDS, *COUNT_FIELDS):
@@ -190,6 +209,10 @@ def validate_event(
         topic = _full_topic_name(obj["topic"])
     except InvalidTopicName as exc:
         return _reject(RejectReason.INVALID_TOPIC, str(exc))
+    if clusters is not None and obj["cluster"] not in clusters:
+        return _reject(
+            RejectReason.UNKNOWN_CLUSTER, f"cluster {obj['cluster'][:100]!r} is not configured"
+        )
     return TopicStatsEvent(
         cluster=obj["cluster"],
         topic=topic,
@@ -208,11 +231,17 @@ def validate_event(
 
 
 def parse_message(
-    raw: bytes | str, *, now_ms: int | None = None
+    raw: bytes | str,
+    *,
+    now_ms: int | None = None,
+    max_future_skew_ms: int = DEFAULT_MAX_FUTURE_SKEW_MS,
+    clusters: frozenset[str] | None = None,
 ) -> list[TopicStatsEvent | Rejection]:
     """Decode one Kafka message: a single event or a `{"events": [...]}` envelope.
 
-    Returns one result per event found (one Rejection for an undecodable message).
+    Returns one result per event found (one Rejection for an undecodable message). A
+    duplicate key rejects its object: the whole message when it is the envelope's.
+    `now_ms`, `max_future_skew_ms` and `clusters` are as for `validate_event`.
     """
     if isinstance(raw, bytes | bytearray | memoryview):
         data = bytes(raw)
@@ -230,12 +259,17 @@ def parse_message(
         obj = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         return [_reject(RejectReason.BAD_JSON, f"not valid JSON: {str(exc)[:120]}")]
+    rules: dict[str, Any] = {
+        "now_ms": now_ms, "max_future_skew_ms": max_future_skew_ms, "clusters": clusters
+    }
     if isinstance(obj, dict) and "events" in obj and "topic" not in obj:
+        if isinstance(obj, _DuplicateKeys):  # two "events" lists: neither can be trusted
+            return [validate_event(obj)]
         batch = obj["events"]
         if not isinstance(batch, list) or len(obj) != 1:
             return [_reject(RejectReason.WRONG_TYPE, 'an envelope is {"events": [event, ...]}')]
-        return [validate_event(item, now_ms=now_ms) for item in batch]
-    return [validate_event(obj, now_ms=now_ms)]
+        return [validate_event(item, **rules) for item in batch]
+    return [validate_event(obj, **rules)]
 
 
 def _reject_constant(name: str) -> float:
@@ -243,8 +277,26 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON")
 
 
+class _DuplicateKeys(dict[str, Any]):
+    """A JSON object that repeated a key (the last value kept); never a valid event."""
+
+    duplicates: str
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of repeated keys silently: a doubtful event must not pass.
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    counts = Counter(k for k, _ in pairs)
+    repeated = sorted(k for k, n in counts.items() if n > 1)
+    marked = _DuplicateKeys(obj)
+    marked.duplicates = ", ".join(k[:40] for k in repeated[:5])
+    return marked
+
+
 # One decoder for every message (building one per call costs as much as a small decode).
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_object)
 
 
 @lru_cache(maxsize=65_536)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -120,6 +121,16 @@ class BatchReportLike(Protocol):
 
     @property
     def duration_s(self) -> float: ...
+
+    @property
+    def watermark_ms(self) -> int: ...  # the batch's event-time watermark (0: none yet)
+
+    @property
+    def newest_event_ms(self) -> int: ...  # newest event time accepted (0: no event)
+
+
+# Span over which the share of late events is measured (readiness; the alert uses 10m too).
+LATE_SHARE_SPAN_S = 600.0
 
 
 def limit_ratios(load: BundleLoad, limits: BundleLimits) -> dict[Limit, float]:
@@ -282,6 +293,8 @@ class BalancerMetrics:
         self._snapshot = _Snapshot()
         self._modes: set[str] = set()
         self._last_batch_end_s: float | None = None
+        # (batch end, valid events, late events) of the batches in the last LATE_SHARE_SPAN_S.
+        self._recent_events: deque[tuple[float, int, int]] = deque()
         reg = registry
 
         self._splits = Counter(
@@ -323,6 +336,11 @@ class BalancerMetrics:
         self._watermark_delay = Gauge(
             f"{PREFIX}_watermark_delay_seconds",
             "How far the event-time watermark trails the newest event.", registry=reg,
+        )  # fmt: skip
+        self._event_lag = Gauge(
+            f"{PREFIX}_event_watermark_lag_seconds",
+            "Newest event time read in the last batch with events minus the event-time "
+            "watermark; below 0, even the newest event is late.", registry=reg,
         )  # fmt: skip
         self._last_batch = Gauge(
             f"{PREFIX}_last_batch_timestamp_seconds",
@@ -407,8 +425,24 @@ class BalancerMetrics:
         interval_s = now_s - previous_s if previous_s is not None else duration_s
         self._input_rate.set(consumed / interval_s if interval_s > 0 else 0.0)
         self._watermark_delay.set(max(0.0, report.watermark_delay_s))
+        if report.newest_event_ms > 0 and report.watermark_ms > 0:
+            self._event_lag.set((report.newest_event_ms - report.watermark_ms) / 1000)
+        valid = max(0, consumed - sum(max(0, n) for n in report.events_rejected.values()))
+        with self._lock:
+            self._recent_events.append((now_s, valid, max(0, report.events_late)))
         self._last_batch.set(now_s)
         self._last_batch_id.set(report.batch_id)
+
+    def late_event_share(self) -> float | None:
+        """Late events / valid events over the last LATE_SHARE_SPAN_S; None with no event."""
+        with self._lock:
+            horizon_s = self._clock() - LATE_SHARE_SPAN_S
+            recent = self._recent_events
+            while recent and recent[0][0] < horizon_s:
+                recent.popleft()
+            valid = sum(v for _, v, _ in recent)
+            late = sum(n for _, _, n in recent)
+        return None if valid == 0 else min(1.0, late / valid)
 
     def last_batch_age_s(self) -> float | None:
         """Seconds since the last successful batch, or None before the first one."""

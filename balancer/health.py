@@ -67,10 +67,15 @@ def standard_checks(
     clusters_reachable: Callable[[], Iterable[bool]],
     last_batch_age_s: Callable[[], float | None],
     max_batch_age_s: float,
+    late_event_share: Callable[[], float | None] | None = None,
+    max_late_event_share: float = 0.5,
 ) -> dict[str, Check]:
     """The balancer's readiness checks: stream up, a recent batch, Kafka and >= 1 cluster.
 
-    `last_batch_age_s` returns None before the first batch (not ready yet).
+    `last_batch_age_s` returns None before the first batch (not ready yet). With
+    `late_event_share` (late / valid events recently, None without events), a share above
+    `max_late_event_share` fails `events_on_time`: the windows miss most events (a watermark
+    ahead of the stream), so the balancer is blind although batches run.
     """
     if max_batch_age_s <= 0:
         raise ValueError(f"max_batch_age_s must be > 0, got {max_batch_age_s}")
@@ -79,12 +84,21 @@ def standard_checks(
         age_s = last_batch_age_s()
         return age_s is not None and age_s <= max_batch_age_s
 
-    return {
+    checks: dict[str, Check] = {
         "stream_running": stream_running,
         "last_batch_recent": batch_recent,
         "kafka_reachable": kafka_reachable,
         "cluster_reachable": lambda: any(clusters_reachable()),
     }
+    if late_event_share is not None:
+        share = late_event_share
+
+        def events_on_time() -> bool:
+            value = share()
+            return value is None or value <= max_late_event_share
+
+        checks["events_on_time"] = events_on_time
+    return checks
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -38,6 +38,8 @@ def stream_settings(config: BalancerConfig, *, loopback: bool = True) -> StreamS
         spark_master=spark.master,
         security=kafka_security(config),
         loopback=loopback,
+        max_future_skew_s=spark.max_future_skew_s,
+        clusters=tuple(c.name for c in config.clusters),
         # Progress bars would garble the live view and the logs.
         extra_spark_conf=(("spark.ui.showConsoleProgress", "false"),),
     )

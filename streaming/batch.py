@@ -168,6 +168,7 @@ class BatchProcessor:
             windows_closed=windows_closed,
             dead_letters=len(observed.dead_letters),
             spark_s=spark_s,
+            newest_event_ms=max(event_times, default=0),
         )
 
     def _snapshot(

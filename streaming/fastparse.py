@@ -29,8 +29,11 @@ import numpy as np
 
 from balancer.events import (
     MAX_MESSAGE_BYTES,
+    MAX_RATE,
     MAX_TIMESTAMP_MS,
     MIN_TIMESTAMP_MS,
+    OPTIONAL_FIELDS,
+    REQUIRED_FIELDS,
 )
 from balancer.hashing import hash_position
 from balancer.topics import InvalidTopicName, parse_topic
@@ -40,9 +43,10 @@ _MAX_INT64: Final = 2**63 - 1
 
 # The constraints mirror validate_event's checks; anything outside them takes the slow path.
 _Name = Annotated[str, msgspec.Meta(min_length=1)]
-# Finite and non-negative. `lt`, not `le`: an integer literal above the largest float (which
-# validate_event rejects) decodes rounded down to exactly _MAX_FLOAT; the slow path decides.
-_Rate = Annotated[float, msgspec.Meta(ge=0.0, lt=_MAX_FLOAT)]
+# Non-negative and below MAX_RATE. `lt`, not `le`: an integer literal just above MAX_RATE
+# (which validate_event rejects) may decode rounded down to exactly MAX_RATE; the slow path
+# decides.
+_Rate = Annotated[float, msgspec.Meta(ge=0.0, lt=MAX_RATE)]
 _Count = Annotated[int, msgspec.Meta(ge=0, le=_MAX_INT64)]
 _Timestamp = Annotated[int, msgspec.Meta(ge=MIN_TIMESTAMP_MS, lt=MAX_TIMESTAMP_MS)]
 
@@ -64,7 +68,14 @@ class FastEvent(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=Fals
     offloadedStorageSize: _Count
     producerCount: _Count
     consumerCount: _Count
-    broker: str | None = None
+    # UNSET tells an absent broker from `"broker": null`: the duplicate-key check counts keys.
+    broker_sent: str | msgspec.UnsetType | None = msgspec.field(
+        default=msgspec.UNSET, name="broker"
+    )
+
+    @property
+    def broker(self) -> str | None:
+        return None if isinstance(self.broker_sent, msgspec.UnsetType) else self.broker_sent
 
 
 class _Envelope(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -77,6 +88,11 @@ _ENVELOPE_KEY: Final = b'"events"'
 # msgspec raises DecodeError/ValidationError for bad JSON or types, but a plain
 # UnicodeDecodeError (a ValueError) for invalid UTF-8 inside a string.
 _REFUSED: Final = (msgspec.MsgspecError, ValueError)
+_KEYS: Final = tuple(f'"{name}"'.encode() for name in REQUIRED_FIELDS)
+_BROKER_KEY: Final = f'"{OPTIONAL_FIELDS[0]}"'.encode()
+# A key spelled with escapes (`"clust\u0065r"`): letters, digits and \uXXXX, then a colon.
+_BACKSLASH: Final = b"\\"
+_ESCAPED_KEY: Final = re.compile(rb'"[\w\\]*\\u[0-9a-fA-F]{4}[\w\\]*"\s*:')
 
 
 def decode_fast(raw: bytes) -> list[FastEvent] | None:
@@ -87,19 +103,52 @@ def decode_fast(raw: bytes) -> list[FastEvent] | None:
     """
     if len(raw) > MAX_MESSAGE_BYTES:
         return None
+    decoded = _decode(raw)
+    if decoded is None:
+        return None
+    events, envelope = decoded
+    if not _keys_unique(raw, events, envelope=envelope):
+        return None
+    return events
+
+
+def _decode(raw: bytes) -> tuple[list[FastEvent], bool] | None:
+    """(events, whether it was an envelope), or None."""
     envelope_first = _ENVELOPE_KEY in raw[:32]
     try:
         if envelope_first:
-            return _ENVELOPE_DECODER.decode(raw).events
-        return [_EVENT_DECODER.decode(raw)]
+            return _ENVELOPE_DECODER.decode(raw).events, True
+        return [_EVENT_DECODER.decode(raw)], False
     except _REFUSED:
         pass
     try:
         if envelope_first:
-            return [_EVENT_DECODER.decode(raw)]
-        return _ENVELOPE_DECODER.decode(raw).events
+            return [_EVENT_DECODER.decode(raw)], False
+        return _ENVELOPE_DECODER.decode(raw).events, True
     except _REFUSED:
         return None
+
+
+def _keys_unique(raw: bytes, events: list[FastEvent], *, envelope: bool) -> bool:
+    """False unless no key was repeated (msgspec keeps the last of repeated keys silently).
+
+    msgspec accepted the message, so every event holds each required key at least once.
+    Without a backslash, quotes come only in pairs around string tokens, which are the keys
+    and the string values: the count of quotes tells whether there are more keys than
+    those seen (two passes over the bytes). With escapes, each key is counted by name.
+    """
+    n = len(events)
+    brokers = sum(not isinstance(e.broker_sent, msgspec.UnsetType) for e in events)
+    if _BACKSLASH not in raw:
+        keys = len(_KEYS) * n + brokers + envelope
+        strings = 2 * n + sum(isinstance(e.broker_sent, str) for e in events)
+        return raw.count(b'"') == 2 * (keys + strings)
+    # A string value equal to a key name only sends the message to the slow path.
+    if any(raw.count(key) != n for key in _KEYS) or raw.count(_BROKER_KEY) != brokers:
+        return False
+    if envelope and raw.count(_ENVELOPE_KEY) != 1:
+        return False
+    return _ESCAPED_KEY.search(raw) is None
 
 
 # A canonical full name whose parts parse_topic accepts unchanged: domain, tenant and

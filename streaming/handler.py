@@ -32,6 +32,7 @@ class BatchReport:
     windows_closed: int = 0  # windows completed in this batch (only the newest is reported)
     dead_letters: int = field(default=0)  # dead letters written by this batch
     spark_s: float = 0.0  # of duration_s: running the Spark batch (read, windows, state)
+    newest_event_ms: int = 0  # newest event time accepted in this batch (0: no event)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (bundles and topics as plain dicts)."""
@@ -50,6 +51,7 @@ class BatchReport:
             "windows_closed": self.windows_closed,
             "dead_letters": self.dead_letters,
             "spark_s": self.spark_s,
+            "newest_event_ms": self.newest_event_ms,
         }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,10 @@ class StreamSettings:
     loopback: bool = True  # bind the driver to 127.0.0.1 (local runs and tests)
     app_name: str = "pulsar-balancer-stream"
     extra_spark_conf: tuple[tuple[str, str], ...] = ()
+    # Events stamped further ahead of the read task's wall clock are dead-lettered
+    # (timestamp_in_future); events of other clusters too (unknown_cluster). () accepts all.
+    max_future_skew_s: int = 600
+    clusters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         WindowSpec(self.window_s, self.slide_s, self.watermark_s)  # validates
@@ -88,6 +93,8 @@ class StreamSettings:
         if self.dead_letter_dir is None and self.dead_letter_topic_name == self.topic:
             # A rejected message written back to the topic read would loop forever.
             raise StreamConfigError(f"dead_letter_topic must differ from topic {self.topic!r}")
+        if self.max_future_skew_s <= 0:
+            raise StreamConfigError("max_future_skew_s must be > 0")
 
     @property
     def window_spec(self) -> WindowSpec:
@@ -107,6 +114,8 @@ class StreamSettings:
             num_buckets=self.num_buckets,
             pane_ms=self.slide_s * 1000,
             security=self.security,
+            max_future_skew_ms=self.max_future_skew_s * 1000,
+            clusters=self.clusters,
         )
 
 
@@ -144,15 +153,21 @@ def build_spark(settings: StreamSettings) -> SparkSession:
     return spark
 
 
-def _parse_arrow(num_buckets: int, slide_ms: int) -> Any:
+def _parse_arrow(
+    num_buckets: int, slide_ms: int, max_future_skew_ms: int, clusters: tuple[str, ...]
+) -> Any:
+    known = frozenset(clusters) or None
+
     def parse(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             values = batch.column("value").to_pylist()
             partitions = batch.column("partition").to_pylist()
             offsets = batch.column("offset").to_pylist()
             yield from parse_records(
-                values, partitions, offsets, num_buckets=num_buckets, slide_ms=slide_ms
-            )
+                values, partitions, offsets, num_buckets=num_buckets, slide_ms=slide_ms,
+                now_ms=int(time.time() * 1000), max_future_skew_ms=max_future_skew_ms,
+                clusters=known,
+            )  # fmt: skip
 
     return parse
 
@@ -179,9 +194,13 @@ def read_parsed(spark: SparkSession, settings: StreamSettings) -> DataFrame:
     else:
         options = settings.source_options(raw=True).to_options()
         raw = spark.readStream.format(SOURCE_NAME).options(**options).load()
-    return raw.mapInArrow(
-        _parse_arrow(settings.num_buckets, settings.slide_s * 1000), PARSED_SPARK_SCHEMA
+    parse = _parse_arrow(
+        settings.num_buckets,
+        settings.slide_s * 1000,
+        settings.max_future_skew_s * 1000,
+        settings.clusters,
     )
+    return raw.mapInArrow(parse, PARSED_SPARK_SCHEMA)
 
 
 def observe_side_rows(parsed: DataFrame) -> DataFrame:

@@ -20,6 +20,8 @@ import pyarrow as pa
 
 from balancer.events import (
     COUNT_FIELDS,
+    DEFAULT_MAX_FUTURE_SKEW_MS,
+    MAX_TIMESTAMP_MS,
     RATE_FIELDS,
     SIZE_FIELDS,
     Rejection,
@@ -119,6 +121,9 @@ class RecordParser:
     Well-formed messages take the fast path (`streaming.fastparse.decode_fast`); any other
     message is judged by `balancer.events.parse_message`, which gives the exact reason.
     Accepted events are kept as objects until `flush` builds the columns in one go.
+
+    `now_ms` (the reader's clock, read by the caller) rejects events stamped more than
+    `max_future_skew_ms` ahead; `clusters` rejects events of clusters not configured.
     """
 
     def __init__(
@@ -128,10 +133,18 @@ class RecordParser:
         slide_ms: int,
         summary: ReadSummary,
         topics: TopicInfoCache | None = None,
+        now_ms: int | None = None,
+        max_future_skew_ms: int = DEFAULT_MAX_FUTURE_SKEW_MS,
+        clusters: frozenset[str] | None = None,
     ) -> None:
         self.num_buckets = num_buckets
         self.slide_ms = slide_ms
         self.summary = summary
+        self.now_ms = now_ms
+        self.max_future_skew_ms = max_future_skew_ms
+        self.clusters = clusters
+        # Newest event time accepted on the fast path (the slow path judges anything later).
+        self._latest_ms = None if now_ms is None else now_ms + max_future_skew_ms
         self._topics_cache = _TOPICS if topics is None else topics
         # Accepted events (FastEvent or TopicStatsEvent: the same field names) and their topic
         # info, in arrival order.
@@ -153,7 +166,12 @@ class RecordParser:
         self._add_slow(raw, partition, offset)
 
     def _accept_all(self, events: list[Any], partition: int, offset: int) -> bool:
-        """Keep `events` if every topic name is valid (else the slow path judges them)."""
+        """Keep `events` if every rule holds (else the slow path judges them, with reasons)."""
+        latest_ms = self._latest_ms
+        if latest_ms is not None and any(e.timestamp_ms > latest_ms for e in events):
+            return False
+        if self.clusters is not None and not all(e.cluster in self.clusters for e in events):
+            return False
         get = self._topics_cache.get
         infos = [get(e.topic, self.num_buckets) for e in events]
         if None in infos:
@@ -172,7 +190,12 @@ class RecordParser:
         self.summary.events += n
 
     def _add_slow(self, raw: bytes, partition: int, offset: int) -> None:
-        results = parse_message(raw)
+        results = parse_message(
+            raw,
+            now_ms=self.now_ms,
+            max_future_skew_ms=self.max_future_skew_ms,
+            clusters=self.clusters,
+        )
         many = len(results) > 1
         for index, e in enumerate(results):
             if isinstance(e, Rejection):
@@ -232,11 +255,15 @@ class RecordParser:
         buckets = np.fromiter(map(attrgetter("bucket"), infos), dtype=np.int64, count=n)
         packs = pack_events(table, buckets, slide_ms=self.slide_ms)
         m = len(packs)
+        cap_ms = MAX_TIMESTAMP_MS if self.now_ms is None else self.now_ms
         arrays = {
             "kind": pa.array(np.full(m, int(RowKind.PACK), dtype=np.int32)),
             "bucket": pa.array([p.bucket for p in packs], pa.int32()),
+            # The watermark follows the newest event time Spark sees: capped at the reader's
+            # clock, an event stamped ahead (within the skew) keeps its window but cannot
+            # move the watermark past the stream and make on-time events late.
             "event_time": pa.array(
-                [p.max_event_ms * 1000 for p in packs], pa.timestamp("us", tz="UTC")
+                [min(p.max_event_ms, cap_ms) * 1000 for p in packs], pa.timestamp("us", tz="UTC")
             ),
             "pane_start": pa.array([p.pane_start_ms for p in packs], pa.int64()),
             "events": pa.array([p.events for p in packs], pa.int64()),
@@ -264,11 +291,14 @@ def parse_records(
     *,
     num_buckets: int,
     slide_ms: int,
+    now_ms: int | None = None,
+    max_future_skew_ms: int = DEFAULT_MAX_FUTURE_SKEW_MS,
+    clusters: frozenset[str] | None = None,
 ) -> list[pa.RecordBatch]:
     """Parse a run of raw records (any partitions): parsed rows, then one summary per partition.
 
     Used by the native-Kafka path (`mapInArrow` over Spark's `kafka` source), where the
-    reader cannot report a high-water mark.
+    reader cannot report a high-water mark. The rules are `RecordParser`'s.
     """
     by_partition: dict[int, RecordParser] = {}
     for value, partition, offset in zip(values, partitions, offsets, strict=True):
@@ -278,6 +308,9 @@ def parse_records(
                 num_buckets=num_buckets,
                 slide_ms=slide_ms,
                 summary=ReadSummary(partition=partition, start_offset=offset, next_offset=offset),
+                now_ms=now_ms,
+                max_future_skew_ms=max_future_skew_ms,
+                clusters=clusters,
             )
             by_partition[partition] = parser
         parser.add(value, partition, offset)

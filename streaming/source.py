@@ -15,12 +15,14 @@ kafka-python. Design:
 
 Options (keys arrive lower-cased): bootstrap_servers, topic, starting_offsets
 (earliest|latest), max_offsets_per_trigger, raw, num_buckets, pane_ms, batch_rows,
-poll_timeout_ms, read_timeout_s, and the `KafkaSecurity` keys (security_protocol, sasl_mechanism,
-sasl_username, sasl_password_env, ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password_env).
+poll_timeout_ms, read_timeout_s, max_future_skew_ms, clusters (a JSON list), and the
+`KafkaSecurity` keys (security_protocol, sasl_mechanism, sasl_username, sasl_password_env,
+ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password_env).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -66,6 +68,10 @@ class SourceOptions:
     poll_timeout_ms: int = 500
     read_timeout_s: float = 60.0  # a read task fails after this long without a record
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    # The reader's rules (docs/events.md): events stamped further ahead of the task's wall
+    # clock, or of a cluster outside `clusters` (when not empty), are dead-lettered.
+    max_future_skew_ms: int = 600_000
+    clusters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.bootstrap_servers or not self.topic:
@@ -80,6 +86,8 @@ class SourceOptions:
             raise SourceOptionError("num_buckets must be >= 1")
         if self.pane_ms < 1:
             raise SourceOptionError("pane_ms must be >= 1")
+        if self.max_future_skew_ms < 1:
+            raise SourceOptionError("max_future_skew_ms must be >= 1")
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -107,6 +115,8 @@ class SourceOptions:
             poll_timeout_ms=get_int("poll_timeout_ms", 500) or 500,
             read_timeout_s=float(opts.get("read_timeout_s", "60")),
             security=KafkaSecurity.from_options(opts),
+            max_future_skew_ms=get_int("max_future_skew_ms", 600_000) or 600_000,
+            clusters=tuple(json.loads(opts.get("clusters") or "[]")),
         )
 
     def to_options(self) -> dict[str, str]:
@@ -120,6 +130,8 @@ class SourceOptions:
             "batch_rows": str(self.batch_rows),
             "poll_timeout_ms": str(self.poll_timeout_ms),
             "read_timeout_s": str(self.read_timeout_s),
+            "max_future_skew_ms": str(self.max_future_skew_ms),
+            "clusters": json.dumps(list(self.clusters)),
             **self.security.to_options(),
         }
         if self.max_offsets_per_trigger is not None:
@@ -336,7 +348,13 @@ def _read_parsed(options: SourceOptions, task: KafkaRange) -> Iterator[pa.Record
     try:
         summary = ReadSummary(task.partition, task.start, task.end)
         parser = RecordParser(
-            num_buckets=options.num_buckets, slide_ms=options.pane_ms, summary=summary
+            num_buckets=options.num_buckets,
+            slide_ms=options.pane_ms,
+            summary=summary,
+            # The edge reads the clock once per task; the parser itself is pure.
+            now_ms=int(time.time() * 1000),
+            max_future_skew_ms=options.max_future_skew_ms,
+            clusters=frozenset(options.clusters) or None,
         )
         for record in _records(options, task, consumer):
             parser.add(record.value, task.partition, record.offset)

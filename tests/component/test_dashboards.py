@@ -114,6 +114,8 @@ class Report:
     kafka_lag: dict[int, int] = field(default_factory=lambda: {0: 120, 1: 80, 2: 0})
     watermark_delay_s: float = 31.0
     duration_s: float = 1.4
+    watermark_ms: int = 0
+    newest_event_ms: int = 0
 
 
 def realistic_bundles(window_end_ms: int) -> tuple[BundleLoad, ...]:

@@ -40,6 +40,8 @@ class Report:
     kafka_lag: Mapping[int, int] = field(default_factory=dict)
     watermark_delay_s: float = 0.0
     duration_s: float = 1.0
+    watermark_ms: int = 0
+    newest_event_ms: int = 0
 
 
 class FakeClock:
@@ -363,3 +365,29 @@ def test_every_metric_is_documented_in_operations_md() -> None:
         for name in re.findall(r"^\| `(pulsar_balancer_\w+)`", doc, flags=re.MULTILINE)
     }
     assert families == documented
+
+
+def test_the_event_lag_and_the_late_share_follow_the_batches() -> None:
+    metrics, registry, clock = make()
+    get = registry.get_sample_value
+    assert metrics.late_event_share() is None  # no event yet
+    metrics.observe_batch(
+        Report(events_consumed=100, events_rejected={"bad_json": 20}, events_late=10,
+               watermark_ms=1_700_000_000_000, newest_event_ms=1_700_000_060_000)
+    )  # fmt: skip
+    assert get("pulsar_balancer_event_watermark_lag_seconds") == 60.0
+    assert metrics.late_event_share() == 10 / 80  # rejected events are not late ones
+    # The poisoned stream of issue 16: the watermark a day ahead, every event late.
+    clock.now_s += 60
+    metrics.observe_batch(
+        Report(batch_id=2, events_consumed=400, events_late=400,
+               watermark_ms=1_700_086_400_000, newest_event_ms=1_700_000_120_000)
+    )  # fmt: skip
+    assert get("pulsar_balancer_event_watermark_lag_seconds") == -86_280.0
+    assert metrics.late_event_share() == 410 / 480
+    metrics.observe_batch(Report(batch_id=3))  # no event: the lag keeps its last value
+    assert get("pulsar_balancer_event_watermark_lag_seconds") == -86_280.0
+    clock.now_s += 600  # the first batch leaves the span; the second is at its edge
+    assert metrics.late_event_share() == 1.0
+    clock.now_s += 1
+    assert metrics.late_event_share() is None

@@ -160,6 +160,7 @@ def test_readiness_follows_the_exporters_last_batch() -> None:
     report = SimpleNamespace(
         batch_id=1, window_end_ms=0, bundles=(), large_topics=(), events_consumed=0,
         events_rejected={}, events_late=0, kafka_lag={}, watermark_delay_s=0.0, duration_s=1.0,
+        watermark_ms=0, newest_event_ms=0,
     )  # fmt: skip
     with HealthServer(registry=registry, checks=checks) as srv:
         before = httpx.get(f"{srv.url}/readyz", timeout=5)
@@ -199,3 +200,34 @@ def test_healthz_fails_while_a_liveness_check_fails_and_names_it() -> None:
     assert raised.status_code == 503
     assert raised.json()["errors"] == {"collector_alive": "RuntimeError"}
     assert "secret" not in raised.text
+
+
+def test_readiness_fails_while_most_events_are_late() -> None:
+    """The exporter's late share over its span drives `events_on_time`."""
+    now_s = [1_000.0]
+    registry = CollectorRegistry()
+    metrics = BalancerMetrics(registry, limits=lambda c, n: None, clock=lambda: now_s[0])
+    checks = standard_checks(
+        stream_running=lambda: True,
+        kafka_reachable=lambda: True,
+        clusters_reachable=lambda: [True],
+        last_batch_age_s=metrics.last_batch_age_s,
+        max_batch_age_s=60.0,
+        late_event_share=metrics.late_event_share,
+    )
+
+    def batch(batch_id: int, consumed: int, late: int) -> SimpleNamespace:
+        return SimpleNamespace(
+            batch_id=batch_id, window_end_ms=0, bundles=(), large_topics=(),
+            events_consumed=consumed, events_rejected={}, events_late=late, kafka_lag={},
+            watermark_delay_s=0.0, duration_s=1.0, watermark_ms=0, newest_event_ms=0,
+        )  # fmt: skip
+
+    with HealthServer(registry=registry, checks=checks) as srv:
+        metrics.observe_batch(batch(1, 100, 10))
+        on_time = httpx.get(f"{srv.url}/readyz", timeout=5)
+        now_s[0] += 30.0
+        metrics.observe_batch(batch(2, 300, 300))
+        late = httpx.get(f"{srv.url}/readyz", timeout=5)
+    assert on_time.status_code == 200 and on_time.json()["checks"]["events_on_time"]
+    assert (late.status_code, late.json()["failing"]) == (503, ["events_on_time"])

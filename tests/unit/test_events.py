@@ -80,6 +80,9 @@ EXAMPLES: list[tuple[str, Any, RejectReason | None]] = [
     ("rate-null", _with(msgThroughputIn=None), RejectReason.WRONG_TYPE),
     ("rate-negative", _with(msgRateOut=-0.5), RejectReason.NEGATIVE_VALUE),
     ("rate-huge-int", _with(msgRateIn=10**400), RejectReason.NOT_FINITE),  # was a crash
+    ("rate-1e300", _with(msgRateIn=1e300), RejectReason.RATE_TOO_HIGH),
+    ("rate-above-bound", _with(msgThroughputOut=10**18 + 1), RejectReason.RATE_TOO_HIGH),
+    ("rate-at-bound", _with(msgThroughputOut=1e18), None),
     ("count-fraction", _with(producerCount=1.5), RejectReason.WRONG_TYPE),
     ("count-negative", _with(consumerCount=-1), RejectReason.NEGATIVE_VALUE),
     ("count-64-bit", _with(storageSize=2**63), RejectReason.WRONG_TYPE),
@@ -136,7 +139,7 @@ def test_future_events_need_now_to_be_rejected() -> None:
     ts = GOOD["timestamp_ms"]
     assert isinstance(validate_event(GOOD, now_ms=ts), TopicStatsEvent)
     late = validate_event(GOOD, now_ms=ts - 10 * 60_000 - 1)
-    assert isinstance(late, Rejection) and late.reason is RejectReason.TIMESTAMP_OUT_OF_RANGE
+    assert isinstance(late, Rejection) and late.reason is RejectReason.TIMESTAMP_IN_FUTURE
     skewed = validate_event(GOOD, now_ms=ts - 5, max_future_skew_ms=0)
     assert isinstance(skewed, Rejection)
 
@@ -170,6 +173,21 @@ MESSAGES: list[tuple[str, bytes | str, list[RejectReason | None]]] = [
     ("deep", "[" * 100_000 + "]" * 100_000, [RejectReason.BAD_JSON]),
     ("array", "[1]", [RejectReason.NOT_AN_OBJECT]),
     ("too-large", b" " * (MAX_MESSAGE_BYTES + 1), [RejectReason.TOO_LARGE]),
+    (  # the fault campaign's case: the last key won silently (99,999,999 msg/s)
+        "duplicate-rate",
+        json.dumps(GOOD)[:-1] + ', "msgRateIn": 99999999}',
+        [RejectReason.DUPLICATE_KEY],
+    ),
+    (
+        "duplicate-in-envelope",
+        '{"events": [' + json.dumps(GOOD)[:-1] + ', "cluster": "x"}, ' + json.dumps(GOOD) + "]}",
+        [RejectReason.DUPLICATE_KEY, None],
+    ),
+    (
+        "two-events-keys",
+        '{"events": [' + json.dumps(GOOD) + '], "events": [' + json.dumps(GOOD) + "]}",
+        [RejectReason.DUPLICATE_KEY],
+    ),
 ]
 
 

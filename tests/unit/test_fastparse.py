@@ -10,6 +10,7 @@ the slow path). None from decode_fast allows anything.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -90,9 +91,20 @@ def env(*events: dict[str, Any]) -> bytes:
 
 FAST, OK, ANY = "fast", "ok", "any"  # fast path accepts / parse_message accepts / either
 OUT_OF_RANGE = "timestamp_out_of_range"
+DUP = "duplicate_key"
 GOOD_RAW = enc(GOOD)
 DEEP = "[" * 100_000 + "]" * 100_000
 SURROGATE_IDS = ("lone-surrogate-cluster", "lone-surrogate-topic")
+NO_BROKER = {k: v for k, v in GOOD.items() if k != "broker"}
+DUP_BROKER_ENVELOPE = env(GOOD, NO_BROKER).replace(
+    b'"broker": "b1:8080"', b'"broker": "a", "broker": "b"'
+)
+DUP_IN_ENVELOPE = env(GOOD, GOOD).replace(
+    b'"msgRateIn": 1.5', b'"msgRateIn": 1.5, "msgRateIn": 9', 1
+)
+DUP_WITH_ESCAPES = enc({**GOOD, "cluster": "c\u00e9"}).replace(
+    b'"msgRateIn": 1.5', b'"msgRateIn": 1.5, "msgRateIn": 9'
+)
 CASES: list[tuple[str, bytes, str]] = [
     ("good", GOOD_RAW, FAST),
     ("good-without-broker", enc({k: v for k, v in GOOD.items() if k != "broker"}), FAST),
@@ -105,12 +117,18 @@ CASES: list[tuple[str, bytes, str]] = [
     ("envelope-with-topic", b'{"events": [], "topic": "x"}', "missing_field"),
     ("nested-envelope", enc({"events": [{"events": [GOOD]}]}), "missing_field"),
     ("event-with-events-key", enc({**GOOD, "events": []}), "unknown_field"),
-    ("int-rates", enc({**GOOD, "msgRateIn": 3, "msgThroughputIn": 2**70 + 1}), FAST),
+    ("int-rates", enc({**GOOD, "msgRateIn": 3, "msgThroughputIn": 2**55 + 1}), FAST),
+    ("int-rate-above-bound", enc({**GOOD, "msgThroughputIn": 2**70 + 1}), "rate_too_high"),
+    ("rate-1e300", lit("msgRateIn", "1e300"), "rate_too_high"),
+    ("rate-at-bound", lit("msgRateIn", "1e18"), OK),
+    ("rate-int-at-bound", lit("msgRateIn", str(10**18)), OK),
+    ("rate-int-rounds-to-bound", lit("msgRateIn", str(10**18 + 1)), "rate_too_high"),
+    ("rate-just-below-bound", lit("msgRateIn", repr(math.nextafter(1e18, 0))), FAST),
     ("rate-400-digits", lit("msgRateIn", "9" * 400), "not_finite"),
     ("rate-int-above-max-float", lit("msgRateIn", str(MAX_FLOAT_INT + 1)), "not_finite"),
-    ("rate-int-max-float", lit("msgRateIn", str(MAX_FLOAT_INT)), OK),
-    ("rate-float-max", lit("msgRateIn", repr(sys.float_info.max)), OK),
-    ("rate-int-halfway", lit("msgRateIn", str(2**64 + 2**11 + 1)), FAST),
+    ("rate-int-max-float", lit("msgRateIn", str(MAX_FLOAT_INT)), "rate_too_high"),
+    ("rate-float-max", lit("msgRateIn", repr(sys.float_info.max)), "rate_too_high"),
+    ("rate-int-halfway", lit("msgRateIn", str(2**59 + 2**6 + 1)), FAST),
     ("rate-1e400", lit("msgRateIn", "1e400"), "not_finite"),
     ("rate-1e-400", lit("msgRateIn", "1e-400"), FAST),
     ("rate-minus-0.0", lit("msgRateOut", "-0.0"), FAST),
@@ -145,12 +163,20 @@ CASES: list[tuple[str, bytes, str]] = [
     ("empty-cluster", lit("cluster", '""'), "wrong_type"),
     ("missing-field", enc({k: v for k, v in GOOD.items() if k != "backlogSize"}), "missing_field"),
     ("unknown-field", enc({**GOOD, "extra": 1}), "unknown_field"),
-    ("dup-cluster", swap('"cluster": "c1"', '"cluster": "a", "cluster": "b"'), ANY),
-    ("dup-rate", swap('"msgRateIn": 1.5', '"msgRateIn": 1.5, "msgRateIn": 7.25'), ANY),
-    ("dup-rate-bad-first", swap('"msgRateIn": 1.5', '"msgRateIn": -1, "msgRateIn": 7.25'), ANY),
-    ("dup-rate-bad-last", swap('"msgRateIn": 1.5', '"msgRateIn": 7.25, "msgRateIn": -1'), ANY),
-    ("dup-topic", swap('"topic": "persistent://t/ns/a"', '"topic": "a/b", "topic": "x"'), ANY),
-    ("dup-events", b'{"events": [1], "events": [' + GOOD_RAW + b"]}", ANY),
+    ("dup-cluster", swap('"cluster": "c1"', '"cluster": "a", "cluster": "b"'), DUP),
+    ("dup-rate", swap('"msgRateIn": 1.5', '"msgRateIn": 1.5, "msgRateIn": 7.25'), DUP),
+    ("dup-rate-bad-first", swap('"msgRateIn": 1.5', '"msgRateIn": -1, "msgRateIn": 7.25'), DUP),
+    ("dup-rate-bad-last", swap('"msgRateIn": 1.5', '"msgRateIn": 7.25, "msgRateIn": -1'), DUP),
+    ("dup-topic", swap('"topic": "persistent://t/ns/a"', '"topic": "a/b", "topic": "x"'), DUP),
+    ("dup-events", b'{"events": [1], "events": [' + GOOD_RAW + b"]}", DUP),
+    ("dup-events-both-good", GOOD_RAW.join([b'{"events": [', b'], "events": [', b"]}"]), DUP),
+    ("dup-broker", swap('"broker": "b1:8080"', '"broker": null, "broker": "b"'), DUP),
+    ("dup-broker-in-envelope", DUP_BROKER_ENVELOPE, DUP),  # as many broker keys as events
+    ("dup-in-envelope-event", DUP_IN_ENVELOPE, DUP),
+    ("dup-rate-with-escapes", DUP_WITH_ESCAPES, DUP),  # counted by key name, not by quotes
+    ("dup-escaped-key", swap('"cluster": "c1"', '"cluster": "a", "clust\\u0065r": "b"'), DUP),
+    ("value-equal-to-a-key", enc({**GOOD, "topic": "cluster"}), OK),
+    ("escaped-value", lit("cluster", r'"\u00e9"'), FAST),
     ("escaped-key", swap('"cluster"', '"clust\\u0065r"'), ANY),
     ("escapes", lit("cluster", r'"c\"1\\\/\b\f\n\r\t\u00e9\ud83d\ude00\u0000"'), FAST),
     ("raw-non-ascii", enc({**GOOD, "cluster": "ü"}).replace(b"\\u00fc", "ü".encode()), FAST),
@@ -341,7 +367,9 @@ SLIDE_MS = 60_000
 REJECT_FIELDS = ("reason", "detail", "kafka_offset", "raw")
 
 
-def reference(messages: list[bytes], num_buckets: int) -> list[tuple[Any, ...]]:
+def reference(
+    messages: list[bytes], num_buckets: int, **rules: Any
+) -> list[tuple[Any, ...]]:
     """Rows straight from parse_message: the events of a flush, then its rejects.
 
     Events come in packs ordered by (bucket, pane), arrival order kept within a pack.
@@ -349,7 +377,7 @@ def reference(messages: list[bytes], num_buckets: int) -> list[tuple[Any, ...]]:
     rows: list[tuple[Any, ...]] = []
     rejects: list[tuple[Any, ...]] = []
     for offset, raw in enumerate(messages):
-        results = parse_message(raw)
+        results = parse_message(raw, **rules)
         for index, r in enumerate(results):
             if isinstance(r, Rejection):
                 detail = r.detail if len(results) == 1 else f"event {index}: {r.detail}"
@@ -367,10 +395,12 @@ def reference(messages: list[bytes], num_buckets: int) -> list[tuple[Any, ...]]:
     return [tuple(map(typed, row)) for row in rows] + rejects
 
 
-def run_parser(messages: list[bytes], num_buckets: int, cache: TopicInfoCache) -> list[Any]:
+def run_parser(
+    messages: list[bytes], num_buckets: int, cache: TopicInfoCache, **rules: Any
+) -> list[Any]:
     summary = ReadSummary(partition=5, start_offset=0, next_offset=len(messages))
     parser = RecordParser(
-        num_buckets=num_buckets, slide_ms=SLIDE_MS, summary=summary, topics=cache
+        num_buckets=num_buckets, slide_ms=SLIDE_MS, summary=summary, topics=cache, **rules
     )
     for offset, raw in enumerate(messages):
         parser.add(raw, 5, offset)
@@ -405,3 +435,51 @@ def test_a_lone_surrogate_becomes_a_reject_not_a_crash(case: str) -> None:
     (raw,) = [raw for name, raw, _ in CASES if name == case]
     ((reason, *_),) = run_parser([raw], 4, TopicInfoCache())
     assert reason == "bad_encoding"
+
+
+# --- rules that need the reader's context: its clock and the configured clusters ----------
+
+NOW_MS = GOOD["timestamp_ms"]
+SKEW_MS = 600_000
+
+
+def at(offset_ms: int, **fields: Any) -> dict[str, Any]:
+    return {**GOOD, "timestamp_ms": NOW_MS + offset_ms, **fields}
+
+
+CONTEXT_CASES: list[tuple[str, bytes, str | None]] = [
+    ("now", enc(at(0)), None),
+    ("at-the-skew", enc(at(SKEW_MS)), None),
+    ("past-the-skew", enc(at(SKEW_MS + 1)), "timestamp_in_future"),
+    ("a-day-ahead", enc(at(86_400_000)), "timestamp_in_future"),
+    ("a-day-behind", enc(at(-86_400_000)), None),  # late, not poisoned: the windows decide
+    ("envelope-one-ahead", env(at(0), at(86_400_000), at(0)), "timestamp_in_future"),
+    ("unknown-cluster", enc(at(0, cluster="nowhere")), "unknown_cluster"),
+    ("envelope-one-unknown", env(at(0), at(0, cluster="x")), "unknown_cluster"),
+]
+RULES: dict[str, Any] = {
+    "now_ms": NOW_MS, "max_future_skew_ms": SKEW_MS, "clusters": frozenset({"c1"})
+}
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"), [c[1:] for c in CONTEXT_CASES], ids=[c[0] for c in CONTEXT_CASES]
+)
+def test_the_reader_rules_reject_with_their_reason_on_both_paths(
+    raw: bytes, reason: str | None
+) -> None:
+    slow = parse_message(raw, **RULES)
+    rejected = [r.reason for r in slow if isinstance(r, Rejection)]
+    assert rejected == ([] if reason is None else [reason])
+    rows = run_parser([raw], 4, TopicInfoCache(), **RULES)
+    assert rows == reference([raw], 4, **RULES)
+    assert [r[0] for r in rows if isinstance(r[0], str)] == rejected
+    # Without the context, the same messages are accepted (the rules are the reader's).
+    assert not [r for r in parse_message(raw) if isinstance(r, Rejection)]
+
+
+def test_the_reader_rules_keep_the_whole_table_in_agreement() -> None:
+    messages = [raw for name, raw, _ in CASES if name not in SURROGATE_IDS]
+    messages += [raw for _, raw, _ in CONTEXT_CASES]
+    rules = {**RULES, "clusters": frozenset({"c1", "a", "b", "ü"})}
+    assert run_parser(messages, 8, TopicInfoCache(), **rules) == reference(messages, 8, **rules)

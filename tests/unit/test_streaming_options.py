@@ -46,6 +46,8 @@ def test_options_round_trip_through_spark_option_strings() -> None:
         starting_offsets="latest",
         max_offsets_per_trigger=500,
         num_buckets=32,
+        max_future_skew_ms=5_000,
+        clusters=("east", "odd,name"),
         security=KafkaSecurity(
             "SASL_SSL", "SCRAM-SHA-512", "svc", sasl_password_env="KAFKA_PW", ssl_cafile="/ca.pem"
         ),

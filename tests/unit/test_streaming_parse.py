@@ -130,3 +130,22 @@ def test_parse_records_summarises_each_partition() -> None:
 
 def test_arrow_and_spark_schemas_agree() -> None:
     assert PARSED_ARROW_SCHEMA.names == PARSED_SPARK_SCHEMA.fieldNames()
+
+
+def test_an_event_ahead_of_the_reader_keeps_its_pane_but_cannot_move_the_watermark() -> None:
+    # Within the skew, an event 5 min ahead is accepted; the watermarked column (what Spark
+    # advances the watermark by) is capped at the reader's clock, its pane is its own.
+    summary = ReadSummary(partition=3, start_offset=0, next_offset=2)
+    parser = RecordParser(
+        num_buckets=1, slide_ms=SLIDE_MS, summary=summary, now_ms=BASE_MS,
+        max_future_skew_ms=600_000,
+    )  # fmt: skip
+    ahead_ms = BASE_MS + 300_000
+    parser.add(encode(event("t/ns/a", BASE_MS)), 3, 0)
+    parser.add(encode(event("t/ns/b", ahead_ms)), 3, 1)
+    rows = parser.flush().to_pylist()
+    assert {r["pane_start"] for r in rows} == {
+        BASE_MS - BASE_MS % SLIDE_MS, ahead_ms - ahead_ms % SLIDE_MS
+    }
+    assert max(r["event_time"].timestamp() * 1000 for r in rows) == BASE_MS
+    assert summary.event_times == Counter({BASE_MS: 1, ahead_ms: 1})
