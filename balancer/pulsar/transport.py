@@ -300,6 +300,8 @@ class AdminTransport:
 
         At most once per ALIAS_REFRESH_S: an unknown Location then counts as same-cluster.
         """
+        if len(self.router.clusters) < 2:
+            return False  # no peer to redirect to: an unknown host is a broker of this one
         now = self._monotonic()
         with self._lock:
             if self._aliases_read_at is not None and now - self._aliases_read_at < ALIAS_REFRESH_S:
