@@ -50,7 +50,8 @@ def test_serves_until_signalled(sig: signal.Signals) -> None:
                 "west",
             ]
             first = http.get(f"{urls['east']}/sim/v1/clock").json()["elapsed_s"]
-            r = http.get(f"{urls['east']}/admin/v2/namespaces/acme/west-ns/bundles")
+            split = "/admin/v2/namespaces/acme/west-ns/0x00000000_0x40000000/split"
+            r = http.put(f"{urls['east']}{split}", json=[])
             assert r.status_code == 307 and r.headers["location"].startswith(urls["west"])
             second = http.get(f"{urls['east']}/sim/v1/clock").json()["elapsed_s"]
             assert second > first  # simulated time follows the wall clock, scaled
