@@ -113,7 +113,8 @@ class PulsarPeerGroup:
     """Admin client for one or more Pulsar clusters forming a peer group.
 
     `clusters` maps each cluster name to its endpoint (a list of endpoints works too).
-    `entry_cluster` (default: the first) is asked first for a namespace of unknown owner.
+    `entry_cluster` (default: the first) is asked for a namespace call that names no cluster
+    (no `cluster=`, no enclosing `routed_to`) and whose owner no redirect has shown yet.
     A 307 is followed with the same method and body, at most `max_redirect_hops` times; a
     redirect back to a cluster already visited raises RedirectLoopError. `sleep`, `rng` and
     `monotonic` are injectable so tests do not wait on a real clock.
