@@ -72,6 +72,11 @@ def test_a_dead_entry_cluster_stops_no_decision_on_another(
         )
         outcomes = {o.cluster: o.result for o in handler.last_outcomes}
         assert outcomes == {"east": ActionResult.BREAKER_OPEN, "west": ActionResult.APPLIED}
+        # The stream's layouts of west, re-read once stale, come from west too.
+        rig.clock.advance(3600)
+        before = len(records)
+        assert handler.layouts.layout("west", WEST_NS) == sim.bundles(WEST_NS)
+        assert {(r.cluster, r.status) for r in records[before:]} == {("west", 200)}
         handler.close()
 
     # Each of west's hot bundles split exactly once, on west; nothing on east.
