@@ -31,7 +31,8 @@ def census(admin: PulsarPeerGroup) -> dict[str, int]:
             for tenant in admin.list_tenants(via=cluster):
                 for namespace in admin.list_namespaces(tenant, via=cluster):
                     if namespace not in counts:
-                        counts[namespace] = admin.get_bundles(namespace).num_bundles
+                        layout = admin.get_bundles(namespace, cluster=cluster)
+                        counts[namespace] = layout.num_bundles
         except (PulsarAdminError, ValueError) as exc:
             log.warning("census of cluster %s incomplete: %s", cluster, type(exc).__name__)
     return dict(sorted(counts.items()))

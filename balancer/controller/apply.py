@@ -37,6 +37,7 @@ from balancer.pulsar.errors import (
     UnavailableError,
 )
 from balancer.pulsar.models import InternalStats, MessageId, OffloadState
+from balancer.pulsar.routing import routed_to
 from balancer.split import SplitAlgorithm
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ def _error_info(exc: PulsarAdminError) -> dict[str, Any]:
         "method": exc.method,
         "url": exc.url,  # the client's URLs never carry credentials
         "attempts": exc.attempts,
+        "cluster": exc.cluster,  # the cluster that answered (or did not)
     }
 
 
@@ -190,7 +192,8 @@ class Controller:
         steps: Callable[[Any, str | None], _Step],
     ) -> Outcome:
         started = self.clock.monotonic()
-        with self._lock:
+        # Every admin call of the decision goes to the cluster its stats came from.
+        with self._lock, routed_to(decision.cluster):
             try:
                 self._gate(decision)
                 step = steps(decision, batch_id)
@@ -258,7 +261,8 @@ class Controller:
             breaker.record_success()  # an answer: the cluster is up
             raise _Finish(ActionResult.STALE, f"{what}: not found", **_error_info(exc)) from None
         except (ServerError, UnavailableError) as exc:
-            breaker.record_failure()
+            # The breaker of the cluster that failed: a redirect may have led elsewhere.
+            self.breakers.for_cluster(exc.cluster or cluster).record_failure()
             raise _Finish(ActionResult.FAILED, f"{what}: {exc}", **_error_info(exc)) from None
         except PulsarAdminError as exc:
             breaker.record_success()
@@ -453,7 +457,8 @@ class Controller:
         with self._lock:
             for entry in self.journal.pending():
                 try:
-                    result, detail = reconcile_entry(self.admin, self.layouts, entry)
+                    with routed_to(entry.cluster):
+                        result, detail = reconcile_entry(self.admin, self.layouts, entry)
                 except PulsarAdminError as exc:
                     log.warning("cannot reconcile %s yet: %s", entry.decision_id, exc)
                     continue

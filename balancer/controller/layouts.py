@@ -16,6 +16,7 @@ from balancer.controller.breaker import Breakers
 from balancer.controller.clock import Clock
 from balancer.controller.ports import AdminPort
 from balancer.pulsar.errors import PulsarAdminError, ServerError, UnavailableError
+from balancer.pulsar.routing import routed_to
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,12 @@ class LayoutCache:
         breaker = self._breakers.for_cluster(cluster) if self._breakers is not None else None
         if breaker is None or breaker.allow():
             try:
-                layout = self._admin.get_bundles(namespace)
+                with routed_to(cluster):  # the cluster the stats came from knows the layout
+                    layout = self._admin.get_bundles(namespace)
             except PulsarAdminError as exc:
-                if breaker is not None:
+                if self._breakers is not None and breaker is not None:
                     if isinstance(exc, ServerError | UnavailableError):
-                        breaker.record_failure()
+                        self._breakers.for_cluster(exc.cluster or cluster).record_failure()
                     else:
                         breaker.record_success()
                 log.warning("cannot read the bundles of %s on %s: %s", namespace, cluster, exc)

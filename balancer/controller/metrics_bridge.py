@@ -2,7 +2,7 @@
 
 `attach_metrics(controller, metrics)` registers a listener: each outcome is counted with the
 exporter's closed result sets (results the exporter does not know, such as `denied` or
-`rate_limited`, stay in `controller.stats` only) and the cluster's breaker gauge is updated.
+`rate_limited`, stay in `controller.stats` only) and every cluster's breaker gauge is updated.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def attach_metrics(controller: Controller, metrics: MetricsSink) -> None:
             result = OFFLOAD_RESULTS.get(outcome.result)
             if result is not None:
                 metrics.record_offload(outcome.cluster, result, outcome.bytes_offloaded)
-        status = controller.breaker_states().get(outcome.cluster)
-        if status is not None:
-            metrics.set_breaker(outcome.cluster, status.state is BreakerState.OPEN)
+        # Every breaker: a decision on one cluster may have opened another cluster's.
+        for cluster, status in controller.breaker_states().items():
+            metrics.set_breaker(cluster, status.state is BreakerState.OPEN)
 
     controller.add_listener(on_outcome)

@@ -36,7 +36,7 @@ from balancer.pulsar.models import (
     TopicStats,
 )
 from balancer.pulsar.retry import RetryPolicy
-from balancer.pulsar.routing import ClusterEndpoint, RoutingConfigError
+from balancer.pulsar.routing import ClusterEndpoint, RoutingConfigError, routed_to
 from balancer.pulsar.timeouts import Timeouts
 from balancer.pulsar.transport import RequestKey, RequestRecord
 
@@ -79,4 +79,5 @@ __all__ = [
     "TopicStats",
     "UnauthorizedError",
     "UnavailableError",
+    "routed_to",
 ]

@@ -5,14 +5,18 @@
         token=TokenSource(file=Path("/var/run/secrets/pulsar/token")),
         tls=TlsSettings(ca_bundle=Path("/etc/pulsar/ca.pem")),
     )
-    layout = group.get_bundles("tenant/ns")        # asks the known owner, or follows 307s
-    group.split_bundle("tenant/ns", layout.bundles[0],
+    layout = group.get_bundles("tenant/ns", cluster="a")   # "a": where its stats came from
+    group.split_bundle("tenant/ns", layout.bundles[0], cluster="a",
                        algorithm="specified_positions_divide", boundaries=[0x20000000])
 
-Namespace and topic calls go to the cluster known to own the namespace (learnt from an
-earlier 307 or success), else to the entry cluster, and follow 307s to the owner. Cluster
-calls (stats of a broker, peers, tenants) name the cluster to ask. Every method raises a
-`PulsarAdminError` subclass on failure (see `balancer.pulsar.errors`).
+Namespace and topic calls go to the owner learnt from an earlier cross-cluster 307, else to
+`cluster=` (the cluster the namespace's stats came from; inside a `routed_to(cluster)` block
+that cluster is the default), else to the entry cluster. Only some routes redirect (split,
+unload); reads are answered by the cluster asked, from its own metadata, so they must be
+routed, not discovered. Cluster calls (stats of a broker, peers, tenants) name the cluster
+to ask; configuration-store reads asked of no cluster in particular fall back to the next
+cluster when one does not answer. Every method raises a `PulsarAdminError` subclass on
+failure (see `balancer.pulsar.errors`).
 """
 
 from __future__ import annotations
@@ -109,7 +113,8 @@ class PulsarPeerGroup:
     """Admin client for one or more Pulsar clusters forming a peer group.
 
     `clusters` maps each cluster name to its endpoint (a list of endpoints works too).
-    `entry_cluster` (default: the first) is asked first for a namespace of unknown owner.
+    `entry_cluster` (default: the first) is asked for a namespace call that names no cluster
+    (no `cluster=`, no enclosing `routed_to`) and whose owner no redirect has shown yet.
     A 307 is followed with the same method and body, at most `max_redirect_hops` times; a
     redirect back to a cluster already visited raises RedirectLoopError. `sleep`, `rng` and
     `monotonic` are injectable so tests do not wait on a real clock.
@@ -226,10 +231,14 @@ class PulsarPeerGroup:
 
     # -- namespaces and bundles -------------------------------------------------------------
 
-    def get_bundles(self, namespace: str) -> NamespaceBundles:
-        """`GET /admin/v2/namespaces/{t}/{ns}/bundles`."""
+    def get_bundles(self, namespace: str, *, cluster: str | None = None) -> NamespaceBundles:
+        """`GET /admin/v2/namespaces/{t}/{ns}/bundles`, as `cluster` knows them.
+
+        Pulsar answers this locally (no redirect): a cluster that is not the namespace's
+        home answers its own, possibly stale, layout. Ask the cluster the stats came from.
+        """
         path, template = _ns_path(namespace, "/bundles")
-        call = Call("GET", path, template + "/bundles", namespace=namespace)
+        call = Call("GET", path, template + "/bundles", namespace=namespace, home=cluster)
         return self._parse(call, lambda body: NamespaceBundles.from_json(namespace, body))
 
     def split_bundle(
@@ -240,6 +249,7 @@ class PulsarPeerGroup:
         algorithm: str,
         boundaries: Sequence[int] = (),
         unload: bool = False,
+        cluster: str | None = None,
     ) -> None:
         """`PUT .../{bundle}/split?unload=&splitAlgorithmName=` with the boundaries as body.
 
@@ -264,16 +274,26 @@ class PulsarPeerGroup:
             params=(("unload", "true" if unload else "false"), ("splitAlgorithmName", algorithm)),
             json_body=body,
             namespace=namespace,
+            home=cluster,
         )
         self._t.send(call)
 
-    def unload_bundle(self, namespace: str, bundle: BundleRange | str) -> None:
+    def unload_bundle(
+        self, namespace: str, bundle: BundleRange | str, *, cluster: str | None = None
+    ) -> None:
         """`PUT /admin/v2/namespaces/{t}/{ns}/{bundle}/unload`."""
         path, template = _ns_path(namespace, f"/{_enc(_bundle_text(bundle))}/unload")
-        self._t.send(Call("PUT", path, template + "/{bundle}/unload", namespace=namespace))
+        self._t.send(
+            Call("PUT", path, template + "/{bundle}/unload", namespace=namespace, home=cluster)
+        )
 
     def topic_hash_positions(
-        self, namespace: str, bundle: BundleRange | str, topics: Iterable[str] = ()
+        self,
+        namespace: str,
+        bundle: BundleRange | str,
+        topics: Iterable[str] = (),
+        *,
+        cluster: str | None = None,
     ) -> TopicHashPositions:
         """PIP-143 `GET .../{bundle}/topicHashPositions?topics=a&topics=b`.
 
@@ -290,6 +310,7 @@ class PulsarPeerGroup:
             template + "/{bundle}/topicHashPositions",
             params=params,
             namespace=namespace,
+            home=cluster,
         )
         return self._parse(call, TopicHashPositions.from_json)
 
@@ -299,6 +320,7 @@ class PulsarPeerGroup:
         bundle: BundleRange | str,
         *,
         domain: TopicDomain = TopicDomain.PERSISTENT,
+        cluster: str | None = None,
     ) -> tuple[str, ...]:
         """`GET /admin/v2/{domain}/{t}/{ns}?bundle=0x..._0x...`: full topic names."""
         tenant, ns = _split_namespace(namespace)
@@ -308,10 +330,11 @@ class PulsarPeerGroup:
             "/admin/v2/{domain}/{tenant}/{namespace}",
             params=(("bundle", _bundle_text(bundle)),),
             namespace=namespace,
+            home=cluster,
         )
         return self._parse(call, lambda body: parse_string_list(body, "topics of a bundle"))
 
-    def lookup_bundle(self, topic: str) -> BundleRange:
+    def lookup_bundle(self, topic: str, *, cluster: str | None = None) -> BundleRange:
         """`GET /lookup/v2/topic/{domain}/{t}/{ns}/{topic}/bundle` (plain text)."""
         name = parse_topic(topic)
         call = Call(
@@ -320,6 +343,7 @@ class PulsarPeerGroup:
             f"{_enc(name.local_name)}/bundle",
             "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle",
             namespace=name.namespace_name,
+            home=cluster,
         )
         response = self._t.send(call)
         text = response.text.strip().strip('"')  # some proxies wrap plain text in quotes
@@ -330,21 +354,23 @@ class PulsarPeerGroup:
 
     # -- topics -----------------------------------------------------------------------------
 
-    def topic_stats(self, topic: str) -> TopicStats:
+    def topic_stats(self, topic: str, *, cluster: str | None = None) -> TopicStats:
         """`GET /admin/v2/{domain}/{t}/{ns}/{topic}/stats`."""
         name = parse_topic(topic)
         path, template = _topic_path(name, "/stats")
-        call = Call("GET", path, template, namespace=name.namespace_name)
+        call = Call("GET", path, template, namespace=name.namespace_name, home=cluster)
         return self._parse(call, lambda body: TopicStats.from_json(body, f"stats of {name}"))
 
-    def internal_stats(self, topic: str) -> InternalStats:
+    def internal_stats(self, topic: str, *, cluster: str | None = None) -> InternalStats:
         """`GET .../{topic}/internalStats`: ledgers oldest first, plus currentLedgerSize."""
         name = parse_topic(topic)
         path, template = _topic_path(name, "/internalStats")
-        call = Call("GET", path, template, namespace=name.namespace_name)
+        call = Call("GET", path, template, namespace=name.namespace_name, home=cluster)
         return self._parse(call, InternalStats.from_json)
 
-    def trigger_offload(self, topic: str, message_id: MessageId) -> None:
+    def trigger_offload(
+        self, topic: str, message_id: MessageId, *, cluster: str | None = None
+    ) -> None:
         """`PUT .../{topic}/offload`: offload every ledger before `message_id.ledger_id`.
 
         ConflictError (409) when an offload is already running for the topic.
@@ -353,15 +379,20 @@ class PulsarPeerGroup:
         path, template = _topic_path(name, "/offload")
         self._t.send(
             Call(
-                "PUT", path, template, json_body=message_id.to_json(), namespace=name.namespace_name
+                "PUT",
+                path,
+                template,
+                json_body=message_id.to_json(),
+                namespace=name.namespace_name,
+                home=cluster,
             )
         )
 
-    def offload_status(self, topic: str) -> OffloadStatus:
+    def offload_status(self, topic: str, *, cluster: str | None = None) -> OffloadStatus:
         """`GET .../{topic}/offload`."""
         name = parse_topic(topic)
         path, template = _topic_path(name, "/offload")
-        call = Call("GET", path, template, namespace=name.namespace_name)
+        call = Call("GET", path, template, namespace=name.namespace_name, home=cluster)
         return self._parse(call, OffloadStatus.from_json)
 
     # -- clusters, tenants, brokers ---------------------------------------------------------
@@ -386,14 +417,20 @@ class PulsarPeerGroup:
     def list_clusters(self, *, via: str | None = None) -> tuple[str, ...]:
         """`GET /admin/v2/clusters`, asked of cluster `via` (default: the entry cluster)."""
         call = Call(
-            "GET", "/admin/v2/clusters", "/admin/v2/clusters", cluster=self._cluster_or_entry(via)
+            "GET",
+            "/admin/v2/clusters",
+            "/admin/v2/clusters",
+            cluster=self._cluster_or_entry(via),
+            any_cluster=via is None,
         )
         return self._parse(call, lambda body: parse_string_list(body, "clusters"))
 
     def get_cluster(self, name: str, *, via: str | None = None) -> ClusterData:
         """`GET /admin/v2/clusters/{cluster}` (serviceUrl, peerClusterNames, ...).
 
-        Asked of `via`, else of the cluster itself when it is in the group, else the entry.
+        Asked of `via`, else of the cluster itself when it is in the group, else the entry;
+        without `via`, a cluster that does not answer is replaced by the next one (cluster
+        data lives in the configuration store every cluster of the group reads).
         """
         _name(name, "cluster name")
         ask = via if via is not None else (name if name in self.clusters else None)
@@ -402,6 +439,7 @@ class PulsarPeerGroup:
             f"/admin/v2/clusters/{_enc(name)}",
             "/admin/v2/clusters/{cluster}",
             cluster=self._cluster_or_entry(ask),
+            any_cluster=via is None,
         )
         return self._parse(call, lambda body: ClusterData.from_json(name, body))
 
@@ -414,6 +452,7 @@ class PulsarPeerGroup:
             f"/admin/v2/clusters/{_enc(cluster)}/peers",
             "/admin/v2/clusters/{cluster}/peers",
             cluster=self._cluster_or_entry(ask),
+            any_cluster=via is None,
         )
         return self._parse(call, lambda body: parse_string_list(body, "peer clusters"))
 
@@ -439,7 +478,11 @@ class PulsarPeerGroup:
     def list_tenants(self, *, via: str | None = None) -> tuple[str, ...]:
         """`GET /admin/v2/tenants`."""
         call = Call(
-            "GET", "/admin/v2/tenants", "/admin/v2/tenants", cluster=self._cluster_or_entry(via)
+            "GET",
+            "/admin/v2/tenants",
+            "/admin/v2/tenants",
+            cluster=self._cluster_or_entry(via),
+            any_cluster=via is None,
         )
         return self._parse(call, lambda body: parse_string_list(body, "tenants"))
 

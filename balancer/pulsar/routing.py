@@ -1,15 +1,23 @@
 """Peer-group routing (PIP-8): which cluster to ask, where a 307 leads, when to stop.
 
-A namespace lives in one cluster of a peer group; any other cluster answers 307 with the
-same path on the owner's URL. The router remembers the owner learnt from a redirect so the
-next call goes there directly, and a `RedirectChain` stops a request that loops back to a
-cluster it already visited or takes too many hops. No I/O here: the client does the HTTP.
+A namespace lives in one cluster of a peer group. Only some routes answer 307 from another
+cluster (split, unload, compaction, terminate, the non-persistent topic list: the ones that
+call Pulsar's `PulsarWebResource.validateGlobalNamespaceOwnershipAsync`); reads such as GET
+bundles are answered locally by whichever cluster is asked. So a namespace call goes to:
+the owner learnt from a real cross-cluster 307, else the cluster its stats came from (the
+`cluster=` argument, or the enclosing `routed_to(cluster)` block), else the entry cluster.
+A 307's `Location` is matched against the configured admin URLs and against the peers'
+ClusterData `serviceUrl`/`serviceUrlTls` (`add_aliases`), which may differ (a load balancer,
+another DNS name). A `RedirectChain` stops a request that loops back to a cluster it already
+visited or takes too many hops. No I/O here: the client does the HTTP.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import httpx
@@ -21,6 +29,26 @@ from balancer.pulsar.timeouts import Timeouts
 
 class RoutingConfigError(ValueError):
     """A peer-group definition that cannot work."""
+
+
+# The cluster whose stats the current work is about (a decision's cluster). A context
+# variable, so every admin call made inside a decision routes there, however deep the call.
+_HOME: ContextVar[str | None] = ContextVar("pulsar_home_cluster", default=None)
+
+
+@contextmanager
+def routed_to(cluster: str | None) -> Iterator[None]:
+    """Namespace calls in this block (without their own `cluster=`) go to `cluster`."""
+    token = _HOME.set(cluster)
+    try:
+        yield
+    finally:
+        _HOME.reset(token)
+
+
+def routing_hint() -> str | None:
+    """The cluster of the enclosing `routed_to` block, if any."""
+    return _HOME.get()
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,19 +90,24 @@ class ClusterEndpoint:
 
     def serves(self, url: httpx.URL) -> bool:
         """Whether `url` points at this cluster's admin endpoint (same origin and prefix)."""
-        base = httpx.URL(self.admin_url)
-        if (url.scheme, url.host, url.port or _default_port(url.scheme)) != (
-            base.scheme,
-            base.host,
-            base.port or _default_port(base.scheme),
-        ):
-            return False
-        prefix = base.path.rstrip("/")
-        return url.path == prefix or url.path.startswith(prefix + "/")
+        return _under(self.admin_url, url)
 
 
 def _default_port(scheme: str) -> int:
     return 443 if scheme == "https" else 80
+
+
+def _under(base_url: str, url: httpx.URL) -> bool:
+    """Whether `url` is `base_url` or below it (same scheme, host, port and path prefix)."""
+    base = httpx.URL(base_url)
+    if (url.scheme, url.host, url.port or _default_port(url.scheme)) != (
+        base.scheme,
+        base.host,
+        base.port or _default_port(base.scheme),
+    ):
+        return False
+    prefix = base.path.rstrip("/")
+    return url.path == prefix or url.path.startswith(prefix + "/")
 
 
 def origin_of(url: httpx.URL) -> str:
@@ -168,6 +201,7 @@ class PeerRouter:
         self._clusters = dict(clusters)
         self._entry = entry_cluster if entry_cluster is not None else next(iter(clusters))
         self._owners: dict[str, str] = {}
+        self._aliases: dict[str, str] = {}  # ClusterData service URL -> cluster name
         self._lock = threading.Lock()
 
     @property
@@ -199,18 +233,54 @@ class PeerRouter:
         with self._lock:
             self._owners.pop(namespace, None)
 
-    def start_cluster(self, namespace: str | None) -> str:
-        """The known owner of the namespace, else the entry cluster."""
+    def start_cluster(self, namespace: str | None, home: str | None = None) -> str:
+        """The owner learnt from a redirect, else `home` (where the stats came from), else
+        the entry cluster."""
         if namespace is not None:
             owner = self.owner_of(namespace)
             if owner is not None:
                 return owner
+        if home is not None:
+            self.endpoint(home)  # an unknown cluster is a configuration error, not a guess
+            return home
         return self._entry
 
+    def add_aliases(self, cluster: str, urls: Iterable[str]) -> bool:
+        """Record a cluster's ClusterData service URLs; True if one was new."""
+        self.endpoint(cluster)
+        added = False
+        with self._lock:
+            for url in urls:
+                try:
+                    parsed = httpx.URL(url)
+                except httpx.InvalidURL:
+                    continue
+                if parsed.scheme not in ("http", "https") or not parsed.host:
+                    continue
+                base = str(parsed.copy_with(query=None, fragment=None)).rstrip("/")
+                if self._aliases.get(base) != cluster:
+                    self._aliases[base] = cluster
+                    added = True
+        return added
+
+    def aliases(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._aliases)
+
     def resolve_redirect(self, current: Hop, location: str) -> Hop:
-        """The hop a 307 `Location` leads to (a relative Location stays on the same host)."""
+        """The hop a 307 `Location` leads to (a relative Location stays on the same host).
+
+        A Location under a peer's ClusterData service URL is sent to that peer's configured
+        admin URL (same path below the prefix, same query): the operator's URL is the one
+        known to reach it with its own token and CA.
+        """
         target = httpx.URL(current.url).join(location)
         for endpoint in self._clusters.values():
             if endpoint.serves(target):
                 return Hop(endpoint.name, str(target), listed=True)
+        for base, cluster in self.aliases().items():
+            if _under(base, target):
+                prefix = len(httpx.URL(base).raw_path.rstrip(b"/"))
+                rest = target.raw_path[prefix:].decode("ascii")  # path and query
+                return Hop(cluster, self._clusters[cluster].url(rest or "/"), listed=True)
         return Hop(current.cluster, str(target), listed=False)

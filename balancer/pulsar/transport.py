@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -29,13 +30,23 @@ from balancer.pulsar.errors import (
     UnavailableError,
     error_class_for,
 )
+from balancer.pulsar.models import ClusterData
 from balancer.pulsar.retry import RetryPolicy, is_retryable_status, parse_retry_after_s
-from balancer.pulsar.routing import ClusterEndpoint, Hop, PeerRouter, RedirectChain, safe_url
+from balancer.pulsar.routing import (
+    ClusterEndpoint,
+    Hop,
+    PeerRouter,
+    RedirectChain,
+    routing_hint,
+    safe_url,
+)
 from balancer.pulsar.timeouts import Timeouts
 
 log = logging.getLogger("balancer.pulsar")
 
 _REDIRECT_STATUSES = (307, 308)  # the ones that keep method and body
+# ClusterData service URLs are re-read at most this often when a Location matches none.
+ALIAS_REFRESH_S = 60.0
 _MAX_REASON_CHARS = 500
 
 
@@ -75,9 +86,13 @@ class Call:
     path_template: str
     params: Sequence[tuple[str, str]] = ()
     json_body: Any = None
-    namespace: str | None = None  # routes by owner and teaches the owner cache
+    namespace: str | None = None  # routes by owner (learnt from real redirects only)
     cluster: str | None = None  # fixed cluster (cluster-scoped calls)
     url_override: str | None = None  # e.g. one broker's own web URL inside `cluster`
+    home: str | None = None  # the cluster the namespace's stats came from
+    # Configuration-store data (clusters, tenants, peers) that every cluster answers alike:
+    # when the first cluster gives no answer, ask the next one.
+    any_cluster: bool = False
 
 
 class AdminTransport:
@@ -113,6 +128,7 @@ class AdminTransport:
         self._monotonic = monotonic
         self._counts: Counter[RequestKey] = Counter()
         self._lock = threading.Lock()
+        self._aliases_read_at: float | None = None
         # One HTTP client per cluster: each cluster may have its own token, CA and timeouts,
         # and a token for one cluster must not travel to a peer.
         self._auths: dict[str, BearerTokenAuth | None] = {}
@@ -188,7 +204,28 @@ class AdminTransport:
         if call.cluster is not None:
             start_cluster = call.cluster
         else:
-            start_cluster = self.router.start_cluster(call.namespace)
+            home = call.home if call.home is not None else routing_hint()
+            start_cluster = self.router.start_cluster(call.namespace, home)
+        if not call.any_cluster:
+            return self._send_from(call, start_cluster)
+        # Every cluster answers this alike: one dead cluster must not hide the answer.
+        order = [start_cluster, *(c for c in self.router.clusters if c != start_cluster)]
+        for i, cluster in enumerate(order):
+            try:
+                return self._send_from(call, cluster)
+            except UnavailableError:
+                if i == len(order) - 1:
+                    raise
+                log.warning(
+                    "%s %s: cluster %s gave no answer, asking %s",
+                    call.method,
+                    call.path_template,
+                    cluster,
+                    order[i + 1],
+                )
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    def _send_from(self, call: Call, start_cluster: str) -> httpx.Response:
         endpoint = self.router.endpoint(start_cluster)
         base = call.url_override.rstrip("/") if call.url_override else endpoint.admin_url
         first_url = str(httpx.URL(base + call.path, params=list(call.params) or None))
@@ -214,6 +251,8 @@ class AdminTransport:
                         cluster=hop.cluster,
                     )
                 target = self.router.resolve_redirect(hop, location)
+                if not target.listed and self._load_aliases(via=hop.cluster):
+                    target = self.router.resolve_redirect(hop, location)
                 self._check_unlisted(call, chain, target)
                 chain.follow(target)
                 log.info(
@@ -226,7 +265,10 @@ class AdminTransport:
                 )
                 continue
             if 200 <= status < 300:
-                if call.namespace is not None and call.cluster is None:
+                # Only a real cross-cluster redirect names the owner: routes that never
+                # redirect answer 2xx from any cluster, from its own (maybe stale) metadata.
+                crossed = hop.cluster != chain.first.cluster
+                if call.namespace is not None and call.cluster is None and crossed:
                     self._learn_owner(call.namespace, hop.cluster)
                 return response
             if status == 412 and call.namespace is not None:
@@ -251,6 +293,36 @@ class AdminTransport:
                 url=safe_url(target.url),
                 cluster=chain.current.cluster,
             )
+
+    def _load_aliases(self, *, via: str) -> bool:
+        """Read every peer's ClusterData from `via` (the cluster that just redirected, so it
+        answers) and record its service URLs; True if a new one was found.
+
+        At most once per ALIAS_REFRESH_S: an unknown Location then counts as same-cluster.
+        """
+        if len(self.router.clusters) < 2:
+            return False  # no peer to redirect to: an unknown host is a broker of this one
+        now = self._monotonic()
+        with self._lock:
+            if self._aliases_read_at is not None and now - self._aliases_read_at < ALIAS_REFRESH_S:
+                return False
+            self._aliases_read_at = now
+        added = False
+        for name in self.router.clusters:
+            call = Call(
+                "GET",
+                f"/admin/v2/clusters/{quote(name, safe='')}",
+                "/admin/v2/clusters/{cluster}",
+                cluster=via,
+            )
+            try:
+                data = ClusterData.from_json(name, self._send_from(call, via).json())
+            except (PulsarAdminError, ValueError) as exc:
+                log.warning("cannot read ClusterData of %s from %s: %s", name, via, exc)
+                continue
+            urls = [u for u in (data.service_url, data.service_url_tls) if u]
+            added = self.router.add_aliases(name, urls) or added
+        return added
 
     def _learn_owner(self, namespace: str, cluster: str) -> None:
         previous = self.router.owner_of(namespace)

@@ -1,4 +1,6 @@
-"""Fault injection for the simulated brokers: 5xx answers, slow answers, dropped connections.
+"""Fault injection for the simulated brokers: 5xx answers, slow answers, dropped connections,
+307 loops (a redirect to the very URL asked) and whole clusters down (every connection closed
+unanswered).
 
 Seeded and settable at runtime; every request asks `decide()` once, before it is routed.
 """
@@ -17,6 +19,8 @@ class FaultKind(StrEnum):
     ERROR_500 = "error_500"
     ERROR_503 = "error_503"
     DROP = "drop"
+    REDIRECT_LOOP = "redirect_loop"  # 307 back to the same URL: a client must stop
+    DOWN = "down"  # the cluster is down: the connection is closed unanswered
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,8 @@ class FaultDecision:
 class FaultInjector:
     """Fractions of requests to fail; `only_paths` limits faults to paths containing any of
     the given substrings, `only_clusters` to those clusters' brokers (empty = all).
-    Counters in `injected` by kind."""
+    `down_clusters` answer nothing at all, whatever the paths. Counters in `injected` by
+    kind."""
 
     def __init__(self, *, seed: int = 0) -> None:
         self._lock = threading.Lock()
@@ -36,10 +41,12 @@ class FaultInjector:
         self.error_rate_500 = 0.0
         self.error_rate_503 = 0.0
         self.drop_connection_rate = 0.0
+        self.redirect_loop_rate = 0.0
         self.latency_s = 0.0
         self.offload_failure_rate = 0.0  # share of offloads that end in ERROR
         self.only_paths: tuple[str, ...] = ()
         self.only_clusters: tuple[str, ...] = ()
+        self.down_clusters: tuple[str, ...] = ()
         self.injected: Counter[str] = Counter()
 
     def configure(
@@ -48,10 +55,12 @@ class FaultInjector:
         error_rate_500: float | None = None,
         error_rate_503: float | None = None,
         drop_connection_rate: float | None = None,
+        redirect_loop_rate: float | None = None,
         latency_s: float | None = None,
         offload_failure_rate: float | None = None,
         only_paths: tuple[str, ...] | None = None,
         only_clusters: tuple[str, ...] | None = None,
+        down_clusters: tuple[str, ...] | None = None,
         seed: int | None = None,
     ) -> None:
         with self._lock:
@@ -59,6 +68,7 @@ class FaultInjector:
                 ("error_rate_500", error_rate_500),
                 ("error_rate_503", error_rate_503),
                 ("drop_connection_rate", drop_connection_rate),
+                ("redirect_loop_rate", redirect_loop_rate),
                 ("offload_failure_rate", offload_failure_rate),
             ):
                 if value is not None:
@@ -73,6 +83,8 @@ class FaultInjector:
                 self.only_paths = tuple(only_paths)
             if only_clusters is not None:
                 self.only_clusters = tuple(only_clusters)
+            if down_clusters is not None:
+                self.down_clusters = tuple(down_clusters)
             if seed is not None:
                 self._random = random.Random(seed)
 
@@ -81,10 +93,12 @@ class FaultInjector:
             error_rate_500=0.0,
             error_rate_503=0.0,
             drop_connection_rate=0.0,
+            redirect_loop_rate=0.0,
             latency_s=0.0,
             offload_failure_rate=0.0,
             only_paths=(),
             only_clusters=(),
+            down_clusters=(),
         )
 
     def offload_fails(self) -> bool:
@@ -99,11 +113,14 @@ class FaultInjector:
 
     def decide(self, path: str, cluster: str = "") -> FaultDecision:
         with self._lock:
+            if cluster in self.down_clusters:
+                self.injected[FaultKind.DOWN.value] += 1
+                return FaultDecision(FaultKind.DOWN, 0.0)
             if self.only_paths and not any(p in path for p in self.only_paths):
                 return FaultDecision(FaultKind.NONE, 0.0)
             if self.only_clusters and cluster not in self.only_clusters:
                 return FaultDecision(FaultKind.NONE, 0.0)
-            # One draw per request splits [0, 1) into drop | 500 | 503 | none.
+            # One draw per request splits [0, 1) into drop | 500 | 503 | 307 loop | none.
             draw = self._random.random()
             kind = FaultKind.NONE
             edge = self.drop_connection_rate
@@ -111,8 +128,10 @@ class FaultInjector:
                 kind = FaultKind.DROP
             elif draw < (edge := edge + self.error_rate_500):
                 kind = FaultKind.ERROR_500
-            elif draw < edge + self.error_rate_503:
+            elif draw < (edge := edge + self.error_rate_503):
                 kind = FaultKind.ERROR_503
+            elif draw < edge + self.redirect_loop_rate:
+                kind = FaultKind.REDIRECT_LOOP
             if kind is not FaultKind.NONE:
                 self.injected[kind.value] += 1
             if self.latency_s > 0:

@@ -61,20 +61,19 @@ class PeerGroup:
         With `required_token`, every broker answers 401 unless `Authorization: Bearer <it>`.
         """
         servers: list[BrokerServer] = []
+        specs = {c.name: c for c in self.scenario.clusters}
         try:
             for cluster in self.model.clusters.values():
                 for broker in range(cluster.broker_count):
                     port = (ports or {}).get(cluster.name, 0) if broker == 0 else 0
-                    server = BrokerServer(
-                        (LOOPBACK, port),
-                        model=self.model,
-                        faults=self.faults,
-                        cluster=cluster.name,
-                        broker=broker,
-                        required_token=required_token,
-                    )
+                    server = self._server(cluster.name, broker, port, required_token)
                     servers.append(server)
                     cluster.broker_urls.append(server.url)
+                if specs[cluster.name].service_url_alias:
+                    # Another port on broker 0: the same cluster under another URL.
+                    alias = self._server(cluster.name, 0, 0, required_token)
+                    servers.append(alias)
+                    cluster.alias_url = alias.url
             for server in servers:
                 server.start()
         except BaseException:
@@ -82,6 +81,18 @@ class PeerGroup:
                 server.server_close()
             raise
         return RunningPeerGroup(self, servers)
+
+    def _server(
+        self, cluster: str, broker: int, port: int, required_token: str | None
+    ) -> BrokerServer:
+        return BrokerServer(
+            (LOOPBACK, port),
+            model=self.model,
+            faults=self.faults,
+            cluster=cluster,
+            broker=broker,
+            required_token=required_token,
+        )
 
 
 # The name other modules may know it by.
@@ -154,16 +165,33 @@ class RunningPeerGroup:
         except SimError as exc:
             raise KeyError(exc.reason) from None
 
+    def stop_cluster(self, cluster: str) -> None:
+        """Take a cluster down: its ports stop listening (connections are refused)."""
+        self.model.cluster(cluster)
+        _stop_all([s for s in self._servers if s.cluster == cluster and s.serving])
+
+    def start_cluster(self, cluster: str) -> None:
+        """Bring a stopped cluster back on the same ports."""
+        self.model.cluster(cluster)
+        for i, old in enumerate(self._servers):
+            if old.cluster == cluster and not old.serving:
+                host, port = old.server_address[:2]
+                server = BrokerServer(
+                    (str(host), int(port)),
+                    model=self.model,
+                    faults=self.faults,
+                    cluster=old.cluster,
+                    broker=old.broker,
+                    required_token=old.required_token,
+                )
+                server.start()
+                self._servers[i] = server
+
     def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        # Stop the servers side by side: each shutdown waits up to one poll interval.
-        stoppers = [threading.Thread(target=s.stop) for s in self._servers]
-        for t in stoppers:
-            t.start()
-        for t in stoppers:
-            t.join()
+        _stop_all([s for s in self._servers if s.serving])
 
     def __enter__(self) -> RunningPeerGroup:
         return self
@@ -175,6 +203,15 @@ class RunningPeerGroup:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _stop_all(servers: list[BrokerServer]) -> None:
+    # Stop the servers side by side: each shutdown waits up to one poll interval.
+    stoppers = [threading.Thread(target=s.stop) for s in servers]
+    for t in stoppers:
+        t.start()
+    for t in stoppers:
+        t.join()
 
 
 @contextmanager

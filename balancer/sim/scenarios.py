@@ -58,6 +58,10 @@ class ClusterSpec(_Strict):
     name: str = Field(pattern=r"^[-=:.\w]+$")
     brokers: int = Field(1, ge=1, le=16)
     peers: list[str] = Field(default_factory=list)
+    # ClusterData serviceUrl names a second listener of broker 0 (another port), not the
+    # admin URL a client is given: like a load balancer or another DNS name in front of a
+    # real cluster. Peer redirects (307) to this cluster then carry that URL.
+    service_url_alias: bool = False
 
 
 class TopicGroupSpec(_Strict):

@@ -3,8 +3,10 @@
 Each broker of each cluster listens on its own port on 127.0.0.1; broker 0's URL is the
 cluster's admin/service URL. Every broker answers every admin request (as any Pulsar broker
 does), but `broker-stats/topics` only lists the topics of the bundles that broker owns.
-Errors are Pulsar's JSON `{"reason": "..."}`; a namespace held by a peer cluster is answered
-with 307 to the same path on that peer's service URL.
+Errors are Pulsar's JSON `{"reason": "..."}`. A namespace held by a peer cluster is answered
+with 307 to the same path on that peer's ClusterData service URL only on the routes Pulsar
+redirects (split, unload); the others are answered from the asked cluster's own metadata
+(`balancer.sim.peers` says which and why).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 from balancer.sim.faults import FaultInjector, FaultKind
 from balancer.sim.model import NamespaceState, OwnerRedirect, PeerRedirect, SimError, SimModel
 from balancer.sim.paths import metadata_path
+from balancer.sim.peers import config_store_layout, local_namespace, stale_bundle
 from balancer.topics import InvalidTopicName, parse_topic
 
 log = logging.getLogger(__name__)
@@ -89,7 +92,8 @@ def _clusters(m: SimModel, r: Request) -> Response:
 
 def _cluster(m: SimModel, r: Request) -> Response:
     c = m.cluster(r.params[0])
-    return _ok({"serviceUrl": c.service_url, "peerClusterNames": list(c.peers) or None})
+    # ClusterData: serviceUrl is what the cluster advertises (maybe not the admin URL used).
+    return _ok({"serviceUrl": c.advertised_url, "peerClusterNames": list(c.peers) or None})
 
 
 def _get_peers(m: SimModel, r: Request) -> Response:
@@ -122,15 +126,31 @@ def _namespaces(m: SimModel, r: Request) -> Response:
 
 
 def _ns(m: SimModel, r: Request) -> NamespaceState:
+    """For the routes Pulsar redirects to the peer holding the namespace (307)."""
     return m.locate(r.cluster, f"{r.params[0]}/{r.params[1]}")
 
 
+def _local_ns(m: SimModel, r: Request) -> NamespaceState | None:
+    """For the routes answered locally: None when another cluster holds the namespace."""
+    return local_namespace(m, r.cluster, f"{r.params[0]}/{r.params[1]}")
+
+
 def _policies(m: SimModel, r: Request) -> Response:
-    return _ok(m.policies(_ns(m, r)))
+    ns = _local_ns(m, r)
+    if ns is None:
+        name = f"{r.params[0]}/{r.params[1]}"
+        home = m.namespaces[name].cluster
+        layout = config_store_layout(m, name).to_json()
+        return _ok({"bundles": layout, "replication_clusters": [home], "deleted": False})
+    return _ok(m.policies(ns))
 
 
 def _bundles(m: SimModel, r: Request) -> Response:
-    return _ok(_ns(m, r).layout.to_json())
+    ns = _local_ns(m, r)
+    if ns is None:  # no local policies here: the bundles the namespace was created with
+        return _ok(config_store_layout(m, f"{r.params[0]}/{r.params[1]}").to_json())
+    with m.lock:
+        return _ok(ns.layout.to_json())
 
 
 def _split(m: SimModel, r: Request) -> Response:
@@ -165,19 +185,31 @@ def _unload(m: SimModel, r: Request) -> Response:
 
 
 def _hash_positions(m: SimModel, r: Request) -> Response:
-    return _ok(m.topic_hash_positions(_ns(m, r), r.params[2], r.query.get("topics", [])))
+    ns = _local_ns(m, r)
+    if ns is None:  # this cluster owns no topic of the namespace
+        name = f"{r.params[0]}/{r.params[1]}"
+        bundle = stale_bundle(m, name, r.params[2])
+        return _ok({"namespace": name, "bundle": str(bundle), "topicHashPositions": {}})
+    return _ok(m.topic_hash_positions(ns, r.params[2], r.query.get("topics", [])))
 
 
 def _topics(m: SimModel, r: Request) -> Response:
-    ns = _ns(m, r)
+    ns = _local_ns(m, r)
     bundle_text = r.query.get("bundle", [None])[-1]
+    if ns is None:  # no managed ledger of the namespace in this cluster's metadata
+        if bundle_text:
+            stale_bundle(m, f"{r.params[0]}/{r.params[1]}", bundle_text)
+        return _ok([])
     bundle = m.resolve_bundle(ns, bundle_text) if bundle_text else None
     return _ok(m.topics_of_bundle(ns, bundle))
 
 
 def _topic(m: SimModel, r: Request) -> tuple[NamespaceState, int]:
-    ns = _ns(m, r)
+    # PersistentTopics checks topic ownership only (no peer redirect): elsewhere, no topic.
+    ns = _local_ns(m, r)
     local = r.params[2]
+    if ns is None:
+        raise SimError(404, f"Topic persistent://{r.params[0]}/{r.params[1]}/{local} not found")
     if m.partitions_of(ns, local):
         raise SimError(
             404, f"Topic persistent://{ns.name}/{local} is partitioned: ask its partitions"
@@ -215,13 +247,19 @@ def _offload_status(m: SimModel, r: Request) -> Response:
     return _ok(m.offload_status(i))
 
 
+def _shared_ns(m: SimModel, r: Request) -> NamespaceState:
+    """Partitioned-topic metadata lives in the configuration store: any cluster answers."""
+    local_namespace(m, r.cluster, f"{r.params[0]}/{r.params[1]}")  # 404 if unknown
+    return m.namespaces[f"{r.params[0]}/{r.params[1]}"]
+
+
 def _partitioned_topics(m: SimModel, r: Request) -> Response:
-    ns = _ns(m, r)
+    ns = _shared_ns(m, r)
     return _ok(sorted(f"persistent://{ns.name}/{base}" for base in ns.partitioned))
 
 
 def _partitions(m: SimModel, r: Request) -> Response:
-    ns = _ns(m, r)
+    ns = _shared_ns(m, r)
     return _ok({"partitions": m.partitions_of(ns, r.params[2])})
 
 
@@ -235,11 +273,13 @@ def _lookup_bundle(m: SimModel, r: Request) -> Response:
         topic = parse_topic(f"{domain}://{tenant}/{namespace}/{local}")
     except InvalidTopicName as exc:
         raise SimError(412, str(exc)) from None
-    ns = m.locate(r.cluster, topic.namespace_name)
+    # TopicLookup: the bundle in the asked cluster's own layout (no peer redirect).
+    ns = local_namespace(m, r.cluster, topic.namespace_name)
     from balancer.hashing import hash_position
 
     with m.lock:
-        bundle = ns.layout.find(hash_position(topic.full))
+        layout = ns.layout if ns is not None else config_store_layout(m, topic.namespace_name)
+        bundle = layout.find(hash_position(topic.full))
     return Response(200, str(bundle), content_type="text/plain")
 
 
@@ -364,6 +404,7 @@ class BrokerServer(ThreadingHTTPServer):
         self.unauthorized = 0  # requests answered 401
         self._unauthorized_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._closed = False
 
     @property
     def url(self) -> str:
@@ -379,9 +420,14 @@ class BrokerServer(ThreadingHTTPServer):
         )
         self._thread.start()
 
+    @property
+    def serving(self) -> bool:
+        return self._thread is not None and not self._closed
+
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
+        self._closed = True
         if self._thread is not None:
             self._thread.join(timeout=5)
 
@@ -440,8 +486,11 @@ class _BrokerHandler(BaseHTTPRequestHandler):
         fault = srv.faults.decide(split.path, srv.cluster)
         if fault.latency_s > 0:
             time.sleep(fault.latency_s)  # a real delay: that is the fault being injected
-        if fault.kind is FaultKind.DROP:
+        if fault.kind in (FaultKind.DROP, FaultKind.DOWN):
             self.close_connection = True  # no response at all: the client sees a reset
+            return
+        if fault.kind is FaultKind.REDIRECT_LOOP:
+            self._send(Response(307, None, headers={"Location": f"{srv.url}{self.path}"}))
             return
         if fault.kind is FaultKind.ERROR_500:
             self._send(Response(500, {"reason": "Injected fault: internal server error"}))
@@ -467,7 +516,9 @@ class _BrokerHandler(BaseHTTPRequestHandler):
         except SimError as exc:
             response = Response(exc.status, {"reason": exc.reason})
         except PeerRedirect as redirect:
-            peer_url = srv.model.clusters[redirect.cluster].service_url
+            # PulsarWebResource.validateGlobalNamespaceOwnershipAsync: the peer's ClusterData
+            # serviceUrl, same path and query.
+            peer_url = srv.model.clusters[redirect.cluster].advertised_url
             location = f"{peer_url}{self.path}"
             response = Response(307, None, headers={"Location": location})
         except OwnerRedirect as owner:

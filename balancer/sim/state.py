@@ -41,10 +41,18 @@ class ClusterState:
     broker_count: int
     peers: list[str]
     broker_urls: list[str] = field(default_factory=list)  # set once the servers are bound
+    alias_url: str = ""  # a second listener of broker 0, advertised in ClusterData if set
 
     @property
     def service_url(self) -> str:
+        """The admin URL (broker 0): what an operator configures."""
         return self.broker_urls[0] if self.broker_urls else ""
+
+    @property
+    def advertised_url(self) -> str:
+        """ClusterData `serviceUrl`, which 307s to this cluster carry (Pulsar's
+        `PulsarWebResource.validateGlobalNamespaceOwnershipAsync` redirects to it)."""
+        return self.alias_url or self.service_url
 
     def broker_address(self, broker: int) -> str:
         """`host:port` of a broker, as Pulsar names brokers."""

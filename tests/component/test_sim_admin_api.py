@@ -172,22 +172,83 @@ def test_topic_hash_positions_all_and_filtered(group: RunningPeerGroup, http: ht
     assert base == {k: v for k, v in expected.items() if v < 0x40000000}
 
 
-def test_namespace_on_a_peer_is_redirected_with_307(
+SPLIT_WEST = (
+    "/admin/v2/namespaces/acme/west-ns/0x00000000_0x40000000/split"
+    "?unload=false&splitAlgorithmName=range_equally_divide"
+)
+
+
+def test_a_split_of_a_namespace_on_a_peer_is_redirected_with_307(
     group: RunningPeerGroup, http: httpx.Client
 ) -> None:
-    path = "/admin/v2/namespaces/acme/west-ns/bundles?x=1"
-    r = http.get(url(group, "east", path))
+    r = http.put(url(group, "east", SPLIT_WEST), json=[])
     assert r.status_code == 307
-    assert r.headers["location"] == f"{group.admin_urls['west']}{path}"
-    followed = http.get(url(group, "east", path), follow_redirects=True)
-    assert followed.status_code == 200 and followed.json()["numBundles"] == 4
+    assert r.headers["location"] == f"{group.admin_urls['west']}{SPLIT_WEST}"
+    assert group.splits("acme/west-ns") == []  # nothing done on east's side
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/v2/namespaces/acme/west-ns/bundles",
+        "/admin/v2/namespaces/acme/west-ns",
+        "/admin/v2/namespaces/acme/west-ns/0x00000000_0x40000000/topicHashPositions",
+        "/admin/v2/persistent/acme/west-ns?bundle=0x00000000_0x40000000",
+        "/admin/v2/persistent/acme/west-ns/w-0/offload",
+        "/admin/v2/persistent/acme/west-ns/w-0/stats",
+    ],
+    ids=["bundles", "policies", "hash-positions", "topic-list", "offload-status", "stats"],
+)
+def test_reads_of_a_namespace_held_elsewhere_are_answered_locally(
+    group: RunningPeerGroup, http: httpx.Client, path: str
+) -> None:
+    # Pulsar redirects only the routes that call validateGlobalNamespaceOwnershipAsync.
+    for cluster in ("east", "south"):  # a peer of west, and a cluster with no peers
+        r = http.get(url(group, cluster, path))
+        assert r.status_code in (200, 404), (cluster, r.status_code)
+        assert "location" not in r.headers
+
+
+def test_a_cluster_that_does_not_hold_the_namespace_answers_its_stale_layout(
+    http: httpx.Client,
+) -> None:
+    with start_peer_group(parse_scenario(SCENARIO)) as fresh:
+        assert http.put(url(fresh, "west", SPLIT_WEST), json=[]).status_code == 204
+        on_west = http.get(url(fresh, "west", "/admin/v2/namespaces/acme/west-ns/bundles"))
+        on_east = http.get(url(fresh, "east", "/admin/v2/namespaces/acme/west-ns/bundles"))
+        assert on_west.json()["numBundles"] == 5
+        assert on_east.status_code == 200 and on_east.json()["numBundles"] == 4
+        topics = http.get(url(fresh, "east", "/admin/v2/persistent/acme/west-ns"))
+        assert topics.json() == []
+        stats = http.get(url(fresh, "east", "/admin/v2/persistent/acme/west-ns/w-0/stats"))
+        assert stats.status_code == 404
+        assert fresh.model.requests(route="bundles", cluster="east") == 1
+
+
+def test_cluster_data_can_advertise_a_service_url_other_than_the_admin_url(
+    http: httpx.Client,
+) -> None:
+    scenario = {**SCENARIO, "clusters": [
+        {"name": "east", "peers": ["west"]},
+        {"name": "west", "peers": ["east"], "service_url_alias": True},
+        {"name": "south"},
+    ]}
+    with start_peer_group(parse_scenario(scenario)) as aliased:
+        data = http.get(url(aliased, "east", "/admin/v2/clusters/west")).json()
+        alias = data["serviceUrl"]
+        assert alias.startswith("http://127.0.0.1:") and alias != aliased.admin_urls["west"]
+        r = http.put(url(aliased, "east", SPLIT_WEST), json=[])
+        assert r.status_code == 307 and r.headers["location"] == f"{alias}{SPLIT_WEST}"
+        # The alias reaches the same cluster.
+        assert http.put(r.headers["location"], json=[]).status_code == 204
+        assert [s.cluster for s in aliased.splits("acme/west-ns")] == ["west"]
 
 
 @pytest.mark.parametrize(
     ("cluster", "path", "status"),
     [
-        ("east", "/admin/v2/namespaces/other/south-ns/bundles", 412),
-        ("south", "/admin/v2/namespaces/acme/orders/bundles", 412),
+        ("east", "/admin/v2/namespaces/other/south-ns/0x00000000_0x40000000/split", 412),
+        ("south", "/admin/v2/namespaces/acme/orders/0x00000000_0x40000000/split", 412),
         ("east", "/admin/v2/namespaces/acme/nowhere/bundles", 404),
         ("east", "/admin/v2/persistent/acme/orders/no-such-topic/stats", 404),
         ("east", "/admin/v2/no/such/route", 404),
@@ -197,7 +258,8 @@ def test_namespace_on_a_peer_is_redirected_with_307(
 def test_errors_have_pulsar_reason_bodies(
     group: RunningPeerGroup, http: httpx.Client, cluster: str, path: str, status: int
 ) -> None:
-    r = http.get(url(group, cluster, path))
+    send = http.put if path.endswith("/split") else http.get
+    r = send(url(group, cluster, path))
     assert r.status_code == status
     assert isinstance(r.json()["reason"], str) and r.json()["reason"]
 
@@ -208,8 +270,9 @@ def test_peers_post_then_get(http: httpx.Client) -> None:
         assert http.get(peers).json() == []
         assert http.post(peers, json=["east"]).status_code == 204
         assert http.get(peers).json() == ["east"]
-        # south now redirects to its new peer.
-        r = http.get(url(group, "south", "/admin/v2/namespaces/acme/orders/bundles"))
+        # south now redirects a split to its new peer.
+        split = "/admin/v2/namespaces/acme/orders/0x00000000_0x40000000/split"
+        r = http.put(url(group, "south", split), json=[])
         assert r.status_code == 307
         assert http.post(peers, json=["south"]).status_code == 412
         assert http.post(peers, json=["mars"]).status_code == 412

@@ -1,5 +1,5 @@
 """Fault injection over real HTTP: a share of answers 500/503, slow answers, dropped
-connections; seeded, so a run is repeatable."""
+connections, 307 loops, a cluster down; seeded, so a run is repeatable."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from balancer.pulsar import ClusterEndpoint, PulsarPeerGroup, RedirectLoopError, RetryPolicy
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
 
 SCENARIO: dict[str, Any] = {
@@ -108,3 +109,37 @@ def test_bad_fault_settings_are_rejected(group: RunningPeerGroup) -> None:
         group.faults.configure(error_rate_500=1.5)
     with pytest.raises(ValueError, match="latency_s"):
         group.faults.configure(latency_s=-1)
+
+
+def test_a_redirect_loop_fault_is_caught_by_the_client(group: RunningPeerGroup) -> None:
+    group.faults.configure(redirect_loop_rate=1.0, only_paths=("/bundles",))
+    r = httpx.get(f"{group.admin_urls['c1']}{PATH}?x=1")
+    assert r.status_code == 307 and r.headers["location"] == f"{group.admin_urls['c1']}{PATH}?x=1"
+    endpoints = [ClusterEndpoint(name, url) for name, url in group.admin_urls.items()]
+    with PulsarPeerGroup(endpoints, retry=RetryPolicy(max_attempts=1)) as client:
+        with pytest.raises(RedirectLoopError) as info:
+            client.get_bundles("t/ns", cluster="c1")
+        assert info.value.visited == ("c1",)
+        assert client.list_clusters(via="c1") == ("c1", "c2")  # other paths unaffected
+    assert group.faults.injected["redirect_loop"] == 2
+
+
+def test_a_down_cluster_answers_nothing_on_any_path(group: RunningPeerGroup) -> None:
+    group.faults.configure(down_clusters=("c1",), only_paths=("/broker-stats/",))
+    assert outcomes(group, 2) == {"dropped": 2}  # down wins over the path filter
+    with httpx.Client(timeout=5.0) as http:
+        assert http.get(f"{group.admin_urls['c2']}/admin/v2/clusters").status_code == 200
+    group.faults.clear()
+    assert outcomes(group, 1) == {"200": 1}
+
+
+def test_a_stopped_cluster_refuses_connections_until_restarted(group: RunningPeerGroup) -> None:
+    url = group.admin_urls["c1"]
+    group.stop_cluster("c1")
+    with httpx.Client(timeout=5.0) as http:
+        with pytest.raises(httpx.ConnectError):
+            http.get(f"{url}{PATH}")
+        assert http.get(f"{group.admin_urls['c2']}/admin/v2/clusters").status_code == 200
+    group.start_cluster("c1")
+    assert group.admin_urls["c1"] == url  # same port
+    assert outcomes(group, 2) == {"200": 2}

@@ -54,7 +54,7 @@ def write_config(
             "watermark_s": 5,
             "trigger_interval_s": 3,
         },
-        # east first: it is the entry cluster, so e2e/hot (on west) is reached by redirect.
+        # east first: the entry cluster; e2e/hot (on west) is still routed by its stats.
         "clusters": [
             {"name": name, "admin_url": sim.admin_urls[name], "token_env": TOKEN_ENV}
             for name in ("east", "west")

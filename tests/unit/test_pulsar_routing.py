@@ -13,6 +13,8 @@ from balancer.pulsar.routing import (
     PeerRouter,
     RedirectChain,
     RoutingConfigError,
+    routed_to,
+    routing_hint,
     safe_url,
 )
 
@@ -108,6 +110,52 @@ def test_brokers_inside_one_cluster_are_distinct_visits() -> None:
     assert chain.path == ["a", "a@http://10.0.0.9:8080"]
     with pytest.raises(RedirectLoopError):
         chain.follow(Hop("a", "http://10.0.0.9:8080/p", listed=False))
+
+
+def test_a_namespace_starts_at_its_owner_then_its_home_then_the_entry() -> None:
+    router = _router()
+    assert router.start_cluster("t/ns", home="b") == "b"
+    router.remember_owner("t/ns", "c")  # learnt from a real redirect: it wins
+    assert router.start_cluster("t/ns", home="b") == "c"
+    assert router.start_cluster(None, home="b") == "b"
+    with pytest.raises(RoutingConfigError, match="unknown cluster 'z'"):
+        router.start_cluster("t/other", home="z")
+
+
+def test_routed_to_sets_the_home_cluster_for_its_block_only() -> None:
+    assert routing_hint() is None
+    with routed_to("b"):
+        assert routing_hint() == "b"
+        with routed_to("c"):
+            assert routing_hint() == "c"
+        assert routing_hint() == "b"
+    assert routing_hint() is None
+
+
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        (
+            "http://lb-b.example:80/admin/v2/namespaces/t/ns/0x0_0x1/split?unload=true",
+            "http://127.0.0.1:8002/admin/v2/namespaces/t/ns/0x0_0x1/split?unload=true",
+        ),
+        (
+            "https://b-tls.example:8443/pulsar/admin/v2/clusters",
+            "http://127.0.0.1:8002/admin/v2/clusters",
+        ),
+    ],
+    ids=["service-url", "service-url-tls-with-prefix"],
+)
+def test_a_cluster_data_service_url_leads_to_that_cluster_s_admin_url(
+    location: str, expected: str
+) -> None:
+    router = _router()
+    current = Hop("a", "http://127.0.0.1:8001/admin/v2/namespaces/t/ns/0x0_0x1/split")
+    assert router.resolve_redirect(current, location).listed is False
+    assert router.add_aliases("b", ["http://lb-b.example", "https://b-tls.example:8443/pulsar/"])
+    assert not router.add_aliases("b", ["http://lb-b.example/"])  # nothing new
+    target = router.resolve_redirect(current, location)
+    assert (target.cluster, target.url, target.listed) == ("b", expected, True)
 
 
 def test_owner_cache_starts_at_the_owner_then_forgets() -> None:
