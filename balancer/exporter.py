@@ -47,6 +47,7 @@ class SplitResult(StrEnum):
     BREAKER_OPEN = "breaker_open"
     DUPLICATE = "duplicate"  # already handled (a replayed batch or a restart)
     ABANDONED = "abandoned"  # an intent from before a crash that Pulsar shows never happened
+    UNKNOWN = "unknown"  # sent, no answer, not visible yet: counted again once it settles
 
 
 class OffloadResult(StrEnum):
@@ -60,6 +61,7 @@ class OffloadResult(StrEnum):
     BREAKER_OPEN = "breaker_open"
     DUPLICATE = "duplicate"
     ABANDONED = "abandoned"
+    UNKNOWN = "unknown"  # sent, no answer, not visible yet: counted again once it settles
 
 
 class Limit(StrEnum):

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Protocol
 
 from balancer.config import BalancerConfig
-from balancer.controller.apply import Controller, ControllerSettings, Outcome
+from balancer.controller.apply import Controller, ControllerSettings
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.limits import ActionLimits
+from balancer.controller.outcome import Outcome
 from balancer.controller.ports import AdminPort
 from balancer.controller.stats import ControllerStats
 from balancer.decisions import Decision
@@ -87,8 +88,9 @@ class ControllerHandler:
     def handle(self, report: BatchReportLike) -> None:
         batch_id = str(report.batch_id)
         with self._lock:
-            if not self._reconciled:
-                # Intents a crash left open; retried each batch until Pulsar can be read.
+            if not self._reconciled or self.controller.journal.has_unknown():
+                # Intents a crash left open and actions sent without an answer (`unknown`);
+                # rechecked each batch until Pulsar's state settles them.
                 self.controller.reconcile()
                 self._reconciled = not self.controller.journal.pending()
             if self.controller.journal.batch_handled(batch_id):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from balancer.controller.apply import Controller, Outcome
+from balancer.controller.apply import Controller
 from balancer.controller.breaker import BreakerState
+from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
 from balancer.decisions import DecisionKind
 
@@ -38,7 +39,8 @@ class MetricsSink(Protocol):
 def attach_metrics(controller: Controller, metrics: MetricsSink) -> None:
     def on_outcome(outcome: Outcome) -> None:
         if outcome.kind is DecisionKind.SPLIT:
-            metrics.record_split(outcome.cluster, "decided", outcome.reason)
+            if not outcome.rechecked:  # a recheck settles an earlier decision: not a new one
+                metrics.record_split(outcome.cluster, "decided", outcome.reason)
             result = SPLIT_RESULTS.get(outcome.result)
             if result is not None:
                 metrics.record_split(outcome.cluster, result, outcome.reason, outcome.children)

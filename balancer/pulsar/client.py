@@ -264,6 +264,7 @@ class PulsarPeerGroup:
             params=(("unload", "true" if unload else "false"), ("splitAlgorithmName", algorithm)),
             json_body=body,
             namespace=namespace,
+            idempotent=False,  # a second split would split the children
         )
         self._t.send(call)
 
@@ -353,7 +354,12 @@ class PulsarPeerGroup:
         path, template = _topic_path(name, "/offload")
         self._t.send(
             Call(
-                "PUT", path, template, json_body=message_id.to_json(), namespace=name.namespace_name
+                "PUT",
+                path,
+                template,
+                json_body=message_id.to_json(),
+                namespace=name.namespace_name,
+                idempotent=False,  # the controller reads the offload status back instead
             )
         )
 

@@ -24,6 +24,7 @@ import httpx
 from balancer.pulsar.auth import BearerTokenAuth, TlsSettings, TokenSource
 from balancer.pulsar.errors import (
     InvalidResponseError,
+    OutcomeUnknownError,
     PulsarAdminError,
     RedirectRefusedError,
     UnavailableError,
@@ -36,6 +37,8 @@ from balancer.pulsar.timeouts import Timeouts
 log = logging.getLogger("balancer.pulsar")
 
 _REDIRECT_STATUSES = (307, 308)  # the ones that keep method and body
+# Failures before the request left this host: even a non-idempotent call may be sent again.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _MAX_REASON_CHARS = 500
 
 
@@ -78,6 +81,9 @@ class Call:
     namespace: str | None = None  # routes by owner and teaches the owner cache
     cluster: str | None = None  # fixed cluster (cluster-scoped calls)
     url_override: str | None = None  # e.g. one broker's own web URL inside `cluster`
+    # False for calls that must not run twice (split): after a timeout or reset once the
+    # request was sent, no retry; OutcomeUnknownError tells the caller to read the state back.
+    idempotent: bool = True
 
 
 class AdminTransport:
@@ -281,6 +287,15 @@ class AdminTransport:
                     )
                 )
                 what = f"{type(exc).__name__}"
+                if not call.idempotent and not isinstance(exc, _NOT_SENT):
+                    raise OutcomeUnknownError(
+                        f"{call.method} {safe_url(hop.url)} (cluster {hop.cluster}): sent, no "
+                        f"answer ({what}); not re-sent, outcome unknown",
+                        method=call.method,
+                        url=safe_url(hop.url),
+                        cluster=hop.cluster,
+                        attempts=attempt,
+                    ) from None
                 if attempt >= policy.max_attempts:
                     raise UnavailableError(
                         f"{call.method} {safe_url(hop.url)} (cluster {hop.cluster}): no answer "

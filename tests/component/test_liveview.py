@@ -9,7 +9,7 @@ from rich.console import Console
 
 from balancer.app import LiveState
 from balancer.bundles import BundleRange
-from balancer.controller.apply import Outcome
+from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
 from balancer.decisions import DecisionKind
 from balancer.liveview import RunSummary, render_live, render_summary
