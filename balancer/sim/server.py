@@ -437,7 +437,7 @@ class _BrokerHandler(BaseHTTPRequestHandler):
                 srv.unauthorized += 1
             self._send(Response(401, {"reason": "Authentication required"}))
             return
-        fault = srv.faults.decide(split.path, srv.cluster)
+        fault = srv.faults.decide(split.path, srv.cluster, method)
         if fault.latency_s > 0:
             time.sleep(fault.latency_s)  # a real delay: that is the fault being injected
         if fault.kind is FaultKind.DROP:
