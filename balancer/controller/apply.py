@@ -36,6 +36,7 @@ from balancer.controller.outcome import (
     Outcome,
     OutcomeListener,
     Step,
+    algorithm_refused,
     bytes_before,
     error_info,
     offload_action_key,
@@ -324,6 +325,7 @@ class Controller:
             step = finish.step
             if read_back_needed(step):
                 step = self._split_read_back(decision, step)
+            step = algorithm_refused(step, SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value) or step
             self._outcome(decision.decision_id, step.result, step.detail)
             if step.result is ActionResult.APPLIED:
                 return step

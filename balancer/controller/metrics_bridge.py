@@ -31,6 +31,8 @@ class MetricsSink(Protocol):
 
     def record_split(self, cluster: str, result: str, reason: str, children: int = 0) -> None: ...
 
+    def record_split_algorithm_refused(self, cluster: str, algorithm: str) -> None: ...
+
     def record_offload(self, cluster: str, result: str, bytes_offloaded: int = 0) -> None: ...
 
     def set_breaker(self, cluster: str, open: bool) -> None: ...
@@ -44,6 +46,9 @@ def attach_metrics(controller: Controller, metrics: MetricsSink) -> None:
             result = SPLIT_RESULTS.get(outcome.result)
             if result is not None:
                 metrics.record_split(outcome.cluster, result, outcome.reason, outcome.children)
+            refused = outcome.pulsar.get("algorithm_refused")
+            if refused:
+                metrics.record_split_algorithm_refused(outcome.cluster, refused)
         else:
             result = OFFLOAD_RESULTS.get(outcome.result)
             if result is not None:

@@ -75,6 +75,23 @@ def read_back_needed(step: Step) -> bool:
     return step.result is ActionResult.UNKNOWN or status == 404 or (status or 0) >= 500
 
 
+# Pulsar's 412 when `supportedNamespaceBundleSplitAlgorithms` lacks the algorithm sent
+# (NamespacesBase.internalSplitNamespaceBundleAsync).
+_UNSUPPORTED_ALGORITHM = "unsupported namespace bundle split algorithm"
+
+
+def algorithm_refused(step: Step, algorithm: str) -> Step | None:
+    """The split's Step when the broker refused the algorithm itself (412), else None."""
+    reason = str(step.pulsar.get("reason", ""))
+    if step.pulsar.get("status") != 412 or _UNSUPPORTED_ALGORITHM not in reason.lower():
+        return None
+    detail = (
+        f"the broker refuses {algorithm} (412: {reason}): add it to the brokers' "
+        "supportedNamespaceBundleSplitAlgorithms"
+    )
+    return Step(ActionResult.FAILED, detail, {**step.pulsar, "algorithm_refused": algorithm})
+
+
 def error_info(exc: PulsarAdminError) -> dict[str, Any]:
     return {
         "error": type(exc).__name__,

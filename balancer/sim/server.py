@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 from balancer.sim.faults import FaultInjector, FaultKind
 from balancer.sim.model import NamespaceState, OwnerRedirect, PeerRedirect, SimError, SimModel
 from balancer.sim.paths import metadata_path
+from balancer.sim.splitting import check_supported
 from balancer.topics import InvalidTopicName, parse_topic
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,6 @@ def _bundles(m: SimModel, r: Request) -> Response:
 
 
 def _split(m: SimModel, r: Request) -> Response:
-    ns = _ns(m, r)
     body = r.json_body()
     if body is None:
         body = []
@@ -143,6 +143,8 @@ def _split(m: SimModel, r: Request) -> Response:
     ):
         raise SimError(400, "Split boundaries must be a JSON array of integers")
     algorithm = r.query.get("splitAlgorithmName", [None])[-1] or None
+    check_supported(algorithm, m.scenario.broker, body)  # NamespacesBase: before any 307
+    ns = _ns(m, r)
     with m.lock:
         try:
             bundle = m.resolve_bundle(ns, r.params[2], allow_special=True)

@@ -8,8 +8,10 @@ Scaffolding (scenario, rig, reports) is shared with test_controller.py.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,13 @@ from balancer.controller.stats import ActionResult
 from balancer.exporter import BalancerMetrics
 from balancer.pulsar import OffloadState, PulsarPeerGroup, Timeouts
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
+from balancer.split import SplitAlgorithm
 from tests.component.test_controller import (
     HOT_NS,
     SCENARIO,
     Rig,
     _offload_decision,
+    decide,
     make_client,
     report,
 )
@@ -212,3 +216,43 @@ def test_offload_trigger_that_times_out_is_read_back_from_the_status(
     assert again.result is ActionResult.ALREADY_RUNNING
     controller.close()
 
+
+
+def _sim_with_split_algorithms(algorithms: list[str]) -> Any:
+    doc = copy.deepcopy(SCENARIO)
+    doc["broker"]["supported_split_algorithms"] = algorithms
+    return start_peer_group(parse_scenario(doc))
+
+
+def test_a_broker_refusing_specified_positions_is_failed_named_and_metered(rig: Rig) -> None:
+    pulsar_2_10 = ["range_equally_divide", "topic_count_equally_divide"]
+    with _sim_with_split_algorithms(pulsar_2_10) as sim, make_client(sim) as client:
+        registry = CollectorRegistry()
+        controller = rig.controller(client)
+        attach_metrics(controller, BalancerMetrics(registry, limits=lambda _c, _n: None,
+                                                   process_metrics=False))
+        handler = rig.handler(controller)
+        handler.handle(report(sim, 1, 60_000))
+        (outcome,) = handler.last_outcomes
+        assert outcome.result is ActionResult.FAILED
+        assert "supportedNamespaceBundleSplitAlgorithms" in outcome.detail
+        assert outcome.pulsar["status"] == 412
+        refused = registry.get_sample_value(
+            "pulsar_balancer_split_algorithm_refused_total",
+            {"cluster": "east", "algorithm": "specified_positions_divide"})
+        assert refused == 1
+        assert sim.model.splits == [] and sim.model.requests(route="split") == 1
+        handler.close()
+
+def test_a_flow_or_qps_decision_applies_on_a_broker_without_flow_or_qps(rig: Rig) -> None:
+    """Pulsar 2.10 lacks flow_or_qps_equally_divide: the boundaries go as positions."""
+    supported = ["range_equally_divide", "topic_count_equally_divide",
+                 "specified_positions_divide"]
+    with _sim_with_split_algorithms(supported) as sim, make_client(sim) as client:
+        decision = replace(decide(sim, rig), algorithm=SplitAlgorithm.FLOW_OR_QPS_EQUALLY_DIVIDE)
+        controller = rig.controller(client)
+        assert controller.apply_split(decision).result is ActionResult.APPLIED
+        (record,) = sim.model.splits
+        assert record.algorithm == "specified_positions_divide"
+        assert record.boundaries == decision.boundaries
+        controller.close()
