@@ -26,7 +26,9 @@ from balancer.exporter import BalancerMetrics
 from balancer.pulsar import OffloadState, PulsarPeerGroup, Timeouts
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
 from balancer.split import SplitAlgorithm
+from balancer.summary import actions_of
 from tests.component.test_controller import (
+    FIRST,
     HOT_NS,
     SCENARIO,
     Rig,
@@ -94,6 +96,8 @@ def test_split_that_times_out_is_unknown_then_applied_and_never_sent_again(
     (entry,) = controller.journal.entries()
     assert entry.result == "unknown"
     assert metric(registry, "unknown") == 1 and metric(registry, "failed") == 0
+    splits, _, unknown = actions_of(seen)  # what the run summary would list now
+    assert splits == [] and [u["decision_id"] for u in unknown] == [first.decision_id]
 
     # Pulsar applies it once its delay is over; the client did not send it a second time.
     wait_for(lambda: len(sim.model.splits) == 1, "the slow split to land")
@@ -110,6 +114,8 @@ def test_split_that_times_out_is_unknown_then_applied_and_never_sent_again(
     assert [o.result for o in settled] == [ActionResult.APPLIED]
     assert settled[0].decision is first.decision and settled[0].children >= 2  # for the summary
     assert metric(registry, "applied") == 1 and metric(registry, "failed") == 0
+    splits, _, unknown = actions_of(seen)
+    assert [s["bundle"] for s in splits] == [str(FIRST)] and unknown == []
     assert metric(registry, "decided") == 2  # the recheck is not a new decision
     assert [a.decision_id for a in controller.stats.snapshot().applied] == [first.decision_id]
     audit = rig.audit_records()
