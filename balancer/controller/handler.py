@@ -69,7 +69,6 @@ class ControllerHandler:
         # Topics at least this large are reported in `large_topics` (None: offload is off).
         self.offload_min_bytes: int | None = thresholds.min_offload_threshold_bytes()
         self.last_outcomes: tuple[Outcome, ...] = ()
-        self._reconciled = False
         self._lock = threading.Lock()
 
     @property
@@ -88,11 +87,10 @@ class ControllerHandler:
     def handle(self, report: BatchReportLike) -> None:
         batch_id = str(report.batch_id)
         with self._lock:
-            if not self._reconciled or self.controller.journal.has_unknown():
-                # Intents a crash left open and actions sent without an answer (`unknown`);
-                # rechecked each batch until Pulsar's state settles them.
+            if self.controller.journal.has_unsettled():
+                # Intents a crash (or an unexpected error) left open and actions sent without
+                # an answer (`unknown`): checked each batch until Pulsar's state settles them.
                 self.controller.reconcile()
-                self._reconciled = not self.controller.journal.pending()
             if self.controller.journal.batch_handled(batch_id):
                 log.info("batch %s already handled: skipped", batch_id)
                 self.stats.batch(replayed=True)

@@ -174,12 +174,14 @@ class Journal:
             ).fetchall()
         return [e for e in (self._row(r) for r in rows) if e is not None]
 
-    def has_unknown(self) -> bool:
+    def has_unsettled(self) -> bool:
+        """Any intent without outcome or any `unknown` outcome: something to check in Pulsar."""
         with self._lock:
-            row = self._conn.execute(
-                "SELECT 1 FROM actions WHERE result = 'unknown' LIMIT 1"
-            ).fetchone()
-        return row is not None
+            # One query per partial index: each stays an index lookup as the journal grows.
+            return any(
+                self._conn.execute(f"SELECT 1 FROM actions WHERE {where} LIMIT 1").fetchone()
+                for where in ("result IS NULL", "result = 'unknown'")
+            )
 
     def applied_with_key(self, action_key: str) -> JournalEntry | None:
         """An earlier decision that already did exactly this action (or may have: pending or
