@@ -31,20 +31,20 @@ from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal, JournalEntry
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.limits import ActionLimits
+from balancer.controller.outcome import Finish as _Finish
 from balancer.controller.outcome import (
-    Finish,
     Outcome,
     OutcomeListener,
-    Step,
     algorithm_refused,
     bytes_before,
-    error_info,
     offload_action_key,
     read_back_needed,
     rechecked_outcome,
     report_outcome,
     split_action_key,
 )
+from balancer.controller.outcome import Step as _Step
+from balancer.controller.outcome import error_info as _error_info
 from balancer.controller.ports import AdminPort
 from balancer.controller.reconcile import (
     offload_verdict,
@@ -160,14 +160,14 @@ class Controller:
         decision: Any,
         batch_id: str | None,
         reason: str,
-        steps: Callable[[Any, str | None], Step],
+        steps: Callable[[Any, str | None], _Step],
     ) -> Outcome:
         started = self.clock.monotonic()
         with self._lock:
             try:
                 self._gate(decision)
                 step = steps(decision, batch_id)
-            except Finish as finish:
+            except _Finish as finish:
                 step = finish.step
         outcome = Outcome(
             decision_id=decision.decision_id,
@@ -199,16 +199,16 @@ class Controller:
     def _gate(self, decision: SplitDecision | OffloadDecision) -> None:
         """The checks that need no call to Pulsar."""
         if not self.settings.allows(decision.namespace):
-            raise Finish(ActionResult.DENIED, "namespace outside the allow-list or deny-listed")
+            raise _Finish(ActionResult.DENIED, "namespace outside the allow-list or deny-listed")
         known = self.journal.get(decision.decision_id)
         if known is not None:
-            raise Finish(
+            raise _Finish(
                 ActionResult.DUPLICATE, f"decision already handled: {known.result or 'pending'}"
             )
         if self.settings.mode == "dry-run":
-            raise Finish(ActionResult.DRY_RUN, "dry-run: nothing touched")
+            raise _Finish(ActionResult.DRY_RUN, "dry-run: nothing touched")
         if not self.breakers.for_cluster(decision.cluster).allow():
-            raise Finish(
+            raise _Finish(
                 ActionResult.BREAKER_OPEN, f"circuit breaker open for cluster {decision.cluster}"
             )
 
@@ -231,20 +231,20 @@ class Controller:
         except OutcomeUnknownError as exc:
             breaker.record_failure()
             detail = f"{what}: sent, no answer ({exc})"
-            raise Finish(ActionResult.UNKNOWN, detail, **error_info(exc)) from None
+            raise _Finish(ActionResult.UNKNOWN, detail, **_error_info(exc)) from None
         except ConflictError as exc:
             breaker.record_success()
             detail = f"{what}: conflict (409) {exc.reason}"
-            raise Finish(on_conflict, detail, **error_info(exc)) from None
+            raise _Finish(on_conflict, detail, **_error_info(exc)) from None
         except NotFoundError as exc:
             breaker.record_success()  # an answer: the cluster is up
-            raise Finish(ActionResult.STALE, f"{what}: not found", **error_info(exc)) from None
+            raise _Finish(ActionResult.STALE, f"{what}: not found", **_error_info(exc)) from None
         except (ServerError, UnavailableError) as exc:
             breaker.record_failure()
-            raise Finish(ActionResult.FAILED, f"{what}: {exc}", **error_info(exc)) from None
+            raise _Finish(ActionResult.FAILED, f"{what}: {exc}", **_error_info(exc)) from None
         except PulsarAdminError as exc:
             breaker.record_success()
-            raise Finish(ActionResult.FAILED, f"{what}: {exc}", **error_info(exc)) from None
+            raise _Finish(ActionResult.FAILED, f"{what}: {exc}", **_error_info(exc)) from None
         breaker.record_success()
         return value
 
@@ -258,7 +258,7 @@ class Controller:
     def _acquire(self, decision: SplitDecision | OffloadDecision) -> None:
         refused = self.limits.try_acquire(decision.kind, decision.cluster, decision.namespace)
         if refused is not None:
-            raise Finish(ActionResult.RATE_LIMITED, f"{decision.kind} rate limit per {refused}")
+            raise _Finish(ActionResult.RATE_LIMITED, f"{decision.kind} rate limit per {refused}")
 
     def _intent(
         self, decision: SplitDecision | OffloadDecision, batch_id: str | None, *, target: str,
@@ -276,26 +276,26 @@ class Controller:
             at_ms=self.clock.now_ms(),
         )
         if not written:
-            raise Finish(ActionResult.DUPLICATE, "decision already in the journal")
+            raise _Finish(ActionResult.DUPLICATE, "decision already in the journal")
 
     def _wait_unsettled(self, decision: SplitDecision | OffloadDecision, target: str) -> None:
         """No new action on a bundle or topic while an earlier one there has no known outcome."""
         earlier = self.journal.unsettled_for(decision.kind.value, target)
         if earlier is not None:
-            raise Finish(
+            raise _Finish(
                 ActionResult.DUPLICATE,
                 f"outcome of {earlier.decision_id} on {target} not known yet: rechecked first",
             )
 
-    def _split_steps(self, decision: SplitDecision, batch_id: str | None) -> Step:
+    def _split_steps(self, decision: SplitDecision, batch_id: str | None) -> _Step:
         layout = self._layout(decision)
         if not layout.has(decision.bundle):
-            raise Finish(ActionResult.STALE, f"bundle {decision.bundle} no longer in the layout")
+            raise _Finish(ActionResult.STALE, f"bundle {decision.bundle} no longer in the layout")
         self._wait_unsettled(decision, decision.bundle.key(decision.namespace))
         action_key = split_action_key(decision)
         earlier = self.journal.applied_with_key(action_key)
         if earlier is not None:
-            raise Finish(ActionResult.DUPLICATE, f"same split done by {earlier.decision_id}")
+            raise _Finish(ActionResult.DUPLICATE, f"same split done by {earlier.decision_id}")
         self._acquire(decision)
         call = {
             "op": "split_bundle",
@@ -321,7 +321,7 @@ class Controller:
                     unload=self.settings.unload_after_split,
                 ),
             )
-        except Finish as finish:
+        except _Finish as finish:
             step = finish.step
             if read_back_needed(step):
                 step = self._split_read_back(decision, step)
@@ -329,30 +329,30 @@ class Controller:
             self._outcome(decision.decision_id, step.result, step.detail)
             if step.result is ActionResult.APPLIED:
                 return step
-            raise Finish.of(step) from None
+            raise _Finish.of(step) from None
         children = len(decision.boundaries) + 1
         # Pulsar answers 204 even when it found nothing to split: check the layout.
         try:
             after = self._layout(decision)
-        except Finish as finish:
+        except _Finish as finish:
             detail = f"split accepted; layout not verified ({finish.step.detail})"
             self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
-            return Step(ActionResult.APPLIED, detail, {"status": 204}, children=children)
+            return _Step(ActionResult.APPLIED, detail, {"status": 204}, children=children)
         if split_done(after, decision.bundle, decision.boundaries):
             detail = f"split into {children} bundles"
             self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
             pulsar = {"status": 204, "num_bundles": after.num_bundles}
-            return Step(ActionResult.APPLIED, detail, pulsar, children=children)
+            return _Step(ActionResult.APPLIED, detail, pulsar, children=children)
         detail = "split answered 204 but the layout lacks the boundaries"
         self._outcome(decision.decision_id, ActionResult.FAILED, detail)
-        return Step(ActionResult.FAILED, detail, {"status": 204, "num_bundles": after.num_bundles})
+        return _Step(ActionResult.FAILED, detail, {"status": 204, "num_bundles": after.num_bundles})
 
-    def _split_read_back(self, decision: SplitDecision, step: Step) -> Step:
+    def _split_read_back(self, decision: SplitDecision, step: _Step) -> _Step:
         """The split call failed without a clear refusal: what does the layout show?"""
         unknown = step.result is ActionResult.UNKNOWN
         try:
             layout = self._layout(decision)
-        except Finish as again:
+        except _Finish as again:
             return replace(step, detail=f"{step.detail}; layout not read ({again.step.detail})")
         result, seen = split_verdict(
             layout, decision.bundle, decision.boundaries, settled=not unknown
@@ -361,28 +361,28 @@ class Controller:
         if result is ActionResult.APPLIED:
             children = len(decision.boundaries) + 1
             detail = f"split into {children} bundles ({step.detail}; read back: {seen})"
-            return Step(ActionResult.APPLIED, detail, pulsar, children=children)
+            return _Step(ActionResult.APPLIED, detail, pulsar, children=children)
         if unknown:
-            return Step(result, f"{step.detail}; read back: {seen}", pulsar)
+            return _Step(result, f"{step.detail}; read back: {seen}", pulsar)
         return replace(step, detail=f"{step.detail}; read back: {seen}", pulsar=pulsar)
 
-    def _offload_steps(self, decision: OffloadDecision, batch_id: str | None) -> Step:
+    def _offload_steps(self, decision: OffloadDecision, batch_id: str | None) -> _Step:
         status = self._call(
             decision.cluster, "offload status", lambda: self.admin.offload_status(decision.topic)
         )
         if status.state is OffloadState.RUNNING:
-            raise Finish(ActionResult.ALREADY_RUNNING, "offload status is RUNNING")
+            raise _Finish(ActionResult.ALREADY_RUNNING, "offload status is RUNNING")
         stats = self._call(
             decision.cluster, "internal stats", lambda: self.admin.internal_stats(decision.topic)
         )
         point = self._offload_point(stats, decision.threshold_bytes)
         if point is None:
-            raise Finish(ActionResult.NOTHING_TO_OFFLOAD, "no ledger to offload above threshold")
+            raise _Finish(ActionResult.NOTHING_TO_OFFLOAD, "no ledger to offload above threshold")
         self._wait_unsettled(decision, decision.topic)
         action_key = offload_action_key(decision, point)
         earlier = self.journal.applied_with_key(action_key)
         if earlier is not None:
-            raise Finish(ActionResult.DUPLICATE, f"same offload done by {earlier.decision_id}")
+            raise _Finish(ActionResult.DUPLICATE, f"same offload done by {earlier.decision_id}")
         self._acquire(decision)
         call = {"op": "trigger_offload", "topic": decision.topic, "message_id": point.to_json()}
         self._intent(decision, batch_id, target=decision.topic, action_key=action_key, call=call)
@@ -393,23 +393,23 @@ class Controller:
                 lambda: self.admin.trigger_offload(decision.topic, point),
                 on_conflict=ActionResult.ALREADY_RUNNING,
             )
-        except Finish as finish:
+        except _Finish as finish:
             step = finish.step
             if read_back_needed(step):
                 step = self._offload_read_back(decision, point, stats, step)
             self._outcome(decision.decision_id, step.result, step.detail)
             if step.result is ActionResult.APPLIED:
                 return step
-            raise Finish.of(step) from None
+            raise _Finish.of(step) from None
         moved = bytes_before(stats, point)
         detail = f"offload up to ledger {point.ledger_id} ({moved} bytes)"
         self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
         pulsar = {"status": 204, "message_id": point.to_json()}
-        return Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved)
+        return _Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved)
 
     def _offload_read_back(
-        self, decision: OffloadDecision, point: MessageId, stats: InternalStats, step: Step
-    ) -> Step:
+        self, decision: OffloadDecision, point: MessageId, stats: InternalStats, step: _Step
+    ) -> _Step:
         """The trigger failed without a clear refusal: what do status and ledgers show?"""
         unknown = step.result is ActionResult.UNKNOWN
         topic = decision.topic
@@ -420,7 +420,7 @@ class Controller:
             now = self._call(
                 decision.cluster, "internal stats", lambda: self.admin.internal_stats(topic)
             )
-        except Finish as again:
+        except _Finish as again:
             return replace(step, detail=f"{step.detail}; status not read ({again.step.detail})")
         result, seen = offload_verdict(now, status, point, settled=not unknown)
         pulsar = {**step.pulsar, "read_back": result.value, "message_id": point.to_json()}
@@ -428,9 +428,9 @@ class Controller:
             moved = bytes_before(stats, point)
             detail = f"offload up to ledger {point.ledger_id} ({moved} bytes; {step.detail}; " \
                 f"read back: {seen})"
-            return Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved)
+            return _Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved)
         if unknown:
-            return Step(result, f"{step.detail}; read back: {seen}", pulsar)
+            return _Step(result, f"{step.detail}; read back: {seen}", pulsar)
         return replace(step, detail=f"{step.detail}; read back: {seen}", pulsar=pulsar)
 
     def _outcome(self, decision_id: str, result: ActionResult, detail: str) -> None:
