@@ -21,10 +21,10 @@ from prometheus_client import CollectorRegistry
 
 from balancer.collector import Collector, KafkaEventSink, admin_fetch, targets_for
 from balancer.config import BalancerConfig
-from balancer.controller.apply import Outcome
 from balancer.controller.handler import ControllerHandler, build_handler
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.metrics_bridge import attach_metrics
+from balancer.controller.outcome import Outcome
 from balancer.exporter import BalancerMetrics
 from balancer.health import HealthServer, standard_checks
 from balancer.kafka_topics import ensure_topics

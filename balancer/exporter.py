@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 
 from balancer.decisions import SplitReason
 from balancer.load import BundleLoad
+from balancer.split import SplitAlgorithm
 
 PREFIX = "pulsar_balancer"
 BYTES_PER_MIB = 1024 * 1024
@@ -48,6 +49,7 @@ class SplitResult(StrEnum):
     BREAKER_OPEN = "breaker_open"
     DUPLICATE = "duplicate"  # already handled (a replayed batch or a restart)
     ABANDONED = "abandoned"  # an intent from before a crash that Pulsar shows never happened
+    UNKNOWN = "unknown"  # sent, no answer, not visible yet: counted again once it settles
 
 
 class OffloadResult(StrEnum):
@@ -61,6 +63,7 @@ class OffloadResult(StrEnum):
     BREAKER_OPEN = "breaker_open"
     DUPLICATE = "duplicate"
     ABANDONED = "abandoned"
+    UNKNOWN = "unknown"  # sent, no answer, not visible yet: counted again once it settles
 
 
 class Limit(StrEnum):
@@ -305,6 +308,12 @@ class BalancerMetrics:
             f"{PREFIX}_split_children_created", "Child bundles created by applied splits.",
             ["cluster"], registry=reg,
         )  # fmt: skip
+        self._split_algorithm_refused = Counter(
+            f"{PREFIX}_split_algorithm_refused",
+            "Splits a broker refused with 412 because its supportedNamespaceBundleSplitAlgorithms "
+            "lacks the algorithm sent.",
+            ["cluster", "algorithm"], registry=reg,
+        )  # fmt: skip
         self._offloads = Counter(
             f"{PREFIX}_offloads", "Topic offload actions and their outcome.",
             ["cluster", "result"], registry=reg,
@@ -462,6 +471,9 @@ class BalancerMetrics:
             for reason in SplitReason:
                 self._splits.labels(cluster=cluster, result=split_result.value, reason=reason.value)
         self._split_children.labels(cluster=cluster)
+        self._split_algorithm_refused.labels(
+            cluster=cluster, algorithm=SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value
+        )
         self._offloaded_bytes.labels(cluster=cluster)
         self._breaker.labels(cluster=cluster).set(0)
 
@@ -473,6 +485,11 @@ class BalancerMetrics:
         self._splits.labels(cluster=cluster, result=result, reason=reason).inc()
         if children and result == SplitResult.APPLIED:
             self._split_children.labels(cluster=cluster).inc(children)
+
+    def record_split_algorithm_refused(self, cluster: str, algorithm: str) -> None:
+        """A broker refused the split algorithm sent (412); `algorithm` is a Pulsar name."""
+        algorithm = SplitAlgorithm(algorithm).value  # ValueError outside the closed set
+        self._split_algorithm_refused.labels(cluster=cluster, algorithm=algorithm).inc()
 
     def record_offload(self, cluster: str, result: str, bytes_offloaded: int = 0) -> None:
         """Count an offload's outcome; `bytes_offloaded` is what a triggered offload moves."""

@@ -108,6 +108,9 @@ class RunSummary:
     mode: str = "apply"
     duration_s: float = 0.0
     stream_error: str | None = None
+    # Actions sent without an answer that Pulsar did not show by the end of the run: the
+    # next start rechecks them (never re-sends); their bundles and topics wait until then.
+    unknown: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +126,7 @@ class RunSummary:
             "mode": self.mode,
             "duration_s": round(self.duration_s, 1),
             "stream_error": self.stream_error,
+            "unknown": self.unknown,
         }
 
 
@@ -138,6 +142,10 @@ def render_summary(summary: RunSummary) -> Group:
         head.add_row("rejected because", reasons, "", "")
     if summary.stream_error:
         head.add_row(Text("stream error", style="red"), summary.stream_error, "", "")
+    for u in summary.unknown:
+        head.add_row(Text("outcome unknown", style="yellow"),
+                     f"{u['kind']} {u['target']} on {u['cluster']}: rechecked at the next start",
+                     "", "")
 
     bundles = Table(title="Bundles per namespace", expand=True)
     for col in ("namespace", "before", "after"):

@@ -9,6 +9,7 @@ from typing import Any
 from balancer.app import BalancerApp
 from balancer.bundles import format_position
 from balancer.config import BalancerConfig
+from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
 from balancer.decisions import DecisionKind
 from balancer.liveview import RunSummary
@@ -46,15 +47,49 @@ def summarize(
     started: float,
     error: str | None,
 ) -> RunSummary:
-    splits: list[dict[str, Any]] = []
-    offloads: list[dict[str, Any]] = []
     with app.live.lock:
         outcomes = list(app.live.outcomes)
         consumed = app.live.events_consumed
         rejected = dict(app.live.events_rejected)
         late = app.live.events_late
         batches = app.live.batches
+    splits, offloads, unknown = actions_of(outcomes)
+    with peer_group_from_config(config) as admin:
+        after = census(admin)
+    return RunSummary(
+        bundles_before=before,
+        bundles_after=after,
+        splits=splits,
+        offloads=offloads,
+        events_processed=consumed - sum(rejected.values()),
+        events_rejected=sum(rejected.values()),
+        events_rejected_by_reason=rejected,
+        events_late=late,
+        batches=batches,
+        mode=config.controller.mode,
+        duration_s=time.monotonic() - started,
+        stream_error=error,
+        unknown=unknown,
+    )
+
+
+Actions = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def actions_of(outcomes: list[Outcome]) -> Actions:
+    """Applied splits, triggered offloads, and actions still `unknown`, from the outcomes."""
+    splits: list[dict[str, Any]] = []
+    offloads: list[dict[str, Any]] = []
+    settled = {o.decision_id for o in outcomes if o.rechecked}
+    unknown = [
+        {"kind": o.kind.value, "cluster": o.cluster, "target": _target(o),
+         "decision_id": o.decision_id, "detail": o.detail}
+        for o in outcomes
+        if o.result is ActionResult.UNKNOWN and o.decision_id not in settled
+    ]  # fmt: skip
     for outcome in outcomes:
+        # A split that timed out and was then read back as applied is listed once: from the
+        # recheck's outcome, which carries the decision too.
         if outcome.result is not ActionResult.APPLIED or outcome.decision is None:
             continue
         d = outcome.decision
@@ -78,19 +113,11 @@ def summarize(
                 "bytes_offloaded": outcome.bytes_offloaded,
                 "detail": outcome.detail,
             })
-    with peer_group_from_config(config) as admin:
-        after = census(admin)
-    return RunSummary(
-        bundles_before=before,
-        bundles_after=after,
-        splits=splits,
-        offloads=offloads,
-        events_processed=consumed - sum(rejected.values()),
-        events_rejected=sum(rejected.values()),
-        events_rejected_by_reason=rejected,
-        events_late=late,
-        batches=batches,
-        mode=config.controller.mode,
-        duration_s=time.monotonic() - started,
-        stream_error=error,
-    )
+    return splits, offloads, unknown
+
+
+def _target(outcome: Outcome) -> str:
+    d = outcome.decision
+    if d is None:
+        return outcome.namespace
+    return str(d.bundle.key(d.namespace)) if outcome.kind is DecisionKind.SPLIT else str(d.topic)

@@ -6,6 +6,12 @@ not running; the offload point) -> same action already done -> rate limit -> jou
 the call -> journal outcome. Every decision ends in exactly one `Outcome`, written to the audit
 log and counted in `stats`. A 404 or a changed layout is "stale", a 409 on offload is
 "already_running": outcomes, not crashes, and never retried.
+
+A split or offload that was sent and got no answer (a timeout, a reset) or a 5xx is read
+back from Pulsar (the layout, the offload status and ledgers): `applied` when Pulsar shows it
+done, else `unknown` (no answer: it may still be in flight) or `failed` (Pulsar answered).
+An `unknown` action is rechecked by `reconcile()` on the next batch and after a restart,
+never re-sent; no new action touches its bundle or topic until it is settled.
 """
 
 from __future__ import annotations
@@ -14,24 +20,45 @@ import fnmatch
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from balancer import offload
-from balancer.bundles import NamespaceBundles, format_position
+from balancer.bundles import NamespaceBundles
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers, BreakerStatus
 from balancer.controller.clock import Clock, SystemClock
-from balancer.controller.journal import Journal
+from balancer.controller.journal import Journal, JournalEntry
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.limits import ActionLimits
+from balancer.controller.outcome import Finish as _Finish
+from balancer.controller.outcome import (
+    Outcome,
+    OutcomeListener,
+    algorithm_refused,
+    bytes_before,
+    offload_action_key,
+    read_back_needed,
+    rechecked_outcome,
+    report_outcome,
+    split_action_key,
+)
+from balancer.controller.outcome import Step as _Step
+from balancer.controller.outcome import error_info as _error_info
 from balancer.controller.ports import AdminPort
-from balancer.controller.reconcile import reconcile_entry, split_done
+from balancer.controller.reconcile import (
+    offload_verdict,
+    recheck_entry,
+    reconcile_entry,
+    split_done,
+    split_verdict,
+)
 from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
-from balancer.decisions import Decision, DecisionKind, OffloadDecision, SplitDecision
+from balancer.decisions import Decision, OffloadDecision, SplitDecision
 from balancer.pulsar.errors import (
     ConflictError,
     NotFoundError,
+    OutcomeUnknownError,
     PulsarAdminError,
     ServerError,
     UnavailableError,
@@ -61,72 +88,15 @@ class ControllerSettings:
     allow_namespaces: tuple[str, ...] = ("*",)
     deny_namespaces: tuple[str, ...] = ()
     unload_after_split: bool = True
+    # How long after the call an unanswered action that Pulsar does not show is taken as
+    # never applied (`failed`); before that it stays `unknown`, as it may still be in flight.
+    unknown_settle_s: float = 60.0
 
     def allows(self, namespace: str) -> bool:
         """Allow-listed and not deny-listed (fnmatch globs over `tenant/namespace`)."""
         allowed = any(fnmatch.fnmatchcase(namespace, p) for p in self.allow_namespaces)
         denied = any(fnmatch.fnmatchcase(namespace, p) for p in self.deny_namespaces)
         return allowed and not denied
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    decision_id: str
-    kind: DecisionKind
-    cluster: str
-    namespace: str
-    result: ActionResult
-    reason: str  # metric label: SplitReason spelling for splits, "Size" for offloads
-    detail: str
-    duration_s: float
-    pulsar: dict[str, Any] = field(default_factory=dict)  # what Pulsar answered, for the audit
-    children: int = 0  # bundles created by an applied split
-    bytes_offloaded: int = 0  # bytes a triggered offload moves (closed ledgers before the point)
-    # The decision itself, for listeners that report what was done (e.g. the run summary).
-    decision: Any = field(default=None, compare=False, repr=False)
-
-
-OutcomeListener = Callable[[Outcome], None]
-
-
-@dataclass(frozen=True, slots=True)
-class _Step:
-    """How one decision ended, before it becomes an Outcome."""
-
-    result: ActionResult
-    detail: str
-    pulsar: dict[str, Any] = field(default_factory=dict)
-    children: int = 0
-    bytes_offloaded: int = 0
-
-
-class _Finish(Exception):
-    """Ends a decision early with a result (control flow inside one decision, not an error)."""
-
-    def __init__(self, result: ActionResult, detail: str, **pulsar: Any) -> None:
-        super().__init__(detail)
-        self.step = _Step(result, detail, pulsar)
-
-
-def _error_info(exc: PulsarAdminError) -> dict[str, Any]:
-    return {
-        "error": type(exc).__name__,
-        "status": exc.status,
-        "reason": exc.reason,
-        "method": exc.method,
-        "url": exc.url,  # the client's URLs never carry credentials
-        "attempts": exc.attempts,
-        "cluster": exc.cluster,  # the cluster that answered (or did not)
-    }
-
-
-def split_action_key(decision: SplitDecision) -> str:
-    points = ",".join(format_position(b) for b in decision.boundaries)
-    return f"split|{decision.cluster}|{decision.namespace}|{decision.bundle}|{points}"
-
-
-def offload_action_key(decision: OffloadDecision, point: MessageId) -> str:
-    return f"offload|{decision.cluster}|{decision.topic}|{point.ledger_id}:{point.entry_id}"
 
 
 class Controller:
@@ -156,6 +126,8 @@ class Controller:
         # Every layout read is kept, so the stream maps topics to new children at once.
         self.layouts = layouts or LayoutCache(admin, clock=self.clock, breakers=breakers)
         self._listeners: list[OutcomeListener] = []
+        # Decisions whose outcome is unknown, kept for the listeners once a recheck settles them.
+        self._unsettled: dict[str, Decision] = {}
         self._lock = threading.Lock()  # one decision at a time: the journal order is the truth
 
     def add_listener(self, listener: OutcomeListener) -> None:
@@ -214,12 +186,17 @@ class Controller:
             decision=decision,
         )
         self._report(decision, outcome, batch_id)
+        if outcome.result is ActionResult.UNKNOWN:
+            self._unsettled[decision.decision_id] = decision
+        self._notify(outcome)
+        return outcome
+
+    def _notify(self, outcome: Outcome) -> None:
         for listener in self._listeners:
             try:
                 listener(outcome)
             except Exception:  # a metrics bug must not stop the controller
                 log.exception("outcome listener failed")
-        return outcome
 
     def _gate(self, decision: SplitDecision | OffloadDecision) -> None:
         """The checks that need no call to Pulsar."""
@@ -253,6 +230,10 @@ class Controller:
         breaker = self.breakers.for_cluster(cluster)
         try:
             value = fn()
+        except OutcomeUnknownError as exc:
+            breaker.record_failure()
+            detail = f"{what}: sent, no answer ({exc})"
+            raise _Finish(ActionResult.UNKNOWN, detail, **_error_info(exc)) from None
         except ConflictError as exc:
             breaker.record_success()
             detail = f"{what}: conflict (409) {exc.reason}"
@@ -300,10 +281,20 @@ class Controller:
         if not written:
             raise _Finish(ActionResult.DUPLICATE, "decision already in the journal")
 
+    def _wait_unsettled(self, decision: SplitDecision | OffloadDecision, target: str) -> None:
+        """No new action on a bundle or topic while an earlier one there has no known outcome."""
+        earlier = self.journal.unsettled_for(decision.kind.value, target)
+        if earlier is not None:
+            raise _Finish(
+                ActionResult.DUPLICATE,
+                f"outcome of {earlier.decision_id} on {target} not known yet: rechecked first",
+            )
+
     def _split_steps(self, decision: SplitDecision, batch_id: str | None) -> _Step:
         layout = self._layout(decision)
         if not layout.has(decision.bundle):
             raise _Finish(ActionResult.STALE, f"bundle {decision.bundle} no longer in the layout")
+        self._wait_unsettled(decision, decision.bundle.key(decision.namespace))
         action_key = split_action_key(decision)
         earlier = self.journal.applied_with_key(action_key)
         if earlier is not None:
@@ -334,8 +325,14 @@ class Controller:
                 ),
             )
         except _Finish as finish:
-            self._outcome(decision.decision_id, finish.step.result, finish.step.detail)
-            raise
+            step = finish.step
+            if read_back_needed(step):
+                step = self._split_read_back(decision, step)
+            step = algorithm_refused(step, SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value) or step
+            self._outcome(decision.decision_id, step.result, step.detail)
+            if step.result is ActionResult.APPLIED:
+                return step
+            raise _Finish.of(step) from None
         children = len(decision.boundaries) + 1
         # Pulsar answers 204 even when it found nothing to split: check the layout.
         try:
@@ -353,6 +350,25 @@ class Controller:
         self._outcome(decision.decision_id, ActionResult.FAILED, detail)
         return _Step(ActionResult.FAILED, detail, {"status": 204, "num_bundles": after.num_bundles})
 
+    def _split_read_back(self, decision: SplitDecision, step: _Step) -> _Step:
+        """The split call failed without a clear refusal: what does the layout show?"""
+        unknown = step.result is ActionResult.UNKNOWN
+        try:
+            layout = self._layout(decision)
+        except _Finish as again:
+            return replace(step, detail=f"{step.detail}; layout not read ({again.step.detail})")
+        result, seen = split_verdict(
+            layout, decision.bundle, decision.boundaries, settled=not unknown
+        )
+        pulsar = {**step.pulsar, "read_back": result.value, "num_bundles": layout.num_bundles}
+        if result is ActionResult.APPLIED:
+            children = len(decision.boundaries) + 1
+            detail = f"split into {children} bundles ({step.detail}; read back: {seen})"
+            return _Step(ActionResult.APPLIED, detail, pulsar, children=children)
+        if unknown:
+            return _Step(result, f"{step.detail}; read back: {seen}", pulsar)
+        return replace(step, detail=f"{step.detail}; read back: {seen}", pulsar=pulsar)
+
     def _offload_steps(self, decision: OffloadDecision, batch_id: str | None) -> _Step:
         status = self._call(
             decision.cluster, "offload status", lambda: self.admin.offload_status(decision.topic)
@@ -365,6 +381,7 @@ class Controller:
         point = self._offload_point(stats, decision.threshold_bytes)
         if point is None:
             raise _Finish(ActionResult.NOTHING_TO_OFFLOAD, "no ledger to offload above threshold")
+        self._wait_unsettled(decision, decision.topic)
         action_key = offload_action_key(decision, point)
         earlier = self.journal.applied_with_key(action_key)
         if earlier is not None:
@@ -380,17 +397,44 @@ class Controller:
                 on_conflict=ActionResult.ALREADY_RUNNING,
             )
         except _Finish as finish:
-            self._outcome(decision.decision_id, finish.step.result, finish.step.detail)
-            raise
-        moved = sum(
-            lg.size
-            for lg in stats.ledgers_with_sizes()
-            if lg.ledger_id < point.ledger_id and not lg.offloaded and lg.entries > 0
-        )
+            step = finish.step
+            if read_back_needed(step):
+                step = self._offload_read_back(decision, point, stats, step)
+            self._outcome(decision.decision_id, step.result, step.detail)
+            if step.result is ActionResult.APPLIED:
+                return step
+            raise _Finish.of(step) from None
+        moved = bytes_before(stats, point)
         detail = f"offload up to ledger {point.ledger_id} ({moved} bytes)"
         self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
         pulsar = {"status": 204, "message_id": point.to_json()}
         return _Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved)
+
+    def _offload_read_back(
+        self, decision: OffloadDecision, point: MessageId, stats: InternalStats, step: _Step
+    ) -> _Step:
+        """The trigger failed without a clear refusal: what do status and ledgers show?"""
+        unknown = step.result is ActionResult.UNKNOWN
+        topic = decision.topic
+        try:
+            status = self._call(
+                decision.cluster, "offload status", lambda: self.admin.offload_status(topic)
+            )
+            now = self._call(
+                decision.cluster, "internal stats", lambda: self.admin.internal_stats(topic)
+            )
+        except _Finish as again:
+            return replace(step, detail=f"{step.detail}; status not read ({again.step.detail})")
+        result, seen = offload_verdict(now, status, point, settled=not unknown)
+        pulsar = {**step.pulsar, "read_back": result.value, "message_id": point.to_json()}
+        if result is ActionResult.APPLIED:
+            moved = bytes_before(stats, point)
+            detail = f"offload up to ledger {point.ledger_id} ({moved} bytes; {step.detail}; " \
+                f"read back: {seen})"
+            return _Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved)
+        if unknown:
+            return _Step(result, f"{step.detail}; read back: {seen}", pulsar)
+        return replace(step, detail=f"{step.detail}; read back: {seen}", pulsar=pulsar)
 
     def _outcome(self, decision_id: str, result: ActionResult, detail: str) -> None:
         self.journal.record_outcome(
@@ -398,62 +442,22 @@ class Controller:
         )
 
     def _report(self, decision: Decision, outcome: Outcome, batch_id: str | None) -> None:
-        self.stats.count(decision.kind.value, outcome.result.value, outcome.reason)
-        if outcome.result in (ActionResult.APPLIED, ActionResult.DRY_RUN):
-            target = (
-                decision.bundle.key(decision.namespace)
-                if isinstance(decision, SplitDecision)
-                else decision.topic
-            )
-            detail = outcome.detail
-            if isinstance(decision, SplitDecision) and outcome.result is ActionResult.DRY_RUN:
-                points = ", ".join(format_position(b) for b in decision.boundaries)
-                detail = f"would split at {points} ({decision.reason.value})"
-            action = AppliedAction(
-                decision_id=decision.decision_id,
-                kind=decision.kind.value,
-                cluster=decision.cluster,
-                namespace=decision.namespace,
-                target=target,
-                detail=detail,
-                at_ms=self.clock.now_ms(),
-            )
-            if outcome.result is ActionResult.APPLIED:
-                self.stats.applied(action)
-            else:
-                self.stats.planned(action)
-        level = logging.INFO if outcome.result is not ActionResult.FAILED else logging.WARNING
-        log.log(
-            level,
-            "%s %s %s: %s (%s)",
-            decision.kind.value,
-            decision.decision_id,
-            outcome.result.value,
-            outcome.detail,
-            self.settings.mode,
-        )
-        self.audit.write(
-            {
-                "at_ms": self.clock.now_ms(),
-                "batch_id": batch_id,
-                "mode": self.settings.mode,
-                "decision": decision.to_dict(),
-                "result": outcome.result.value,
-                "reason": outcome.reason,
-                "detail": outcome.detail,
-                "pulsar": outcome.pulsar,
-                "duration_s": round(outcome.duration_s, 6),
-            }
-        )
+        report_outcome(
+            self.stats, self.audit, decision, outcome,
+            batch_id=batch_id, mode=self.settings.mode, now_ms=self.clock.now_ms(),
+        )  # fmt: skip
 
     # -- restart ------------------------------------------------------------------------------
 
     def reconcile(self) -> list[tuple[str, ActionResult]]:
-        """Settle intents a crash left without outcome by reading Pulsar's state; re-apply none.
+        """Settle intents a crash left without outcome, and `unknown` outcomes, by reading
+        Pulsar's state; re-apply none.
 
-        An intent whose check fails (cluster down) stays pending for the next call.
+        An intent whose check fails (cluster down) stays pending for the next call; an
+        `unknown` action Pulsar does not show yet stays unknown until `unknown_settle_s`.
         """
         settled: list[tuple[str, ActionResult]] = []
+        rechecked: list[Outcome] = []
         with self._lock:
             for entry in self.journal.pending():
                 try:
@@ -464,19 +468,55 @@ class Controller:
                     continue
                 self._outcome(entry.decision_id, result, f"reconciled: {detail}")
                 self.stats.count(entry.kind, result.value, "Reconciled")
-                self.audit.write(
-                    {
-                        "at_ms": self.clock.now_ms(),
-                        "reconciled": True,
-                        "decision_id": entry.decision_id,
-                        "kind": entry.kind,
-                        "intent": entry.payload,
-                        "result": result.value,
-                        "detail": detail,
-                    }
-                )
+                self._audit_settled(entry, "reconciled", result, detail)
                 settled.append((entry.decision_id, result))
+            for entry in self.journal.unknown():
+                outcome = self._recheck(entry)
+                if outcome is not None:
+                    rechecked.append(outcome)
+                    settled.append((entry.decision_id, outcome.result))
+        for outcome in rechecked:
+            self._notify(outcome)
         return settled
+
+    def _recheck(self, entry: JournalEntry) -> Outcome | None:
+        """Settle one `unknown` action from Pulsar's state (None: still unknown)."""
+        age_s = (self.clock.now_ms() - entry.intent_at_ms) / 1000
+        try:
+            result, detail = recheck_entry(
+                self.admin, self.layouts, entry, settled=age_s >= self.settings.unknown_settle_s
+            )
+        except PulsarAdminError as exc:
+            log.warning("cannot recheck %s yet: %s", entry.decision_id, exc)
+            return None
+        if result is ActionResult.UNKNOWN:
+            log.info("%s %s still unknown after %.0f s: %s",
+                     entry.kind, entry.decision_id, age_s, detail)
+            return None
+        self._outcome(entry.decision_id, result, f"rechecked: {detail}")
+        outcome = rechecked_outcome(
+            entry, result, f"rechecked: {detail}", age_s=age_s,
+            decision=self._unsettled.pop(entry.decision_id, None),
+        )  # fmt: skip
+        self.stats.count(entry.kind, result.value, outcome.reason)
+        if result is ActionResult.APPLIED:
+            self.stats.applied(AppliedAction(
+                decision_id=entry.decision_id, kind=entry.kind, cluster=entry.cluster,
+                namespace=entry.namespace, target=entry.target, detail=outcome.detail,
+                at_ms=self.clock.now_ms(),
+            ))  # fmt: skip
+        log.info("%s %s rechecked: %s (%s)", entry.kind, entry.decision_id, result.value, detail)
+        self._audit_settled(entry, "rechecked", result, detail)
+        return outcome
+
+    def _audit_settled(
+        self, entry: JournalEntry, how: str, result: ActionResult, detail: str
+    ) -> None:
+        self.audit.write({
+            "at_ms": self.clock.now_ms(), how: True, "decision_id": entry.decision_id,
+            "kind": entry.kind, "intent": entry.payload, "result": result.value,
+            "detail": detail,
+        })  # fmt: skip
 
     def close(self) -> None:
         self.journal.close()

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Protocol
 
 from balancer.config import BalancerConfig
-from balancer.controller.apply import Controller, ControllerSettings, Outcome
+from balancer.controller.apply import Controller, ControllerSettings
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.limits import ActionLimits
+from balancer.controller.outcome import Outcome
 from balancer.controller.ports import AdminPort
 from balancer.controller.stats import ControllerStats
 from balancer.decisions import Decision
@@ -68,7 +69,6 @@ class ControllerHandler:
         # Topics at least this large are reported in `large_topics` (None: offload is off).
         self.offload_min_bytes: int | None = thresholds.min_offload_threshold_bytes()
         self.last_outcomes: tuple[Outcome, ...] = ()
-        self._reconciled = False
         self._lock = threading.Lock()
 
     @property
@@ -87,10 +87,10 @@ class ControllerHandler:
     def handle(self, report: BatchReportLike) -> None:
         batch_id = str(report.batch_id)
         with self._lock:
-            if not self._reconciled:
-                # Intents a crash left open; retried each batch until Pulsar can be read.
+            if self.controller.journal.has_unsettled():
+                # Intents a crash (or an unexpected error) left open and actions sent without
+                # an answer (`unknown`): checked each batch until Pulsar's state settles them.
                 self.controller.reconcile()
-                self._reconciled = not self.controller.journal.pending()
             if self.controller.journal.batch_handled(batch_id):
                 log.info("batch %s already handled: skipped", batch_id)
                 self.stats.batch(replayed=True)

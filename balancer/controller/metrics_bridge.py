@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from balancer.controller.apply import Controller, Outcome
+from balancer.controller.apply import Controller
 from balancer.controller.breaker import BreakerState
+from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
 from balancer.decisions import DecisionKind
 
@@ -30,6 +31,8 @@ class MetricsSink(Protocol):
 
     def record_split(self, cluster: str, result: str, reason: str, children: int = 0) -> None: ...
 
+    def record_split_algorithm_refused(self, cluster: str, algorithm: str) -> None: ...
+
     def record_offload(self, cluster: str, result: str, bytes_offloaded: int = 0) -> None: ...
 
     def set_breaker(self, cluster: str, open: bool) -> None: ...
@@ -38,10 +41,14 @@ class MetricsSink(Protocol):
 def attach_metrics(controller: Controller, metrics: MetricsSink) -> None:
     def on_outcome(outcome: Outcome) -> None:
         if outcome.kind is DecisionKind.SPLIT:
-            metrics.record_split(outcome.cluster, "decided", outcome.reason)
+            if not outcome.rechecked:  # a recheck settles an earlier decision: not a new one
+                metrics.record_split(outcome.cluster, "decided", outcome.reason)
             result = SPLIT_RESULTS.get(outcome.result)
             if result is not None:
                 metrics.record_split(outcome.cluster, result, outcome.reason, outcome.children)
+            refused = outcome.pulsar.get("algorithm_refused")
+            if refused:
+                metrics.record_split_algorithm_refused(outcome.cluster, refused)
         else:
             result = OFFLOAD_RESULTS.get(outcome.result)
             if result is not None:

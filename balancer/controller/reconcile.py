@@ -1,8 +1,13 @@
-"""What became of an action whose intent was journaled but whose outcome was not (a crash).
+"""What became of an action whose intent was journaled but whose outcome was not (a crash),
+or whose call was sent and got no answer (a timeout or reset: outcome `unknown`).
 
 Pulsar's state is the only witness: a split is done when the parent is gone and every decided
 boundary is in the layout; an offload is done (or under way) when the ledgers before its
 point are offloaded or an offload is running. Nothing here ever re-applies an action.
+
+An unanswered call may still be in flight inside Pulsar, so "not visible" stays `unknown`
+until the call is `settled` (old enough that Pulsar has surely answered it); only then is it
+`failed`.
 """
 
 from __future__ import annotations
@@ -16,13 +21,72 @@ from balancer.controller.ports import AdminPort
 from balancer.controller.stats import ActionResult
 from balancer.decisions import DecisionKind
 from balancer.pulsar.errors import NotFoundError
-from balancer.pulsar.models import OffloadState, parse_message_id
+from balancer.pulsar.models import (
+    InternalStats,
+    MessageId,
+    OffloadState,
+    OffloadStatus,
+    parse_message_id,
+)
 
 
 def split_done(layout: NamespaceBundles, bundle: BundleRange, boundaries: Sequence[int]) -> bool:
     """The parent is gone and every decided boundary is in the layout."""
     present = set(layout.boundaries)
     return not layout.has(bundle) and all(b in present for b in boundaries)
+
+
+def split_verdict(
+    layout: NamespaceBundles, bundle: BundleRange, boundaries: Sequence[int], *, settled: bool
+) -> tuple[ActionResult, str]:
+    """What the layout says of a split sent without an answer."""
+    if split_done(layout, bundle, boundaries):
+        return ActionResult.APPLIED, "layout holds the decided boundaries"
+    if not layout.has(bundle):
+        return ActionResult.STALE, "bundle changed by someone else"
+    if settled:
+        return ActionResult.FAILED, "not applied: the bundle is unchanged"
+    return ActionResult.UNKNOWN, "bundle unchanged so far: the split may still be in flight"
+
+
+def offload_verdict(
+    stats: InternalStats, status: OffloadStatus, point: MessageId, *, settled: bool
+) -> tuple[ActionResult, str]:
+    """What the ledgers and the offload status say of a trigger sent without an answer."""
+    before = [lg for lg in stats.ledgers if lg.ledger_id < point.ledger_id and lg.entries > 0]
+    if before and all(lg.offloaded for lg in before):
+        return ActionResult.APPLIED, "ledgers before the point are offloaded"
+    if status.state is OffloadState.RUNNING:
+        return ActionResult.APPLIED, "offload running"
+    seen = f"offload status {status.state.value}"
+    if status.last_error:
+        seen += f" ({status.last_error})"
+    if settled:
+        return ActionResult.FAILED, f"not applied: {seen}, ledgers not offloaded"
+    return ActionResult.UNKNOWN, f"{seen}, ledgers not offloaded so far: may still be in flight"
+
+
+def recheck_entry(
+    admin: AdminPort, layouts: LayoutCache, entry: JournalEntry, *, settled: bool
+) -> tuple[ActionResult, str]:
+    """The outcome of an `unknown` action, read from Pulsar (PulsarAdminError if it cannot be)."""
+    call = entry.payload.get("call", {})
+    if entry.kind == DecisionKind.SPLIT.value:
+        try:
+            layout = admin.get_bundles(entry.namespace)
+        except NotFoundError:
+            return ActionResult.STALE, "namespace gone"
+        layouts.put(entry.cluster, layout)
+        bundle = BundleRange.parse(call["bundle"])
+        boundaries = tuple(int(b) for b in call["boundaries"])
+        return split_verdict(layout, bundle, boundaries, settled=settled)
+    topic = call["topic"]
+    try:
+        stats = admin.internal_stats(topic)
+        status = admin.offload_status(topic)
+    except NotFoundError:
+        return ActionResult.STALE, "topic gone"
+    return offload_verdict(stats, status, parse_message_id(call["message_id"]), settled=settled)
 
 
 def reconcile_entry(

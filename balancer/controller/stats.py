@@ -25,7 +25,10 @@ class ActionResult(StrEnum):
     BREAKER_OPEN = "breaker_open"  # the cluster's circuit breaker pauses actions
     DUPLICATE = "duplicate"  # this decision (or this exact action) was handled before
     ABANDONED = "abandoned"  # a crashed intent that Pulsar shows was never applied
-    FAILED = "failed"  # Pulsar refused or failed; recorded, not retried
+    FAILED = "failed"  # Pulsar refused or failed, or read back as never applied; not retried
+    # Sent, no answer (timeout, reset), and Pulsar's state does not show it yet: rechecked
+    # on the next batch and after a restart, never re-sent; settles as applied or failed.
+    UNKNOWN = "unknown"
 
 
 OFFLOAD_REASON = "Size"

@@ -275,6 +275,7 @@ class PulsarPeerGroup:
             json_body=body,
             namespace=namespace,
             home=cluster,
+            idempotent=False,  # a second split would split the children
         )
         self._t.send(call)
 
@@ -385,6 +386,7 @@ class PulsarPeerGroup:
                 json_body=message_id.to_json(),
                 namespace=name.namespace_name,
                 home=cluster,
+                idempotent=False,  # the controller reads the offload status back instead
             )
         )
 

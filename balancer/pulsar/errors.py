@@ -16,6 +16,7 @@ outcome instead of crashing. Messages never contain the bearer token.
     │   └── TooManyRequestsError (429, after the retries ran out)
     ├── ServerError (5xx, after the retries ran out)
     ├── UnavailableError (no response: connection refused, timeouts, after the retries)
+    │   └── OutcomeUnknownError (a split/offload sent, then a timeout or reset: may be applied)
     ├── RedirectLoopError (a 307 back to a cluster already visited)
     ├── TooManyRedirectsError (more 307 hops than allowed)
     ├── RedirectRefusedError (a 307 to a host the token must not go to)
@@ -94,6 +95,15 @@ class ServerError(PulsarAdminError):
 
 class UnavailableError(PulsarAdminError):
     """No HTTP answer at all (connection refused or reset, timeout) after every retry."""
+
+
+class OutcomeUnknownError(UnavailableError):
+    """A call that changes Pulsar (split, trigger offload) was sent and no answer came back.
+
+    A read timeout or a connection reset after the request left: Pulsar may have applied it,
+    may still be applying it, or never got it. The transport does not re-send such a call
+    (a second split would split the children); the caller reads Pulsar's state back instead.
+    """
 
 
 class _RedirectError(PulsarAdminError):

@@ -25,6 +25,7 @@ import httpx
 from balancer.pulsar.auth import BearerTokenAuth, TlsSettings, TokenSource
 from balancer.pulsar.errors import (
     InvalidResponseError,
+    OutcomeUnknownError,
     PulsarAdminError,
     RedirectRefusedError,
     UnavailableError,
@@ -47,6 +48,8 @@ log = logging.getLogger("balancer.pulsar")
 _REDIRECT_STATUSES = (307, 308)  # the ones that keep method and body
 # ClusterData service URLs are re-read at most this often when a Location matches none.
 ALIAS_REFRESH_S = 60.0
+# Failures before the request left this host: even a non-idempotent call may be sent again.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _MAX_REASON_CHARS = 500
 
 
@@ -93,6 +96,9 @@ class Call:
     # Configuration-store data (clusters, tenants, peers) that every cluster answers alike:
     # when the first cluster gives no answer, ask the next one.
     any_cluster: bool = False
+    # False for calls that must not run twice (split): after a timeout or reset once the
+    # request was sent, no retry; OutcomeUnknownError tells the caller to read the state back.
+    idempotent: bool = True
 
 
 class AdminTransport:
@@ -353,6 +359,15 @@ class AdminTransport:
                     )
                 )
                 what = f"{type(exc).__name__}"
+                if not call.idempotent and not isinstance(exc, _NOT_SENT):
+                    raise OutcomeUnknownError(
+                        f"{call.method} {safe_url(hop.url)} (cluster {hop.cluster}): sent, no "
+                        f"answer ({what}); not re-sent, outcome unknown",
+                        method=call.method,
+                        url=safe_url(hop.url),
+                        cluster=hop.cluster,
+                        attempts=attempt,
+                    ) from None
                 if attempt >= policy.max_attempts:
                     raise UnavailableError(
                         f"{call.method} {safe_url(hop.url)} (cluster {hop.cluster}): no answer "

@@ -31,9 +31,10 @@ class FaultDecision:
 
 class FaultInjector:
     """Fractions of requests to fail; `only_paths` limits faults to paths containing any of
-    the given substrings, `only_clusters` to those clusters' brokers (empty = all).
-    `down_clusters` answer nothing at all, whatever the paths. Counters in `injected` by
-    kind."""
+    the given substrings, `only_methods` to those HTTP methods (e.g. `PUT`: the offload trigger
+    and not its status, which share a path), `only_clusters` to those clusters' brokers
+    (empty = all). `down_clusters` answer nothing at all, whatever the paths. Counters in
+    `injected` by kind."""
 
     def __init__(self, *, seed: int = 0) -> None:
         self._lock = threading.Lock()
@@ -45,6 +46,7 @@ class FaultInjector:
         self.latency_s = 0.0
         self.offload_failure_rate = 0.0  # share of offloads that end in ERROR
         self.only_paths: tuple[str, ...] = ()
+        self.only_methods: tuple[str, ...] = ()
         self.only_clusters: tuple[str, ...] = ()
         self.down_clusters: tuple[str, ...] = ()
         self.injected: Counter[str] = Counter()
@@ -59,6 +61,7 @@ class FaultInjector:
         latency_s: float | None = None,
         offload_failure_rate: float | None = None,
         only_paths: tuple[str, ...] | None = None,
+        only_methods: tuple[str, ...] | None = None,
         only_clusters: tuple[str, ...] | None = None,
         down_clusters: tuple[str, ...] | None = None,
         seed: int | None = None,
@@ -81,6 +84,8 @@ class FaultInjector:
                 self.latency_s = latency_s
             if only_paths is not None:
                 self.only_paths = tuple(only_paths)
+            if only_methods is not None:
+                self.only_methods = tuple(m.upper() for m in only_methods)
             if only_clusters is not None:
                 self.only_clusters = tuple(only_clusters)
             if down_clusters is not None:
@@ -97,6 +102,7 @@ class FaultInjector:
             latency_s=0.0,
             offload_failure_rate=0.0,
             only_paths=(),
+            only_methods=(),
             only_clusters=(),
             down_clusters=(),
         )
@@ -111,12 +117,14 @@ class FaultInjector:
                 self.injected["offload_failure"] += 1
             return fails
 
-    def decide(self, path: str, cluster: str = "") -> FaultDecision:
+    def decide(self, path: str, cluster: str = "", method: str = "") -> FaultDecision:
         with self._lock:
             if cluster in self.down_clusters:
                 self.injected[FaultKind.DOWN.value] += 1
                 return FaultDecision(FaultKind.DOWN, 0.0)
             if self.only_paths and not any(p in path for p in self.only_paths):
+                return FaultDecision(FaultKind.NONE, 0.0)
+            if self.only_methods and method.upper() not in self.only_methods:
                 return FaultDecision(FaultKind.NONE, 0.0)
             if self.only_clusters and cluster not in self.only_clusters:
                 return FaultDecision(FaultKind.NONE, 0.0)

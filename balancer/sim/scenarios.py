@@ -39,6 +39,16 @@ class BrokerSettings(_Strict):
     """Broker configuration shared by every simulated broker (Pulsar's defaults)."""
 
     default_split_algorithm: SplitAlgorithmName = "range_equally_divide"
+    # supportedNamespaceBundleSplitAlgorithms (Pulsar's ServiceConfiguration; this default is
+    # today's; Pulsar 2.10 had only range_equally_divide and topic_count_equally_divide): a
+    # split naming another algorithm is answered 412, as NamespacesBase does. Any name is
+    # accepted here, as a broker's config file accepts any.
+    supported_split_algorithms: tuple[str, ...] = (
+        "range_equally_divide",
+        "topic_count_equally_divide",
+        "specified_positions_divide",
+        "flow_or_qps_equally_divide",
+    )
     max_msg_rate: float = Field(30000.0, gt=0)  # loadBalancerNamespaceBundleMaxMsgRate
     # loadBalancerNamespaceBundleMaxBandwidthMbytes
     max_bandwidth_mbytes: float = Field(100.0, gt=0)

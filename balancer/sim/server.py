@@ -27,6 +27,7 @@ from balancer.sim.faults import FaultInjector, FaultKind
 from balancer.sim.model import NamespaceState, OwnerRedirect, PeerRedirect, SimError, SimModel
 from balancer.sim.paths import metadata_path
 from balancer.sim.peers import config_store_layout, local_namespace, stale_bundle
+from balancer.sim.splitting import check_supported
 from balancer.topics import InvalidTopicName, parse_topic
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,6 @@ def _bundles(m: SimModel, r: Request) -> Response:
 
 
 def _split(m: SimModel, r: Request) -> Response:
-    ns = _ns(m, r)
     body = r.json_body()
     if body is None:
         body = []
@@ -163,6 +163,8 @@ def _split(m: SimModel, r: Request) -> Response:
     ):
         raise SimError(400, "Split boundaries must be a JSON array of integers")
     algorithm = r.query.get("splitAlgorithmName", [None])[-1] or None
+    check_supported(algorithm, m.scenario.broker, body)  # NamespacesBase: before any 307
+    ns = _ns(m, r)
     with m.lock:
         try:
             bundle = m.resolve_bundle(ns, r.params[2], allow_special=True)
@@ -483,7 +485,7 @@ class _BrokerHandler(BaseHTTPRequestHandler):
                 srv.unauthorized += 1
             self._send(Response(401, {"reason": "Authentication required"}))
             return
-        fault = srv.faults.decide(split.path, srv.cluster)
+        fault = srv.faults.decide(split.path, srv.cluster, method)
         if fault.latency_s > 0:
             time.sleep(fault.latency_s)  # a real delay: that is the fault being injected
         if fault.kind in (FaultKind.DROP, FaultKind.DOWN):

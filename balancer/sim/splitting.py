@@ -18,6 +18,31 @@ PULSAR_SPLIT_ALGORITHMS = (
 )
 
 
+def check_supported(
+    requested: str | None, broker: BrokerSettings, boundaries: Sequence[int]
+) -> None:
+    """The REST-level checks of a split naming its algorithm, before any redirect or lookup.
+
+    Follows Pulsar's `NamespacesBase.internalSplitNamespaceBundleAsync`: a name outside the
+    broker's `supportedNamespaceBundleSplitAlgorithms` is 412 with the list in Java's
+    `List.toString` form; `specified_positions_divide` without boundaries is 412 too.
+    """
+    if not requested:
+        return  # the broker default runs; Pulsar checks nothing here
+    supported = broker.supported_split_algorithms
+    if requested not in supported:
+        raise SimError(
+            412,
+            "Unsupported namespace bundle split algorithm, supported algorithms are "
+            f"[{', '.join(supported)}]",
+        )
+    if requested.lower() == SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value and not boundaries:
+        raise SimError(
+            412,
+            "With specified_positions_divide split algorithm, splitBoundaries must not be empty",
+        )
+
+
 def choose_algorithm(
     requested: str | None, broker: BrokerSettings, boundaries: Sequence[int]
 ) -> SplitAlgorithm:

@@ -100,7 +100,7 @@ def _client(sim: RunningPeerGroup, rec: Recorder, **kwargs: Any) -> PulsarPeerGr
             lambda c: c.split_bundle("t/ns", "0x00000000_0x40000000", algorithm="zigzag"),
             412,
             PreconditionFailedError,
-            "Unsupported namespace bundle split algorithm zigzag",
+            "Unsupported namespace bundle split algorithm, supported algorithms are",
         ),
         (
             lambda c: c.split_bundle(
@@ -108,7 +108,7 @@ def _client(sim: RunningPeerGroup, rec: Recorder, **kwargs: Any) -> PulsarPeerGr
             ),
             412,
             PreconditionFailedError,
-            "SplitBoundaries can't be empty",
+            "splitBoundaries must not be empty",
         ),
         (
             # Split redirects to a peer holding the namespace; none does: 412.

@@ -15,13 +15,14 @@ from typing import Any, Literal
 import pytest
 
 from balancer.bundles import BundleRange, NamespaceBundles
-from balancer.controller.apply import Controller, ControllerSettings, Outcome
+from balancer.controller.apply import Controller, ControllerSettings
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers, BreakerState
 from balancer.controller.clock import FakeClock
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
 from balancer.controller.limits import ActionLimits
+from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
 from balancer.decisions import OffloadDecision, SplitDecision, offload_decision_id
 from balancer.detect import DetectionSettings

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from balancer.app import LiveState
 from balancer.bundles import BundleRange
-from balancer.controller.apply import Outcome
+from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
 from balancer.decisions import DecisionKind
 from balancer.liveview import RunSummary, render_live, render_summary
@@ -67,3 +67,15 @@ def test_summary_lists_splits_with_boundaries_and_offloads_in_readable_sizes() -
                 "events_processed", "events_rejected"):
         assert key in data
     assert data["bundles_after"] == {"acme/orders": 6}
+
+
+def test_summary_names_actions_whose_outcome_is_still_unknown() -> None:
+    summary = RunSummary(
+        bundles_before={}, bundles_after={}, splits=[], offloads=[], events_processed=0,
+        events_rejected=0,
+        unknown=[{"kind": "split", "cluster": "east", "target": "acme/orders/0x00000000_0x40000000",
+                  "decision_id": "split-1", "detail": "sent, no answer"}],
+    )
+    text = text_of(render_summary(summary))
+    assert "outcome unknown" in text and "acme/orders/0x00000000_0x40000000" in text
+    assert json.loads(json.dumps(summary.to_dict()))["unknown"][0]["decision_id"] == "split-1"

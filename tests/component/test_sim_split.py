@@ -159,8 +159,8 @@ def test_flow_or_qps_works_only_as_the_broker_default(http: httpx.Client) -> Non
     [
         ({"splitAlgorithmName": "no_such_algorithm"}, None, "Unsupported"),
         ({"splitAlgorithmName": "balanced_flow_divide"}, None, "Unsupported"),
-        ({"splitAlgorithmName": "specified_positions_divide"}, None, "can't be empty"),
-        ({"splitAlgorithmName": "specified_positions_divide"}, [], "can't be empty"),
+        ({"splitAlgorithmName": "specified_positions_divide"}, None, "must not be empty"),
+        ({"splitAlgorithmName": "specified_positions_divide"}, [], "must not be empty"),
         ({"splitAlgorithmName": "specified_positions_divide"}, [0x50000000], "not strictly inside"),
         ({"splitAlgorithmName": "specified_positions_divide"}, [0x40000000], "not strictly inside"),
         ({"splitAlgorithmName": "specified_positions_divide"}, [0], "not strictly inside"),
@@ -319,3 +319,38 @@ def test_owner_redirect_mode_sends_bundle_and_topic_requests_to_the_owner(
         moved = http.get(f"{group.broker_urls['east'][1 - holder]}{stats_path}")
         assert moved.status_code == 307
         assert moved.headers["location"].startswith(group.broker_urls["east"][holder])
+
+
+PULSAR_2_10_DEFAULT = ["range_equally_divide", "topic_count_equally_divide"]
+
+
+def test_supported_split_algorithms_default_to_pulsars_list(group: RunningPeerGroup) -> None:
+    assert group.model.scenario.broker.supported_split_algorithms == (
+        "range_equally_divide",
+        "topic_count_equally_divide",
+        "specified_positions_divide",
+        "flow_or_qps_equally_divide",
+    )
+
+
+def test_an_algorithm_outside_the_supported_list_is_412_before_any_redirect(
+    http: httpx.Client,
+) -> None:
+    doc = scenario()
+    doc["broker"]["supported_split_algorithms"] = PULSAR_2_10_DEFAULT
+    with start_peer_group(parse_scenario(doc)) as group:
+        params = {"splitAlgorithmName": "specified_positions_divide"}
+        for cluster in ("east", "west"):  # west would redirect: Pulsar checks the list first
+            r = http.put(split_url(group, FIRST, cluster=cluster), params=params,
+                         json=[0x20000000], follow_redirects=False)
+            assert r.status_code == 412
+            assert r.json()["reason"] == (
+                "Unsupported namespace bundle split algorithm, supported algorithms are "
+                "[range_equally_divide, topic_count_equally_divide]"
+            )
+        assert group.model.splits == []
+        r = http.put(split_url(group, FIRST), params={"splitAlgorithmName": "range_equally_divide"})
+        assert r.status_code == 204 and len(group.model.splits) == 1
+        # No name: the broker default runs, whatever the list says.
+        r = http.put(split_url(group, "0x80000000_0xc0000000"))
+        assert r.status_code == 204 and len(group.model.splits) == 2

@@ -1,0 +1,208 @@
+"""What came of one decision (`Outcome`) and the small pieces the controller builds it from.
+
+`Step` is how a decision ended before it becomes an Outcome; `Finish` ends a decision early
+with one (control flow inside one decision, not an error).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from balancer.bundles import format_position
+from balancer.controller.audit import AuditLog
+from balancer.controller.journal import JournalEntry
+from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
+from balancer.decisions import DecisionKind, OffloadDecision, SplitDecision
+from balancer.pulsar.errors import PulsarAdminError
+from balancer.pulsar.models import InternalStats, MessageId
+
+log = logging.getLogger("balancer.controller.apply")  # the controller's logger, as before
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    decision_id: str
+    kind: DecisionKind
+    cluster: str
+    namespace: str
+    result: ActionResult
+    reason: str  # metric label: SplitReason spelling for splits, "Size" for offloads
+    detail: str
+    duration_s: float
+    pulsar: dict[str, Any] = field(default_factory=dict)  # what Pulsar answered, for the audit
+    children: int = 0  # bundles created by an applied split
+    bytes_offloaded: int = 0  # bytes a triggered offload moves (closed ledgers before the point)
+    # The decision itself, for listeners that report what was done (e.g. the run summary).
+    decision: Any = field(default=None, compare=False, repr=False)
+    # A later recheck settling an earlier `unknown` outcome (not a new decision).
+    rechecked: bool = False
+
+
+OutcomeListener = Callable[[Outcome], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """How one decision ended, before it becomes an Outcome."""
+
+    result: ActionResult
+    detail: str
+    pulsar: dict[str, Any] = field(default_factory=dict)
+    children: int = 0
+    bytes_offloaded: int = 0
+
+
+class Finish(Exception):
+    """Ends a decision early with a result (control flow inside one decision, not an error)."""
+
+    def __init__(self, result: ActionResult, detail: str, **pulsar: Any) -> None:
+        super().__init__(detail)
+        self.step = Step(result, detail, pulsar)
+
+    @classmethod
+    def of(cls, step: Step) -> Finish:
+        finish = cls(step.result, step.detail)
+        finish.step = step
+        return finish
+
+
+def read_back_needed(step: Step) -> bool:
+    """Unanswered (unknown), a 5xx or a 404 (after a retried 5xx): Pulsar may have acted."""
+    status = step.pulsar.get("status")
+    return step.result is ActionResult.UNKNOWN or status == 404 or (status or 0) >= 500
+
+
+# Pulsar's 412 when `supportedNamespaceBundleSplitAlgorithms` lacks the algorithm sent
+# (NamespacesBase.internalSplitNamespaceBundleAsync).
+_UNSUPPORTED_ALGORITHM = "unsupported namespace bundle split algorithm"
+
+
+def algorithm_refused(step: Step, algorithm: str) -> Step | None:
+    """The split's Step when the broker refused the algorithm itself (412), else None."""
+    reason = str(step.pulsar.get("reason", ""))
+    if step.pulsar.get("status") != 412 or _UNSUPPORTED_ALGORITHM not in reason.lower():
+        return None
+    detail = (
+        f"the broker refuses {algorithm} (412: {reason}): add it to the brokers' "
+        "supportedNamespaceBundleSplitAlgorithms"
+    )
+    return Step(ActionResult.FAILED, detail, {**step.pulsar, "algorithm_refused": algorithm})
+
+
+def error_info(exc: PulsarAdminError) -> dict[str, Any]:
+    return {
+        "error": type(exc).__name__,
+        "status": exc.status,
+        "reason": exc.reason,
+        "method": exc.method,
+        "url": exc.url,  # the client's URLs never carry credentials
+        "attempts": exc.attempts,
+    }
+
+
+def bytes_before(stats: InternalStats, point: MessageId) -> int:
+    """Bytes an offload up to `point` moves: closed, non-empty, not yet offloaded ledgers."""
+    return sum(
+        lg.size
+        for lg in stats.ledgers_with_sizes()
+        if lg.ledger_id < point.ledger_id and not lg.offloaded and lg.entries > 0
+    )
+
+
+def split_action_key(decision: SplitDecision) -> str:
+    points = ",".join(format_position(b) for b in decision.boundaries)
+    return f"split|{decision.cluster}|{decision.namespace}|{decision.bundle}|{points}"
+
+
+def offload_action_key(decision: OffloadDecision, point: MessageId) -> str:
+    return f"offload|{decision.cluster}|{decision.topic}|{point.ledger_id}:{point.entry_id}"
+
+
+def rechecked_outcome(
+    entry: JournalEntry, result: ActionResult, detail: str, *, age_s: float, decision: Any
+) -> Outcome:
+    """The Outcome that settles an earlier `unknown` one (`decision` None after a restart)."""
+    call = entry.payload.get("call", {})
+    if entry.kind == DecisionKind.SPLIT.value:
+        reasons = entry.payload.get("decision", {}).get("reasons") or ["Unknown"]
+        reason, children = str(reasons[0]), len(call.get("boundaries", ())) + 1
+    else:
+        reason, children = OFFLOAD_REASON, 0
+    return Outcome(
+        decision_id=entry.decision_id,
+        kind=DecisionKind(entry.kind),
+        cluster=entry.cluster,
+        namespace=entry.namespace,
+        result=result,
+        reason=reason,
+        detail=detail,
+        duration_s=age_s,
+        pulsar={"rechecked": True},
+        children=children if result is ActionResult.APPLIED else 0,
+        decision=decision,
+        rechecked=True,
+    )
+
+
+def report_outcome(
+    stats: ControllerStats,
+    audit: AuditLog,
+    decision: SplitDecision | OffloadDecision,
+    outcome: Outcome,
+    *,
+    batch_id: str | None,
+    mode: str,
+    now_ms: int,
+) -> None:
+    """Count the outcome, keep applied/planned actions for the summary, log it, audit it."""
+    stats.count(decision.kind.value, outcome.result.value, outcome.reason)
+    if outcome.result in (ActionResult.APPLIED, ActionResult.DRY_RUN):
+        target = (
+            decision.bundle.key(decision.namespace)
+            if isinstance(decision, SplitDecision)
+            else decision.topic
+        )
+        detail = outcome.detail
+        if isinstance(decision, SplitDecision) and outcome.result is ActionResult.DRY_RUN:
+            points = ", ".join(format_position(b) for b in decision.boundaries)
+            detail = f"would split at {points} ({decision.reason.value})"
+        action = AppliedAction(
+            decision_id=decision.decision_id,
+            kind=decision.kind.value,
+            cluster=decision.cluster,
+            namespace=decision.namespace,
+            target=target,
+            detail=detail,
+            at_ms=now_ms,
+        )
+        if outcome.result is ActionResult.APPLIED:
+            stats.applied(action)
+        else:
+            stats.planned(action)
+    warn = outcome.result in (ActionResult.FAILED, ActionResult.UNKNOWN)
+    level = logging.WARNING if warn else logging.INFO
+    log.log(
+        level,
+        "%s %s %s: %s (%s)",
+        decision.kind.value,
+        decision.decision_id,
+        outcome.result.value,
+        outcome.detail,
+        mode,
+    )
+    audit.write(
+        {
+            "at_ms": now_ms,
+            "batch_id": batch_id,
+            "mode": mode,
+            "decision": decision.to_dict(),
+            "result": outcome.result.value,
+            "reason": outcome.reason,
+            "detail": outcome.detail,
+            "pulsar": outcome.pulsar,
+            "duration_s": round(outcome.duration_s, 6),
+        }
+    )
