@@ -286,7 +286,10 @@ class BalancerApp:
             client_kwargs=stream_security(self.config).client_kwargs(),
         )
         collector = Collector(
-            targets=targets_for(self.broker_urls()), fetch=admin_fetch(self.admin), sink=sink
+            targets=targets_for(self.broker_urls()),
+            fetch=admin_fetch(self.admin),
+            sink=sink,
+            metrics=self.metrics,
         )
         interval_s = self.config.collector.interval_s
         thread = threading.Thread(
