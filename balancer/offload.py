@@ -26,8 +26,8 @@ from typing import Any
 __all__ = [
     "InvalidInternalStats",
     "LedgerSize",
-    "bookkeeper_bytes",
     "MessageId",
+    "bookkeeper_bytes",
     "offload_point",
     "offload_point_from_stats",
 ]
