@@ -123,14 +123,21 @@ def topic_stats(s: TopicSnapshot) -> dict[str, Any]:
         "msgThroughputOut": s.throughput_out,
         "bytesInCounter": s.bytes_in_total,
         "msgInCounter": msgs_in,
+        "bytesOutCounter": s.bytes_in_total if s.consumers_per_subscription else 0,
+        "msgOutCounter": msgs_in if s.consumers_per_subscription else 0,
         "averageMsgSize": s.msg_size_bytes,
         "msgChunkPublished": False,
         "storageSize": s.storage_size_bytes,
         "backlogSize": s.backlog_size_bytes,
+        "publishRateLimitedTimes": 0,
+        "earliestMsgPublishTimeInBacklogs": 0,
         "offloadedStorageSize": s.offloaded_size_bytes,
         "lastOffloadLedgerId": s.last_offload_ledger_id,
         "lastOffloadSuccessTimeStamp": s.last_offload_success_ms,
         "lastOffloadFailureTimeStamp": 0,
+        "ongoingTxnCount": 0,
+        "abortedTxnCount": 0,
+        "committedTxnCount": 0,
         "publishers": _publishers(s),
         "waitingPublishers": 0,
         "subscriptions": _subscriptions(s),
@@ -138,6 +145,13 @@ def topic_stats(s: TopicSnapshot) -> dict[str, Any]:
         "deduplicationStatus": "Disabled",
         "nonContiguousDeletedMessagesRanges": 0,
         "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+        "delayedMessageIndexSizeInBytes": 0,
+        "compaction": {
+            "lastCompactionRemovedEventCount": 0,
+            "lastCompactionSucceedTimestamp": 0,
+            "lastCompactionFailedTimestamp": 0,
+            "lastCompactionDurationTimeInMills": 0,
+        },
         "ownerBroker": s.owner_broker,
     }
 
@@ -236,6 +250,10 @@ def internal_stats(
         "pendingAddEntriesCount": 0,
         "lastConfirmedEntry": last_confirmed,
         "state": "LedgerOpened",
+        "schemaLedgers": [],
+        "compactedLedger": {
+            "ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False
+        },
         "ledgers": [
             {
                 "ledgerId": x.ledger_id,
