@@ -5,7 +5,9 @@ Each poll asks every target (a cluster's admin URL, or each of its brokers' URLs
 event time is the poll time of that broker, and sends them to a Kafka topic keyed by the
 topic name (one event per message), or in batched envelopes `{"events": [...]}` keyed by
 the namespace. A target that fails is counted and retried (after `retry_s`, until the next
-poll is due); it never stops the others. Clock and sleep are injected.
+poll is due); it never stops the others. An empty answer (a broker before its first stats
+update) is "no data yet", and V1 namespace keys (a broker's heartbeat) are skipped: both are
+counted, neither is a failure. Clock and sleep are injected.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ class Fetched:
 
 # A fetch returns (full topic name, stats) pairs of one target, or a `Fetched`; raises on
 # failure.
-Fetch = Callable[[Target], "Iterable[tuple[str, TopicStatsSample]] | Fetched"]
+Fetch = Callable[[Target], Iterable[tuple[str, TopicStatsSample]] | Fetched]
 
 
 class CollectorMetrics(Protocol):
@@ -91,7 +93,7 @@ class CollectorCounts:
     failures: Counter[str] = field(default_factory=Counter)  # cluster -> failed fetches
     # cluster -> answers that held no stats yet (a broker before its first stats update)
     no_data: Counter[str] = field(default_factory=Counter)
-    # cluster -> V1 namespace keys skipped (counted once per answer that holds them)
+    # cluster -> V1 namespace keys skipped (each key once per answer holding it)
     skipped_namespaces: Counter[str] = field(default_factory=Counter)
     last_success_ms: dict[str, int] = field(default_factory=dict)  # cluster -> poll time
 
