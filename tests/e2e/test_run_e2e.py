@@ -261,7 +261,7 @@ def test_an_offloaded_topic_is_not_offloaded_again(applied_run: Run) -> None:
     broker-stats' storageSize stays over it: the summary shows what really moved."""
     offloads = [o for o in applied_run.summary["offloads"] if o["topic"] == ARCHIVE_TOPIC]
     assert offloads and all(o["bytes_offloaded"] > 0 for o in offloads)
-    assert applied_run.sim.model.requests(route="trigger_offload") == len(offloads)
+    assert applied_run.sim.model.requests(route="offload") == len(offloads)
     results = Counter(
         r["result"] for r in audit_records(applied_run.tmp)
         if r.get("decision", {}).get("kind") == "offload"
@@ -338,7 +338,7 @@ def test_dry_run_changes_nothing(kafka: Broker, tmp_path: Path) -> None:
             assert process.stop() == 0, process.text()[-3000:]
         assert sim.model.splits == []
         assert sim.model.requests(route="split") == 0
-        assert sim.model.requests(route="trigger_offload") == 0
+        assert sim.model.requests(route="offload") == 0
         assert sim.topic_stats(ARCHIVE_TOPIC)["offloadedStorageSize"] == 0
         summary = process.read_summary()
         assert summary["mode"] == "dry-run" and summary["splits"] == []
