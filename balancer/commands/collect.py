@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -139,10 +140,14 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sink.close()
         peer_group.close()
-    failures = ", ".join(f"{c}={n}" for c, n in sorted(counts.failures.items())) or "none"
+    def per_cluster(counter: Counter[str]) -> str:
+        return ", ".join(f"{c}={n}" for c, n in sorted(counter.items()) if n) or "none"
+
     print(
         f"collected {counts.events} events in {counts.messages} messages over {counts.polls} "
-        f"polls; failed fetches: {failures}",
+        f"polls; failed fetches: {per_cluster(counts.failures)}; no data yet: "
+        f"{per_cluster(counts.no_data)}; V1 namespaces skipped: "
+        f"{per_cluster(counts.skipped_namespaces)}",
         file=sys.stderr,
     )
     return 0
