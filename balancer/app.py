@@ -275,7 +275,10 @@ class BalancerApp:
             listener=self.metrics.collector,
         )
         collector = Collector(
-            targets=targets_for(self.broker_urls()), fetch=admin_fetch(self.admin), sink=sink
+            targets=targets_for(self.broker_urls()),
+            fetch=admin_fetch(self.admin),
+            sink=sink,
+            metrics=self.metrics,
         )
         interval_s = self.config.collector.interval_s
         thread = threading.Thread(

@@ -5,7 +5,9 @@ Each poll asks every target (a cluster's admin URL, or each of its brokers' URLs
 event time is the poll time of that broker, and sends them to a Kafka topic keyed by the
 topic name (one event per message), or in batched envelopes `{"events": [...]}` keyed by
 the namespace. A target that fails is counted and retried (after `retry_s`, until the next
-poll is due); it never stops the others. Clock and sleep are injected.
+poll is due); it never stops the others. An empty answer (a broker before its first stats
+update) is "no data yet", and V1 namespace keys (a broker's heartbeat) are skipped: both are
+counted, neither is a failure. Clock and sleep are injected.
 """
 
 from __future__ import annotations
@@ -52,8 +54,31 @@ class TopicStatsSample(Protocol):
     ) -> TopicStatsEvent: ...
 
 
-# A fetch returns (full topic name, stats) pairs of one target; raises on failure.
-Fetch = Callable[[Target], Iterable[tuple[str, TopicStatsSample]]]
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """One target's answer with what the collector must count besides the samples.
+
+    `skipped_namespaces`: V1 namespace keys the answer held (a broker's heartbeat namespace
+    `pulsar/<cluster>/<host:port>`), left out. `no_data`: the broker has no stats snapshot
+    yet (an empty answer in the first minute after it starts), which is not a failure.
+    """
+
+    samples: Sequence[tuple[str, TopicStatsSample]]
+    skipped_namespaces: tuple[str, ...] = ()
+    no_data: bool = False
+
+
+# A fetch returns (full topic name, stats) pairs of one target, or a `Fetched`; raises on
+# failure.
+Fetch = Callable[[Target], Iterable[tuple[str, TopicStatsSample]] | Fetched]
+
+
+class CollectorMetrics(Protocol):
+    """Where the collector reports what an answer held besides stats (the exporter)."""
+
+    def record_collector_answer(
+        self, cluster: str, *, skipped_namespaces: int = 0, no_data: bool = False
+    ) -> None: ...
 
 
 class EventSink(Protocol):
@@ -68,6 +93,10 @@ class CollectorCounts:
     events: int = 0
     messages: int = 0
     failures: Counter[str] = field(default_factory=Counter)  # cluster -> failed fetches
+    # cluster -> answers that held no stats yet (a broker before its first stats update)
+    no_data: Counter[str] = field(default_factory=Counter)
+    # cluster -> V1 namespace keys skipped (each key once per answer holding it)
+    skipped_namespaces: Counter[str] = field(default_factory=Counter)
     last_success_ms: dict[str, int] = field(default_factory=dict)  # cluster -> poll time
 
 
@@ -80,6 +109,7 @@ class Collector:
         sink: EventSink,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         envelope_max_events: int = 0,
+        metrics: CollectorMetrics | None = None,
     ) -> None:
         if not targets:
             raise ValueError("the collector needs at least one cluster to poll")
@@ -91,6 +121,8 @@ class Collector:
         self.clock_ms = clock_ms
         self.envelope_max_events = envelope_max_events
         self.counts = CollectorCounts()
+        self.metrics = metrics
+        self._logged_skips: set[tuple[str, str]] = set()  # (cluster, namespace) logged once
 
     def poll_once(self, targets: Sequence[Target] | None = None) -> list[Target]:
         """Poll `targets` (default: all) once; returns the ones that failed."""
@@ -99,6 +131,9 @@ class Collector:
         for target in targets or self.targets:
             poll_ms = self.clock_ms()
             try:
+                fetched = self.fetch(target)
+                if not isinstance(fetched, Fetched):
+                    fetched = Fetched(samples=list(fetched))
                 events = [
                     stats.to_event(
                         cluster=target.cluster,
@@ -106,18 +141,41 @@ class Collector:
                         timestamp_ms=poll_ms,
                         broker=target.broker,
                     )
-                    for topic, stats in self.fetch(target)
+                    for topic, stats in fetched.samples
                 ]
             except Exception as exc:  # a down cluster must never stop the others
                 self.counts.failures[target.cluster] += 1
                 failed.append(target)
                 log.warning("collector: polling %s failed: %s", target, _describe(exc))
                 continue
+            self._note_skipped(target, fetched.skipped_namespaces)
+            if self.metrics is not None:
+                self.metrics.record_collector_answer(
+                    target.cluster,
+                    skipped_namespaces=len(fetched.skipped_namespaces),
+                    no_data=fetched.no_data,
+                )
+            if fetched.no_data:
+                self.counts.no_data[target.cluster] += 1
+                log.info("collector: %s has no stats yet (before its first stats update)", target)
+                continue
             self._send(events)
             self.counts.events += len(events)
             self.counts.last_success_ms[target.cluster] = poll_ms
         self.sink.flush()
         return failed
+
+    def _note_skipped(self, target: Target, namespaces: Sequence[str]) -> None:
+        self.counts.skipped_namespaces[target.cluster] += len(namespaces)
+        for namespace in namespaces:
+            if (target.cluster, namespace) not in self._logged_skips:
+                self._logged_skips.add((target.cluster, namespace))
+                log.info(
+                    "collector: %s reports V1 namespace %s (e.g. the broker's heartbeat): "
+                    "skipped, counted, logged once",
+                    target,
+                    namespace,
+                )
 
     def _send(self, events: Sequence[TopicStatsEvent]) -> None:
         if self.envelope_max_events <= 1:
@@ -373,9 +431,13 @@ def _record_error(exc: Exception) -> bool:
 def admin_fetch(peer_group: Any) -> Fetch:
     """A `Fetch` over `balancer.pulsar.PulsarPeerGroup.broker_topic_stats`."""
 
-    def fetch(target: Target) -> Iterable[tuple[str, TopicStatsSample]]:
+    def fetch(target: Target) -> Fetched:
         stats = peer_group.broker_topic_stats(target.cluster, target.broker_url)
-        return [(entry.topic, entry.stats) for entry in stats]
+        return Fetched(
+            samples=[(entry.topic, entry.stats) for entry in stats],
+            skipped_namespaces=stats.skipped_namespaces,
+            no_data=stats.no_data,
+        )
 
     return fetch
 

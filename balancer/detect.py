@@ -17,7 +17,9 @@ Rules (Pulsar's, plus the gates this project adds):
   `max_children = remaining budget + 1`), a per-cycle cap on splits (the most overloaded
   first; the rest stay ready for the next window) and a cooldown per namespace after a split.
 - Offload: a topic (each partition on its own) whose bytes still in BookKeeper
-  (`storageSize - offloadedStorageSize`) exceed its namespace's threshold.
+  (`storageSize - offloadedStorageSize`) exceed its namespace's threshold. broker-stats has
+  no `offloadedStorageSize` and its `storageSize` counts offloaded ledgers: the caller fills
+  in the offloaded bytes (from internalStats) of the topics over their threshold.
 
 State that persists across windows (hit counts, cooldowns) is a `DetectorState` value passed
 in and returned; `detect` is purely computational, with no side effects. Time is passed in.

@@ -333,6 +333,16 @@ class BalancerMetrics:
         self._events_late = Counter(
             f"{PREFIX}_events_late", "Stats events dropped behind the watermark.", registry=reg,
         )  # fmt: skip
+        self._collector_skipped = Counter(
+            f"{PREFIX}_collector_skipped_namespaces",
+            "V1 namespace keys (e.g. a broker's heartbeat) skipped in broker-stats answers.",
+            ["cluster"], registry=reg,
+        )  # fmt: skip
+        self._collector_no_data = Counter(
+            f"{PREFIX}_collector_no_data",
+            "Empty broker-stats answers (a broker before its first stats update).",
+            ["cluster"], registry=reg,
+        )  # fmt: skip
         self._batch_duration = Histogram(
             f"{PREFIX}_batch_duration_seconds", "Micro-batch processing time.",
             buckets=(0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0), registry=reg,
@@ -475,6 +485,8 @@ class BalancerMetrics:
             cluster=cluster, algorithm=SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value
         )
         self._offloaded_bytes.labels(cluster=cluster)
+        self._collector_skipped.labels(cluster=cluster)
+        self._collector_no_data.labels(cluster=cluster)
         self._breaker.labels(cluster=cluster).set(0)
 
     def record_split(self, cluster: str, result: str, reason: str, children: int = 0) -> None:
@@ -509,6 +521,15 @@ class BalancerMetrics:
         self._modes.add(mode)
         for seen in self._modes:
             self._mode.labels(mode=seen).set(1 if seen == mode else 0)
+
+    def record_collector_answer(
+        self, cluster: str, *, skipped_namespaces: int = 0, no_data: bool = False
+    ) -> None:
+        """Count what one broker-stats answer held besides topic stats."""
+        if skipped_namespaces:
+            self._collector_skipped.labels(cluster=cluster).inc(skipped_namespaces)
+        if no_data:
+            self._collector_no_data.labels(cluster=cluster).inc()
 
     def set_cluster_reachable(self, cluster: str, ok: bool) -> None:
         self._reachable.labels(cluster=cluster).set(1 if ok else 0)

@@ -8,6 +8,12 @@ that is the current ledger itself, so every older ledger is offloaded; if the su
 exceeds the threshold there is nothing to offload. The current ledger's size is not filled in
 by Pulsar: its `currentLedgerSize` is used instead.
 
+Only bytes still in BookKeeper count: a ledger already offloaded adds nothing to the sum.
+(pulsar-admin's own walk counts every ledger, but on a topic offloaded before, that finds a
+point below which nothing is left to move, and Pulsar's `storageSize` keeps counting offloaded
+ledgers until retention deletes them: the point must come from what is still in BookKeeper.)
+With no ledger offloaded this is exactly pulsar-admin's rule.
+
 Purely computational, with no side effects.
 """
 
@@ -21,6 +27,7 @@ __all__ = [
     "InvalidInternalStats",
     "LedgerSize",
     "MessageId",
+    "bookkeeper_bytes",
     "offload_point",
     "offload_point_from_stats",
 ]
@@ -51,6 +58,15 @@ class MessageId:
 class LedgerSize:
     ledger_id: int
     size_bytes: int
+    offloaded: bool = False  # in tiered storage: no longer takes BookKeeper space
+
+
+def bookkeeper_bytes(ledgers: Sequence[LedgerSize], current_ledger_size: int) -> int:
+    """Bytes still in BookKeeper: ledgers not offloaded, the current one by its own size."""
+    if not ledgers:
+        return 0
+    *closed, _current = ledgers
+    return current_ledger_size + sum(lg.size_bytes for lg in closed if not lg.offloaded)
 
 
 def offload_point(
@@ -69,7 +85,10 @@ def offload_point(
     newer_ledger_id = ledgers[-1].ledger_id
     for index in range(len(ledgers) - 1, -1, -1):
         ledger = ledgers[index]
-        suffix_bytes += current_ledger_size if index == len(ledgers) - 1 else ledger.size_bytes
+        if index == len(ledgers) - 1:
+            suffix_bytes += current_ledger_size
+        elif not ledger.offloaded:
+            suffix_bytes += ledger.size_bytes
         if suffix_bytes > threshold_bytes:
             return MessageId(newer_ledger_id, 0)
         newer_ledger_id = ledger.ledger_id
@@ -92,7 +111,10 @@ def offload_point_from_stats(
         size = item.get("size", 0)
         if not _is_int(size) or size < 0:
             raise InvalidInternalStats(f"ledgers[{i}] has an invalid 'size' {size!r}")
-        ledgers.append(LedgerSize(item["ledgerId"], size))
+        offloaded = item.get("offloaded", False)
+        if not isinstance(offloaded, bool):
+            raise InvalidInternalStats(f"ledgers[{i}] has an invalid 'offloaded' {offloaded!r}")
+        ledgers.append(LedgerSize(item["ledgerId"], size, offloaded))
     current = internal_stats.get("currentLedgerSize", 0)
     if not _is_int(current) or current < 0:
         raise InvalidInternalStats(f"invalid 'currentLedgerSize' {current!r}")

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -173,12 +174,17 @@ def run(args: argparse.Namespace) -> int:
         peer_group.close()
         if health is not None:
             health.stop()
-    failures = ", ".join(f"{c}={n}" for c, n in sorted(counts.failures.items())) or "none"
+
+    def per_cluster(counter: Counter[str]) -> str:
+        return ", ".join(f"{c}={n}" for c, n in sorted(counter.items()) if n) or "none"
+
     sent = sink.counts
     print(
         f"collected {counts.events} events in {counts.messages} messages over {counts.polls} "
-        f"polls; failed fetches: {failures}; events sent {sent.sent}, failed {sent.failed}, "
-        f"dropped {sent.dropped}; producers rebuilt {sent.rebuilds}",
+        f"polls; failed fetches: {per_cluster(counts.failures)}; no data yet: "
+        f"{per_cluster(counts.no_data)}; V1 namespaces skipped: "
+        f"{per_cluster(counts.skipped_namespaces)}; events sent {sent.sent}, failed "
+        f"{sent.failed}, dropped {sent.dropped}; producers rebuilt {sent.rebuilds}",
         file=sys.stderr,
     )
     # Events Kafka never took are lost (the next poll sends fresh stats): say so.

@@ -331,8 +331,9 @@ def _register_offload_point(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "offload-point",
         help="the message id to offload up to, keeping SIZE bytes in BookKeeper",
-        description="Compute the offload point exactly as `pulsar-admin topics offload -s SIZE` "
-        "does from a topic's internal stats.",
+        description="Compute the offload point as `pulsar-admin topics offload -s SIZE` does "
+        "from a topic's internal stats, counting only the bytes still in BookKeeper (ledgers "
+        "already offloaded count nothing; with none offloaded it is pulsar-admin's point).",
     )
     parser.add_argument(
         "--threshold",

@@ -73,13 +73,15 @@ Mode = Literal["dry-run", "apply"]
 OffloadPointFn = Callable[[InternalStats, int], MessageId | None]
 
 
+def ledger_sizes(stats: InternalStats) -> list[offload.LedgerSize]:
+    """The admin client's ledgers as the core's offload rule takes them."""
+    return [offload.LedgerSize(lg.ledger_id, lg.size, lg.offloaded) for lg in stats.ledgers]
+
+
 def default_offload_point(stats: InternalStats, threshold_bytes: int) -> MessageId | None:
-    """The foundation's size-threshold rule (`balancer.offload`) over the admin client's stats."""
-    return offload.offload_point(
-        [offload.LedgerSize(lg.ledger_id, lg.size) for lg in stats.ledgers],
-        stats.current_ledger_size,
-        threshold_bytes,
-    )
+    """The foundation's size-threshold rule (`balancer.offload`) over the admin client's stats:
+    the point comes from the bytes still in BookKeeper (offloaded ledgers count nothing)."""
+    return offload.offload_point(ledger_sizes(stats), stats.current_ledger_size, threshold_bytes)
 
 
 @dataclass(frozen=True, slots=True)

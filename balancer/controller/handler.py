@@ -18,6 +18,7 @@ from typing import Protocol
 from balancer.config import BalancerConfig
 from balancer.controller.apply import Controller, ControllerSettings
 from balancer.controller.audit import AuditLog
+from balancer.controller.bookkeeper import BookKeeperCheck
 from balancer.controller.breaker import Breakers
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal
@@ -68,6 +69,8 @@ class ControllerHandler:
         self.state = DetectorState()
         # Topics at least this large are reported in `large_topics` (None: offload is off).
         self.offload_min_bytes: int | None = thresholds.min_offload_threshold_bytes()
+        # broker-stats' storageSize counts offloaded ledgers: read what is in BookKeeper.
+        self.bookkeeper = BookKeeperCheck(controller.admin)
         self.last_outcomes: tuple[Outcome, ...] = ()
         self._lock = threading.Lock()
 
@@ -101,9 +104,10 @@ class ControllerHandler:
                 self.stats.batch(replayed=False)
                 self.last_outcomes = ()
                 return
+            large_topics = self.bookkeeper.fill(report.large_topics, self.thresholds)
             result = detect(
                 bundles=report.bundles,
-                large_topics=report.large_topics,
+                large_topics=large_topics,
                 window_end_ms=report.window_end_ms,
                 now_ms=self.clock.now_ms(),
                 thresholds=self.thresholds,

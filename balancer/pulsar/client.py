@@ -213,7 +213,9 @@ class PulsarPeerGroup:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _parse(self, call: Call, parse: Callable[[Any], _T]) -> _T:
-        response = self._t.send(call)
+        return self._decode(call, self._t.send(call), parse)
+
+    def _decode(self, call: Call, response: Any, parse: Callable[[Any], _T]) -> _T:
         try:
             body = response.json()
             return parse(body)
@@ -414,7 +416,12 @@ class PulsarPeerGroup:
             cluster=cluster,
             url_override=broker_url,
         )
-        return self._parse(call, lambda body: BrokerTopicStats.from_json(cluster, body))
+        response = self._t.send(call)
+        if not response.content.strip():
+            # PulsarStats has written no snapshot yet (the first update runs
+            # statsUpdateInitialDelayInSecs after the broker starts): no data, not an error.
+            return BrokerTopicStats.not_yet(cluster)
+        return self._decode(call, response, lambda body: BrokerTopicStats.from_json(cluster, body))
 
     def list_clusters(self, *, via: str | None = None) -> tuple[str, ...]:
         """`GET /admin/v2/clusters`, asked of cluster `via` (default: the entry cluster)."""

@@ -162,6 +162,8 @@ class TopicStats:
     storage_size: int  # bytes
     backlog_size: int  # bytes
     offloaded_storage_size: int  # bytes
+    # Pulsar's `producerCount` (TopicStatsImpl); `publishers` is empty when the broker runs
+    # with exposePublisherStats=false, so its length is only a fallback for old answers.
     publisher_count: int
     subscriptions: Mapping[str, SubscriptionStats] = field(compare=False)
 
@@ -187,7 +189,7 @@ class TopicStats:
             storage_size=_int(obj, "storageSize", what),
             backlog_size=_int(obj, "backlogSize", what),
             offloaded_storage_size=_int(obj, "offloadedStorageSize", what),
-            publisher_count=len(publishers),
+            publisher_count=_int(obj, "producerCount", what, default=len(publishers)),
             subscriptions=MappingProxyType(subs),
         )
 
@@ -230,10 +232,18 @@ class BrokerTopicStatsEntry:
 
 @dataclass(frozen=True, slots=True)
 class BrokerTopicStats:
-    """`GET /admin/v2/broker-stats/topics`, flattened: one entry per topic."""
+    """`GET /admin/v2/broker-stats/topics`, flattened: one entry per topic.
+
+    `skipped_namespaces`: V1 namespace keys (`tenant/cluster/ns`, e.g. a broker's heartbeat
+    namespace `pulsar/<cluster>/<host:port>`) left out. `no_data`: the broker answered with
+    an empty body, as it does until its first stats update (PulsarStats.updateStats runs
+    statsUpdateInitialDelayInSecs after start): no data yet, not an error.
+    """
 
     cluster: str
     entries: tuple[BrokerTopicStatsEntry, ...]
+    skipped_namespaces: tuple[str, ...] = ()
+    no_data: bool = False
 
     def __iter__(self) -> Iterator[BrokerTopicStatsEntry]:
         return iter(self.entries)
@@ -253,9 +263,17 @@ class BrokerTopicStats:
 
     @classmethod
     def from_json(cls, cluster: str, body: Any) -> BrokerTopicStats:
-        """From `{"tenant/ns": {"0x..._0x...": {"persistent": {"<topic>": {stats}}}}}`."""
+        """From `{"tenant/ns": {"0x..._0x...": {"persistent": {"<topic>": {stats}}}}}`.
+
+        The key is Pulsar's `NamespaceName.toString()`: a V1 namespace (`tenant/cluster/ns`)
+        is skipped and listed in `skipped_namespaces`; any other key shape is an error.
+        """
         entries: list[BrokerTopicStatsEntry] = []
+        skipped: list[str] = []
         for namespace, bundles in _obj(body, "broker-stats/topics").items():
+            if namespace.count("/") == 2 and all(namespace.split("/")):
+                skipped.append(namespace)
+                continue
             if namespace.count("/") != 1:
                 raise ResponseShapeError(f"broker-stats/topics: bad namespace key {namespace!r}")
             for bundle_text, domains in _obj(bundles, f"broker-stats[{namespace}]").items():
@@ -279,7 +297,12 @@ class BrokerTopicStats:
                                 stats=TopicStats.from_json(stats, f"broker-stats[{full}]"),
                             )
                         )
-        return cls(cluster=cluster, entries=tuple(entries))
+        return cls(cluster=cluster, entries=tuple(entries), skipped_namespaces=tuple(skipped))
+
+    @classmethod
+    def not_yet(cls, cluster: str) -> BrokerTopicStats:
+        """The empty answer of a broker before its first stats update."""
+        return cls(cluster=cluster, entries=(), no_data=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from balancer.sim.stats import (
     Ledger,
     TopicSnapshot,
     broker_topic_stats,
+    heartbeat_stats,
     internal_stats,
     topic_stats,
 )
@@ -395,7 +396,9 @@ class SimModel:
         rates = self.traffic.rates(elapsed_s)
         ns = self.namespaces[self.scenario.namespaces[int(t.namespace_index[i])].name]
         offloaded_bytes = self.storage.offloaded_bytes(i)
-        storage = int(written) - offloaded_bytes
+        # ManagedLedgerImpl.getTotalSize: offloaded ledgers stay counted until retention
+        # deletes them (the simulator never trims), so an offload does not lower it.
+        storage = int(written)
         backlog = int(min(float(rates.throughput_in[i] * t.backlog_s[i]), float(storage)))
         broker = ns.owners[ns.layout.find(int(t.positions[i]))]
         return TopicSnapshot(
@@ -436,13 +439,18 @@ class SimModel:
                 subscriptions=int(self.traffic.table.subscriptions[i]),
             )
 
-    def broker_stats(self, cluster: str, broker: int) -> dict[str, Any]:
+    def broker_stats(self, cluster: str, broker: int) -> dict[str, Any] | None:
         """`broker-stats/topics` of one broker: the topics of the bundles it owns, nested
-        namespace -> bundle -> "persistent" -> topic, as of the last stats refresh."""
+        namespace -> bundle -> "persistent" -> topic, as of the last stats refresh
+        (PulsarStats.updateStats, every statsUpdateFrequencyInSecs); None before the first
+        refresh (statsUpdateInitialDelayInSecs), when Pulsar answers with an empty body."""
         with self.lock:
             self._settle()
-            interval = self.scenario.broker.stats_update_interval_s
+            settings = self.scenario.broker
+            interval = settings.stats_update_interval_s
             elapsed = self.elapsed_s()
+            if elapsed < settings.stats_initial_delay_s:
+                return None
             if interval > 0:
                 elapsed = (elapsed // interval) * interval
             key = (int(elapsed * 1000), self._layout_version)
@@ -461,11 +469,15 @@ class SimModel:
                     topics = {}
                     for i in (int(x) for x in self._bundle_slice(ns, bundle)):
                         snap = self._snapshot(i, elapsed, float(written[i]))
-                        topics[snap.full_name] = broker_topic_stats(snap)
+                        topics[snap.full_name] = broker_topic_stats(
+                            snap, expose_publishers=settings.expose_publisher_stats
+                        )
                     if topics:
                         by_bundle[str(bundle)] = {"persistent": topics}
                 if by_bundle:
                     out[ns.name] = by_bundle
+            if settings.heartbeat_namespace:
+                out.update(heartbeat_stats(cluster, self.clusters[cluster].broker_address(broker)))
             self._broker_stats_cache[(cluster, broker)] = (key, out)
             return out
 
@@ -473,6 +485,8 @@ class SimModel:
         """`broker_stats` serialised, cached with the snapshot (it can be tens of MB)."""
         with self.lock:
             document = self.broker_stats(cluster, broker)
+            if document is None:
+                return b""  # no stats snapshot yet: an empty body, as Pulsar sends
             cached = self._broker_stats_bytes.get((cluster, broker))
             if cached is not None and cached[0] is document:
                 return cached[1]

@@ -62,6 +62,15 @@ class BrokerSettings(_Strict):
     redirect_to_owner: bool = False
     # Storage integrates throughput-in over a fixed grid of this many simulated seconds.
     integration_step_s: float = Field(60.0, gt=0)
+    # Pulsar's exposePublisherStats: false leaves broker-stats' `publishers` lists empty
+    # (PersistentTopic.updateRates); `producerCount` still counts the producers.
+    expose_publisher_stats: bool = True
+    # Pulsar's statsUpdateInitialDelayInSecs (its default is 60): until the first
+    # PulsarStats.updateStats a broker answers broker-stats/topics with an empty body.
+    stats_initial_delay_s: float = Field(0.0, ge=0)
+    # A V1 heartbeat namespace `pulsar/<cluster>/<host:port>` per broker in broker-stats
+    # (NamespaceService.getHeartbeatNamespace; brokers make it unless topicVersion=V2).
+    heartbeat_namespace: bool = True
 
 
 class ClusterSpec(_Strict):

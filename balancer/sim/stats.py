@@ -111,7 +111,10 @@ def _subscriptions(s: TopicSnapshot) -> dict[str, Any]:
 
 
 def topic_stats(s: TopicSnapshot) -> dict[str, Any]:
-    """`GET .../{topic}/stats` (Pulsar's TopicStats, the fields a balancer reads and more)."""
+    """`GET .../{topic}/stats`, as Pulsar's `PersistentTopic.asyncGetStats` fills
+    `TopicStatsImpl`: `storageSize` is `ManagedLedgerImpl.getTotalSize()` (offloaded ledgers
+    included) and `offloadedStorageSize` is `ManagedLedgerImpl.getOffloadedSize()`; only this
+    answer has the latter."""
     msgs_in = int(s.bytes_in_total / s.msg_size_bytes) if s.msg_size_bytes else 0
     return {
         "msgRateIn": s.msg_rate_in,
@@ -120,14 +123,21 @@ def topic_stats(s: TopicSnapshot) -> dict[str, Any]:
         "msgThroughputOut": s.throughput_out,
         "bytesInCounter": s.bytes_in_total,
         "msgInCounter": msgs_in,
+        "bytesOutCounter": s.bytes_in_total if s.consumers_per_subscription else 0,
+        "msgOutCounter": msgs_in if s.consumers_per_subscription else 0,
         "averageMsgSize": s.msg_size_bytes,
         "msgChunkPublished": False,
         "storageSize": s.storage_size_bytes,
         "backlogSize": s.backlog_size_bytes,
+        "publishRateLimitedTimes": 0,
+        "earliestMsgPublishTimeInBacklogs": 0,
         "offloadedStorageSize": s.offloaded_size_bytes,
         "lastOffloadLedgerId": s.last_offload_ledger_id,
         "lastOffloadSuccessTimeStamp": s.last_offload_success_ms,
         "lastOffloadFailureTimeStamp": 0,
+        "ongoingTxnCount": 0,
+        "abortedTxnCount": 0,
+        "committedTxnCount": 0,
         "publishers": _publishers(s),
         "waitingPublishers": 0,
         "subscriptions": _subscriptions(s),
@@ -135,15 +145,90 @@ def topic_stats(s: TopicSnapshot) -> dict[str, Any]:
         "deduplicationStatus": "Disabled",
         "nonContiguousDeletedMessagesRanges": 0,
         "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+        "delayedMessageIndexSizeInBytes": 0,
+        "compaction": {
+            "lastCompactionRemovedEventCount": 0,
+            "lastCompactionSucceedTimestamp": 0,
+            "lastCompactionFailedTimestamp": 0,
+            "lastCompactionDurationTimeInMills": 0,
+        },
         "ownerBroker": s.owner_broker,
     }
 
 
-def broker_topic_stats(s: TopicSnapshot) -> dict[str, Any]:
-    """One topic inside `broker-stats/topics` (the broker's periodic stats snapshot)."""
-    stats = topic_stats(s)
-    stats["producerCount"] = s.producers
-    return stats
+def broker_topic_stats(s: TopicSnapshot, *, expose_publishers: bool = True) -> dict[str, Any]:
+    """One topic inside `broker-stats/topics`, the keys Pulsar's `PersistentTopic.updateRates`
+    writes into the broker's stats snapshot: no `offloadedStorageSize`, no `ownerBroker`;
+    `storageSize` is `ManagedLedgerImpl.getTotalSize()` (offloaded ledgers still counted);
+    `publishers` stays empty when the broker runs with `exposePublisherStats=false`, while
+    `producerCount` always counts the producers."""
+    msgs_in = int(s.bytes_in_total / s.msg_size_bytes) if s.msg_size_bytes else 0
+    subscriptions = {
+        name: {
+            "consumers": sub["consumers"],
+            "msgBacklog": sub["msgBacklog"],
+            "msgRateExpired": sub["msgRateExpired"],
+            "msgRateOut": sub["msgRateOut"],
+            "messageAckRate": sub["msgRateOut"],
+            "msgThroughputOut": sub["msgThroughputOut"],
+            "msgRateRedeliver": sub["msgRateRedeliver"],
+            "numberOfEntriesSinceFirstNotAckedMessage": 1,
+            "totalNonContiguousDeletedMessagesRange": 0,
+            "type": sub["type"],
+        }
+        for name, sub in _subscriptions(s).items()
+    }
+    return {
+        "publishers": _publishers(s) if expose_publishers else [],
+        "replication": {},
+        "subscriptions": subscriptions,
+        "producerCount": s.producers,
+        "averageMsgSize": s.msg_size_bytes if s.msg_rate_in else 0.0,
+        "msgRateIn": s.msg_rate_in,
+        "msgRateOut": s.msg_rate_out,
+        "msgInCount": msgs_in,
+        "bytesInCount": s.bytes_in_total,
+        "msgOutCount": msgs_in if s.consumers_per_subscription else 0,
+        "bytesOutCount": s.bytes_in_total if s.consumers_per_subscription else 0,
+        "msgThroughputIn": s.throughput_in,
+        "msgThroughputOut": s.throughput_out,
+        "storageSize": s.storage_size_bytes,
+        "backlogSize": s.backlog_size_bytes,
+        "pendingAddEntriesCount": 0,
+        "filteredEntriesCount": 0,
+    }
+
+
+def heartbeat_stats(cluster: str, broker_address: str) -> dict[str, Any]:
+    """The broker's heartbeat namespace in `broker-stats/topics`: V1 `pulsar/<cluster>/
+    <host:port>` (NamespaceService.getHeartbeatNamespace; keyed by NamespaceName.toString())
+    with one full bundle holding the health-check topic `brokers healthcheck` writes to."""
+    namespace = f"pulsar/{cluster}/{broker_address}"
+    topic = f"persistent://{namespace}/healthcheck"
+    return {namespace: {"0x00000000_0xffffffff": {"persistent": {topic: _idle_topic()}}}}
+
+
+def _idle_topic() -> dict[str, Any]:
+    # One message written and read by the health check; no producer or consumer left.
+    return {
+        "publishers": [],
+        "replication": {},
+        "subscriptions": {},
+        "producerCount": 0,
+        "averageMsgSize": 0.0,
+        "msgRateIn": 0.0,
+        "msgRateOut": 0.0,
+        "msgInCount": 1,
+        "bytesInCount": 16,
+        "msgOutCount": 1,
+        "bytesOutCount": 16,
+        "msgThroughputIn": 0.0,
+        "msgThroughputOut": 0.0,
+        "storageSize": 16,
+        "backlogSize": 0,
+        "pendingAddEntriesCount": 0,
+        "filteredEntriesCount": 0,
+    }
 
 
 def internal_stats(
@@ -165,6 +250,10 @@ def internal_stats(
         "pendingAddEntriesCount": 0,
         "lastConfirmedEntry": last_confirmed,
         "state": "LedgerOpened",
+        "schemaLedgers": [],
+        "compactedLedger": {
+            "ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False
+        },
         "ledgers": [
             {
                 "ledgerId": x.ledger_id,

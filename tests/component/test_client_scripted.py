@@ -177,3 +177,27 @@ def test_path_parts_are_percent_encoded(scripted: Scripted) -> None:
         "/admin/v2/namespaces/t/ns/0x00000000_0x40000000/topicHashPositions"
         "?topics=persistent%3A%2F%2Ft%2Fns%2Fa%26b&topics=persistent%3A%2F%2Ft%2Fns%2Fc"
     )
+
+
+def test_broker_stats_empty_until_the_first_update_then_pulsars_answer(
+    scripted: Scripted,
+) -> None:
+    """A broker answers an empty body until its first stats update; then a real answer, whose
+    V1 heartbeat namespace does not fail the poll and whose producers come from
+    producerCount (the publishers lists are hidden)."""
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "pulsar"
+    body = (fixture / "broker-stats-topics.json").read_bytes()
+    scripted.script = [
+        Answer(200, b"", {"Content-Type": "application/json"}),
+        Answer(200, body, {"Content-Type": "application/json"}),
+    ]
+    with _client(scripted, [], attempts=1) as client:
+        first = client.broker_topic_stats("s")
+        assert len(first) == 0 and first.no_data
+        second = client.broker_topic_stats("s")
+    assert not second.no_data and second.skipped_namespaces == ("pulsar/east/10.0.4.9:8080",)
+    producers = {e.topic.rsplit("/", 1)[1]: e.stats.publisher_count for e in second}
+    assert producers == {"orders-partition-0": 3, "orders-partition-4": 3,
+                         "orders-partition-3": 3, "ticks": 2, "ledger-archive": 1}

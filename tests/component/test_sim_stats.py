@@ -129,7 +129,9 @@ def test_broker_stats_nesting_and_spread_over_brokers(
     per_broker = broker_stats(group, http)
     seen: dict[str, int] = {}
     for broker, doc in enumerate(per_broker):
-        assert set(doc) <= {NS}  # only this cluster's namespaces
+        # This cluster's namespaces, plus the broker's V1 heartbeat namespace.
+        heartbeat = f"pulsar/east/{group.broker_urls['east'][broker].removeprefix('http://')}"
+        assert set(doc) <= {NS, heartbeat} and heartbeat in doc
         for bundle_text, domains in doc.get(NS, {}).items():
             bundle = BundleRange.parse(bundle_text)
             assert set(domains) == {"persistent"}
@@ -141,8 +143,9 @@ def test_broker_stats_nesting_and_spread_over_brokers(
     every = http.get(f"{group.admin_urls['east']}/admin/v2/persistent/{NS}").json()
     assert sorted(every) == sorted(group.topics(NS))
     assert seen == {t: 1 for t in every}  # each topic on exactly one broker
-    assert sum(1 for doc in per_broker if doc) >= 2  # spread over more than one broker
-    assert set(broker_stats(group, http, "west")[0]) == {"acme/west-ns"}
+    assert sum(1 for doc in per_broker if NS in doc) >= 2  # spread over more than one broker
+    west = group.broker_urls["west"][0].removeprefix("http://")
+    assert set(broker_stats(group, http, "west")[0]) == {"acme/west-ns", f"pulsar/west/{west}"}
 
 
 def test_broker_stats_are_a_snapshot_refreshed_every_interval(

@@ -362,3 +362,44 @@ def test_every_controller_result_has_a_metric_label() -> None:
     assert {OffloadResult(v) for v in OFFLOAD_RESULTS.values()} >= {OffloadResult.TRIGGERED}
     # No controller result is silently dropped by both maps.
     assert set(SPLIT_RESULTS) | set(OFFLOAD_RESULTS) == set(ActionResult)
+
+
+def _archive(storage_bytes: int) -> tuple[tuple[str, TopicLoad], ...]:
+    # broker-stats has no offloadedStorageSize: the stream's value is always 0
+    return (("east", TopicLoad(f"persistent://{NS}/archive", 1, storage_size=storage_bytes)),)
+
+
+def test_an_offloaded_topic_is_not_offloaded_again_while_bookkeeper_is_under(
+    tmp_path: Path,
+) -> None:
+    """storageSize still counts offloaded ledgers; the bytes in BookKeeper decide."""
+    closed = (LedgerInfo(10, 5, 4000, True), LedgerInfo(11, 5, 4000, True),
+              LedgerInfo(12, 5, 4000, False))
+    admin = FakeAdmin(ledgers=(*closed, LedgerInfo(13, 0, 0, False)), current_ledger_size=1000)
+    handler = ControllerHandler(
+        make(tmp_path, admin), detection=DetectionSettings(),
+        thresholds=Thresholds(NamespacePolicy(offload_threshold_bytes=10_000)))
+    handler.handle(Report(1, 1000, (), _archive(13_000)))  # 5000 bytes left in BookKeeper
+    assert handler.last_outcomes == ()
+    assert admin.calls == ["internal_stats"]  # read once, nothing decided, nothing triggered
+    handler.handle(Report(2, 2000, (), _archive(9_000)))  # under by storageSize: not even read
+    assert admin.calls == ["internal_stats"]
+    # Newer ledgers push BookKeeper over the threshold: offload what is over, and only that.
+    admin.ledgers = (*closed, *(LedgerInfo(i, 5, 4000, False) for i in (13, 14)),
+                     LedgerInfo(15, 0, 0, False))
+    handler.handle(Report(3, 3000, (), _archive(21_000)))  # 13000 in BookKeeper
+    [outcome] = handler.last_outcomes
+    assert outcome.result is ActionResult.APPLIED and "offload:13" in admin.calls
+    assert outcome.bytes_offloaded == 4000  # ledger 12: the offloaded ones are not counted
+    handler.close()
+
+
+def test_an_unread_bookkeeper_size_decides_nothing_this_window(tmp_path: Path) -> None:
+    admin = FakeAdmin(error=UnavailableError("down"))
+    handler = ControllerHandler(
+        make(tmp_path, admin), detection=DetectionSettings(),
+        thresholds=Thresholds(NamespacePolicy(offload_threshold_bytes=10_000)))
+    handler.handle(Report(1, 1000, (), _archive(13_000)))
+    assert handler.last_outcomes == () and admin.calls == ["internal_stats"]
+    assert (handler.bookkeeper.reads, handler.bookkeeper.failures) == (1, 1)
+    handler.close()

@@ -12,6 +12,7 @@ from balancer.offload import (
     InvalidInternalStats,
     LedgerSize,
     MessageId,
+    bookkeeper_bytes,
     offload_point,
     offload_point_from_stats,
 )
@@ -110,3 +111,37 @@ def test_keeps_at_most_threshold_plus_one_ledger(sizes: list[int], threshold: in
         assert point.ledger_id == len(sizes) - 1
     else:  # the newest ledgers that fit are kept; the next older one tips it over
         assert point.ledger_id > 0 and kept + sizes[point.ledger_id - 1] > threshold
+
+
+@pytest.mark.parametrize(
+    ("offloaded", "threshold", "expected"),
+    [
+        ((True, True), 3000, None),  # only the current ledger is in BookKeeper
+        ((True, True), 2999, (2, 0)),  # the current ledger alone is over: offload the rest
+        ((True, False), 5000, None),  # 3000 + 2000 in BookKeeper: not over
+        ((True, False), 4999, (2, 0)),
+        ((False, False), 5000, (1, 0)),  # nothing offloaded: Pulsar's own rule
+    ],
+    ids=["all-offloaded-at", "all-offloaded-over", "some-at", "some-over", "none"],
+)
+def test_offloaded_ledgers_count_nothing(
+    offloaded: tuple[bool, bool], threshold: int, expected: tuple[int, int] | None
+) -> None:
+    """The point comes from the bytes still in BookKeeper: a topic offloaded before is not
+    offloaded again while what is left is under the threshold."""
+    ledgers = [LedgerSize(0, 1000, offloaded[0]), LedgerSize(1, 2000, offloaded[1]),
+               LedgerSize(2, 0)]
+    point = offload_point(ledgers, current_ledger_size=3000, threshold_bytes=threshold)
+    assert (None if point is None else (point.ledger_id, point.entry_id)) == expected
+    body = {"ledgers": [{"ledgerId": lg.ledger_id, "size": lg.size_bytes,
+                         "offloaded": lg.offloaded} for lg in ledgers],
+            "currentLedgerSize": 3000}
+    assert offload_point_from_stats(body, threshold) == point
+    kept = 3000 + sum(lg.size_bytes for lg in ledgers[:2] if not lg.offloaded)
+    assert bookkeeper_bytes(ledgers, 3000) == kept
+
+
+def test_offloaded_flag_must_be_a_boolean() -> None:
+    body = {"ledgers": [{"ledgerId": 0, "size": 1, "offloaded": "yes"}], "currentLedgerSize": 0}
+    with pytest.raises(InvalidInternalStats, match="offloaded"):
+        offload_point_from_stats(body, 0)
