@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "balancer.commands.simulate",
     "balancer.commands.run",
     "balancer.commands.collect",
+    "balancer.commands.plan",
 )
 
 EXIT_USAGE = 2
