@@ -69,6 +69,12 @@ class LoneHotTopic:
     current_partitions: int  # 0: not partitioned
     recommended_partitions: int
 
+    @property
+    def skewed(self) -> bool:
+        """The partitions together fit at the current count: the load is uneven (a hot key?),
+        and more partitions alone will not spread it."""
+        return self.recommended_partitions <= max(1, self.current_partitions)
+
     def to_dict(self) -> dict[str, object]:
         return {
             "cluster": self.cluster,
@@ -80,6 +86,7 @@ class LoneHotTopic:
             "throughput_bytes": self.throughput_bytes,
             "current_partitions": self.current_partitions,
             "recommended_partitions": self.recommended_partitions,
+            "skewed": self.skewed,
         }
 
 

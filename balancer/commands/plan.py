@@ -197,13 +197,7 @@ def live_plan(
 
     with peer_group_from_config(config) as admin:
         try:
-            targets = _targets(admin, config)
-            taken: list[TopicSample] = []
-            for i in range(samples):
-                if i:
-                    sleep(interval_s)
-                for target in targets:
-                    taken.extend(_poll(admin, target))
+            taken = take_samples(admin, config, samples=samples, interval_s=interval_s, sleep=sleep)
             bundles = window_loads(taken)
             counts = {}
             for cluster, namespace in sorted({(b.cluster, b.namespace) for b in bundles}):
@@ -221,6 +215,25 @@ def live_plan(
         except PulsarAdminError as exc:
             raise ValueError(_describe(exc)) from None
     return plan, points
+
+
+def take_samples(
+    admin: Any,
+    config: BalancerConfig,
+    *,
+    samples: int,
+    interval_s: float,
+    sleep: Callable[[float], None],
+) -> list[TopicSample]:
+    """`samples` rounds of broker-stats of every broker of every cluster."""
+    targets = _targets(admin, config)
+    taken: list[TopicSample] = []
+    for i in range(samples):
+        if i:
+            sleep(interval_s)
+        for target in targets:
+            taken.extend(_poll(admin, target))
+    return taken
 
 
 def _targets(admin: Any, config: BalancerConfig) -> list[Target]:
@@ -455,6 +468,7 @@ def print_plan(plan: Plan, points: dict[str, OffloadPoint], *, source: str, exit
                     "MiB/s",
                     "partitions",
                     "recommended",
+                    "note",
                 ),
                 [
                     (
@@ -466,6 +480,9 @@ def print_plan(plan: Plan, points: dict[str, OffloadPoint], *, source: str, exit
                         _mib(h.throughput_bytes),
                         h.current_partitions or "not partitioned",
                         h.recommended_partitions,
+                        "uneven load (hot key?): more partitions alone will not help"
+                        if h.skewed
+                        else "",
                     )
                     for h in plan.lone_hot_topics
                 ],

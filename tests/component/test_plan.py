@@ -205,3 +205,20 @@ def test_a_bad_stats_file_is_one_line_naming_it(
 def test_a_missing_stats_file_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_plan(capsys, "--stats-file", str(tmp_path / "nope"))
     assert code == EXIT_ERROR and "nope" in err and "Traceback" not in err
+
+
+def test_lone_hot_partition_is_shown_with_its_remedy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    overrides = [{"namespace": "public/*", "max_msg_rate": 12000}]
+    with start_peer_group(HOT) as group:
+        config = write_config(tmp_path, group, thresholds={"overrides": overrides})
+        code, out, err = run_plan(capsys, "--config", str(config), "-o", "json")
+    assert code == EXIT_PROPOSALS, err
+    [hot] = json.loads(out)["lone_hot_topics"]
+    assert hot["hot_topic"] == "persistent://public/default/orders-partition-5"
+    assert hot["topic"] == "persistent://public/default/orders"
+    assert hot["current_partitions"] == 32
+    assert hot["msg_rate"] > 12000
+    # The 32 partitions together are far under 32 x 9,600 msg/s: the load is uneven.
+    assert hot["recommended_partitions"] == 32 and hot["skewed"] is True
