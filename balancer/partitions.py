@@ -75,6 +75,18 @@ class LoneHotTopic:
         and more partitions alone will not spread it."""
         return self.recommended_partitions <= max(1, self.current_partitions)
 
+    @property
+    def remedy(self) -> str:
+        """What to do about it, in one phrase."""
+        if self.skewed:
+            return "uneven load across its partitions (hot key?): more partitions alone won't help"
+        now = (
+            f"{self.current_partitions} partitions"
+            if self.current_partitions
+            else "not partitioned"
+        )
+        return f"make it {self.recommended_partitions} partitions (now {now})"
+
     def to_dict(self) -> dict[str, object]:
         return {
             "cluster": self.cluster,
@@ -87,6 +99,7 @@ class LoneHotTopic:
             "current_partitions": self.current_partitions,
             "recommended_partitions": self.recommended_partitions,
             "skewed": self.skewed,
+            "remedy": self.remedy,
         }
 
 

@@ -53,6 +53,7 @@ def summarize(
         rejected = dict(app.live.events_rejected)
         late = app.live.events_late
         batches = app.live.batches
+        lone = sorted(app.live.lone_hot_seen.values(), key=lambda h: (h.cluster, h.topic))
     for outcome in outcomes:
         if outcome.result is not ActionResult.APPLIED or outcome.decision is None:
             continue
@@ -92,4 +93,5 @@ def summarize(
         mode=config.controller.mode,
         duration_s=time.monotonic() - started,
         stream_error=error,
+        lone_hot_topics=[h.to_dict() for h in lone],
     )

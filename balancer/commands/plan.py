@@ -468,7 +468,7 @@ def print_plan(plan: Plan, points: dict[str, OffloadPoint], *, source: str, exit
                     "MiB/s",
                     "partitions",
                     "recommended",
-                    "note",
+                    "remedy",
                 ),
                 [
                     (
@@ -480,9 +480,7 @@ def print_plan(plan: Plan, points: dict[str, OffloadPoint], *, source: str, exit
                         _mib(h.throughput_bytes),
                         h.current_partitions or "not partitioned",
                         h.recommended_partitions,
-                        "uneven load (hot key?): more partitions alone will not help"
-                        if h.skewed
-                        else "",
+                        h.remedy,
                     )
                     for h in plan.lone_hot_topics
                 ],

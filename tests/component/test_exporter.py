@@ -363,3 +363,26 @@ def test_every_metric_is_documented_in_operations_md() -> None:
         for name in re.findall(r"^\| `(pulsar_balancer_\w+)`", doc, flags=re.MULTILINE)
     }
     assert families == documented
+
+
+def test_lone_hot_topics_are_a_gauge_replaced_each_window() -> None:
+    from balancer.partitions import LoneHotTopic
+
+    metrics, registry, _ = make()
+    hot = LoneHotTopic(
+        cluster="east",
+        namespace="acme/orders",
+        topic="persistent://acme/orders/big",
+        hot_topic="persistent://acme/orders/big-partition-1",
+        bundle="0x00000000_0x40000000",
+        msg_rate=40_000.0,
+        throughput_bytes=0.0,
+        current_partitions=2,
+        recommended_partitions=4,
+    )
+    name = "pulsar_balancer_lone_hot_topic_recommended_partitions"
+    labels = {"cluster": "east", "namespace": "acme/orders", "topic": hot.topic}
+    metrics.set_lone_hot_topics([hot])
+    assert registry.get_sample_value(name, labels) == 4
+    metrics.set_lone_hot_topics([])  # fixed: the series vanishes, the alert resolves
+    assert registry.get_sample_value(name, labels) is None
