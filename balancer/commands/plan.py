@@ -41,6 +41,7 @@ from balancer.commands.output import (
 )
 from balancer.config import BalancerConfig, load_config
 from balancer.controller.apply import ControllerSettings, default_offload_point
+from balancer.controller.handler import controller_settings
 from balancer.planning import Plan, TopicSample, make_plan, window_loads
 from balancer.sizes import format_size
 
@@ -174,10 +175,7 @@ def _config(args: argparse.Namespace) -> BalancerConfig | None:
 
 
 def _controller_settings(config: BalancerConfig | None) -> ControllerSettings:
-    c = _cfg(config).controller
-    return ControllerSettings(
-        mode=c.mode, allow_namespaces=c.allow_namespaces, deny_namespaces=c.deny_namespaces
-    )
+    return controller_settings(_cfg(config))
 
 
 # --- live ----------------------------------------------------------------------------------

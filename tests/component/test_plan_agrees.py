@@ -12,7 +12,7 @@ import pytest
 from balancer.commands.plan import live_plan, take_samples
 from balancer.config import BalancerConfig
 from balancer.controller.clock import FakeClock
-from balancer.controller.handler import build_handler
+from balancer.controller.handler import build_handler, controller_settings
 from balancer.controller.stats import ActionResult
 from balancer.decisions import DecisionKind
 from balancer.load import BundleLoad, TopicLoad
@@ -33,14 +33,16 @@ class Report:
 
 
 def config_for(group: Any, tmp_path: Path, **sections: Any) -> BalancerConfig:
+    controller = {
+        "mode": "apply",
+        "journal_path": str(tmp_path / "journal.sqlite3"),
+        "audit_log_path": str(tmp_path / "audit.jsonl"),
+        **sections.pop("controller", {}),
+    }
     return BalancerConfig.from_mapping(
         {
             "clusters": [{"name": n, "admin_url": u} for n, u in group.admin_urls.items()],
-            "controller": {
-                "mode": "apply",
-                "journal_path": str(tmp_path / "journal.sqlite3"),
-                "audit_log_path": str(tmp_path / "audit.jsonl"),
-            },
+            "controller": controller,
             **sections,
         }
     )
@@ -53,6 +55,14 @@ def config_for(group: Any, tmp_path: Path, **sections: Any) -> BalancerConfig:
         (GROWTH, {"offload": {"default_threshold": "1G"}}),
         # A per-namespace override lowers the limit: more bundles over it, more children.
         (HOT, {"thresholds": {"overrides": [{"namespace": "public/*", "max_msg_rate": 12000}]}}),
+        # Outside the allow-list: the plan proposes nothing there, and nothing is applied.
+        (
+            GROWTH,
+            {
+                "offload": {"default_threshold": "1G"},
+                "controller": {"allow_namespaces": ["other/*"]},
+            },
+        ),
     ],
 )
 def test_the_controller_applies_exactly_what_the_plan_proposes(
@@ -61,9 +71,13 @@ def test_the_controller_applies_exactly_what_the_plan_proposes(
     with start_peer_group(scenario) as group:
         config = config_for(group, tmp_path, **sections)
         plan, points = live_plan(
-            config, samples=2, interval_s=0, sleep=lambda s: None, allows=lambda ns: True
+            config,
+            samples=2,
+            interval_s=0,
+            sleep=lambda s: None,
+            allows=controller_settings(config).allows,
         )
-        assert plan.has_proposals
+        assert plan.has_proposals or plan.skipped
         with peer_group_from_config(config) as admin:
             samples = take_samples(admin, config, samples=2, interval_s=0, sleep=lambda s: None)
             bundles = window_loads(samples)
