@@ -222,3 +222,27 @@ def test_lone_hot_partition_is_shown_with_its_remedy(
     assert hot["msg_rate"] > 12000
     # The 32 partitions together are far under 32 x 9,600 msg/s: the load is uneven.
     assert hot["recommended_partitions"] == 32 and hot["skewed"] is True
+
+
+def test_samples_are_taken_interval_apart_and_averaged(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from balancer.cli import build_parser
+    from balancer.commands.plan import plan_command
+
+    slept: list[float] = []
+    with start_peer_group(HOT, time_scale=0) as group:
+
+        def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            group.clock.advance(seconds)  # simulated time moves between the samples
+
+        args = build_parser().parse_args(
+            ["plan", *urls(group), "--samples", "3", "--interval-s", "45", "-o", "json"]
+        )
+        code = plan_command(args, sleep=sleep)
+        counted = dict(group.model.request_counts)
+    assert code == EXIT_PROPOSALS
+    assert slept == [45.0, 45.0]
+    assert sum(n for (_, route), n in counted.items() if route == "broker_stats") == 6
+    assert json.loads(capsys.readouterr().out)["splits"]
