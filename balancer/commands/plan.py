@@ -24,6 +24,7 @@ import argparse
 import functools
 import json
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -132,11 +133,24 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
     else:
         if config is None:
             raise ValueError("give --config FILE, --admin-url CLUSTER=URL or --stats-file PATH")
+        taken = [1]
+
+        def wait(seconds: float) -> None:
+            # Progress on stderr: stdout stays the plan alone (one JSON document with -o json).
+            if seconds > 0:
+                print(
+                    f"plan: sample {taken[0]} of {args.samples} taken; the next in {seconds:g} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            taken[0] += 1
+            sleep(seconds)
+
         plan, points = live_plan(
             config,
             samples=args.samples,
             interval_s=args.interval_s,
-            sleep=sleep,
+            sleep=wait,
             allows=settings.allows,
         )
         source = "clusters " + ", ".join(c.name for c in config.clusters)

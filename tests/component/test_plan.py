@@ -245,4 +245,6 @@ def test_samples_are_taken_interval_apart_and_averaged(
     assert code == EXIT_PROPOSALS
     assert slept == [45.0, 45.0]
     assert sum(n for (_, route), n in counted.items() if route == "broker_stats") == 6
-    assert json.loads(capsys.readouterr().out)["splits"]
+    out, err = capsys.readouterr()
+    assert json.loads(out)["splits"]
+    assert "sample 2 of 3 taken; the next in 45 s" in err
