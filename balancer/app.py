@@ -29,6 +29,7 @@ from balancer.exporter import BalancerMetrics
 from balancer.health import HealthServer, standard_checks
 from balancer.kafka_topics import ensure_topics
 from balancer.load import BundleLoad
+from balancer.partitions import LoneHotTopic, lone_hot_topics
 from balancer.preflight import setting_error
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.transport import RequestRecord
@@ -63,6 +64,10 @@ class LiveState:
     outcomes: deque[Outcome] = field(default_factory=lambda: deque(maxlen=200))
     handler_errors: int = 0
     kafka_seen_at_s: float | None = None  # monotonic time of the last batch that read Kafka
+    # Topics alone over a bundle limit in the latest window, and every one seen this run
+    # (latest figures per (cluster, topic)) for the summary.
+    lone_hot_topics: list[LoneHotTopic] = field(default_factory=list)
+    lone_hot_seen: dict[tuple[str, str], LoneHotTopic] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -115,6 +120,14 @@ class AppHandler:
             with self.live.lock:
                 self.live.handler_errors += 1
         self.metrics.observe_batch(report)
+        lone: list[LoneHotTopic] = []
+        if report.window_end_ms:
+            lone = lone_hot_topics(
+                report.bundles,
+                limits_for=self.limits,
+                fill_factor=self.controller.detection.fill_factor,
+            )
+            self.metrics.set_lone_hot_topics(lone)
         ranked = sorted(
             ((b, max_ratio(b, self.limits(b.namespace))) for b in report.bundles),
             key=lambda pair: -pair[1],
@@ -132,6 +145,9 @@ class AppHandler:
                 self.live.last_window_end_ms = report.window_end_ms
                 self.live.bundles_reporting = len(report.bundles)
                 self.live.over_threshold = [(b, r) for b, r in ranked if r > 1.0][:8]
+                self.live.lone_hot_topics = lone
+                for hot in lone:
+                    self.live.lone_hot_seen[(hot.cluster, hot.topic)] = hot
 
     def on_outcome(self, outcome: Outcome) -> None:
         with self.live.lock:

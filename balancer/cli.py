@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "balancer.commands.run",
     "balancer.commands.collect",
     "balancer.commands.checkpoint",
+    "balancer.commands.plan",
 )
 
 EXIT_USAGE = 2

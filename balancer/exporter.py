@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 
 from balancer.decisions import SplitReason
 from balancer.load import BundleLoad
+from balancer.partitions import LoneHotTopic
 from balancer.split import SplitAlgorithm
 
 PREFIX = "pulsar_balancer"
@@ -390,6 +391,13 @@ class BalancerMetrics:
             ["cluster", "method"], registry=reg,
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
         )  # fmt: skip
+        # Bounded: one series per topic alone over a bundle limit in the latest window.
+        self._lone_hot = Gauge(
+            f"{PREFIX}_lone_hot_topic_recommended_partitions",
+            "Partitions that bring every partition of a topic alone over a bundle limit "
+            "under the fill target (no split can help it).",
+            ["cluster", "namespace", "topic"], registry=reg,
+        )  # fmt: skip
         self._last_batch.set(clock())
         self.collector = CollectorMetrics(reg, clock=clock)
         registry.register(_SnapshotCollector(self._current_snapshot, limits))
@@ -511,6 +519,15 @@ class BalancerMetrics:
         self._offloads.labels(cluster=cluster, result=result).inc()
         if bytes_offloaded and result == OffloadResult.TRIGGERED:
             self._offloaded_bytes.labels(cluster=cluster).inc(bytes_offloaded)
+
+    def set_lone_hot_topics(self, topics: Iterable[LoneHotTopic]) -> None:
+        """Replace the lone-hot-topic series with the latest window's (the others vanish)."""
+        with self._lock:
+            self._lone_hot.clear()
+            for hot in topics:
+                self._lone_hot.labels(hot.cluster, hot.namespace, hot.topic).set(
+                    hot.recommended_partitions
+                )
 
     def set_breaker(self, cluster: str, open: bool) -> None:
         self._breaker.labels(cluster=cluster).set(1 if open else 0)

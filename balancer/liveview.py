@@ -16,6 +16,7 @@ from rich.text import Text
 
 from balancer.app import LiveState
 from balancer.controller.stats import ActionResult
+from balancer.partitions import LoneHotTopic
 from balancer.sizes import format_size
 
 LOAD_CAPTION = (
@@ -43,6 +44,7 @@ def render_live(live: LiveState, *, mode: str, elapsed_s: float, duration_s: flo
         late = live.events_late
         lag = live.kafka_lag
         over = list(live.over_threshold)
+        lone = {(h.cluster, h.bundle): h for h in live.lone_hot_topics}
         reporting = live.bundles_reporting
         outcomes = list(live.outcomes)[-8:]
         errors = live.handler_errors
@@ -71,7 +73,7 @@ def render_live(live: LiveState, *, mode: str, elapsed_s: float, duration_s: flo
             f"{load.throughput_bytes / 1048576:,.1f}",
             str(load.topic_count),
             _pct(ratio),
-            "one topic alone is over: no split can help" if load.topic_count == 1 else "",
+            _lone_note(lone.get((load.cluster, str(load.bundle))), load.topic_count),
         )
     if not over:
         hot.add_row("-", "none", "", "", "", "", "", "")
@@ -94,6 +96,13 @@ def render_live(live: LiveState, *, mode: str, elapsed_s: float, duration_s: flo
     )
 
 
+def _lone_note(hot: LoneHotTopic | None, topic_count: int) -> str:
+    if hot is None:
+        return "one topic alone is over: no split can help" if topic_count == 1 else ""
+    return f"one topic alone is over, no split can help: {hot.remedy}"
+
+
+
 @dataclass
 class RunSummary:
     bundles_before: dict[str, int]
@@ -111,6 +120,7 @@ class RunSummary:
     # Actions sent without an answer that Pulsar did not show by the end of the run: the
     # next start rechecks them (never re-sends); their bundles and topics wait until then.
     unknown: list[dict[str, Any]] = field(default_factory=list)
+    lone_hot_topics: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -127,6 +137,7 @@ class RunSummary:
             "duration_s": round(self.duration_s, 1),
             "stream_error": self.stream_error,
             "unknown": self.unknown,
+            "lone_hot_topics": self.lone_hot_topics,
         }
 
 
@@ -187,8 +198,18 @@ def render_summary(summary: RunSummary) -> Group:
     if not summary.offloads:
         offloads.add_row("-", "none", "", "", "")
 
-    return Group(Panel(head, title="pulsar-balancer: summary"), Text(INTRO, style="dim"),
-                 bundles, splits, offloads)
+    parts: list[Any] = [Panel(head, title="pulsar-balancer: summary"), Text(INTRO, style="dim"),
+                        bundles, splits, offloads]
+    if summary.lone_hot_topics:
+        lone = Table(title="Topics alone over a bundle limit (no split can help)", expand=True)
+        for col in ("cluster", "topic", "msg/s", "partitions", "recommended", "remedy"):
+            lone.add_column(col)
+        for h in summary.lone_hot_topics:
+            lone.add_row(h["cluster"], h["topic"], f"{h['msg_rate']:,.0f}",
+                         str(h["current_partitions"] or "not partitioned"),
+                         str(h["recommended_partitions"]), h["remedy"])
+        parts.append(lone)
+    return Group(*parts)
 
 
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:

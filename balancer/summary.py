@@ -53,6 +53,7 @@ def summarize(
         rejected = dict(app.live.events_rejected)
         late = app.live.events_late
         batches = app.live.batches
+        lone = sorted(app.live.lone_hot_seen.values(), key=lambda h: (h.cluster, h.topic))
     splits, offloads, unknown = actions_of(outcomes)
     with peer_group_from_config(config) as admin:
         after = census(admin)
@@ -70,6 +71,7 @@ def summarize(
         duration_s=time.monotonic() - started,
         stream_error=error,
         unknown=unknown,
+        lone_hot_topics=[h.to_dict() for h in lone],
     )
 
 

@@ -128,6 +128,17 @@ class ControllerHandler:
         self.controller.close()
 
 
+def controller_settings(config: BalancerConfig) -> ControllerSettings:
+    """The controller's gate settings (mode, allow/deny lists); `plan` applies the same."""
+    c = config.controller
+    return ControllerSettings(
+        mode=c.mode,
+        allow_namespaces=c.allow_namespaces,
+        deny_namespaces=c.deny_namespaces,
+        unload_after_split=c.unload_after_split,
+    )
+
+
 def build_controller(
     config: BalancerConfig,
     admin: AdminPort,
@@ -141,12 +152,7 @@ def build_controller(
     c = config.controller
     return Controller(
         admin,
-        settings=ControllerSettings(
-            mode=c.mode,
-            allow_namespaces=c.allow_namespaces,
-            deny_namespaces=c.deny_namespaces,
-            unload_after_split=c.unload_after_split,
-        ),
+        settings=controller_settings(config),
         journal=Journal(journal_path or c.journal_path),
         audit=AuditLog(audit_path or c.audit_log_path),
         limits=ActionLimits(

@@ -391,3 +391,26 @@ def test_the_event_lag_and_the_late_share_follow_the_batches() -> None:
     assert metrics.late_event_share() == 1.0
     clock.now_s += 1
     assert metrics.late_event_share() is None
+
+
+def test_lone_hot_topics_are_a_gauge_replaced_each_window() -> None:
+    from balancer.partitions import LoneHotTopic
+
+    metrics, registry, _ = make()
+    hot = LoneHotTopic(
+        cluster="east",
+        namespace="acme/orders",
+        topic="persistent://acme/orders/big",
+        hot_topic="persistent://acme/orders/big-partition-1",
+        bundle="0x00000000_0x40000000",
+        msg_rate=40_000.0,
+        throughput_bytes=0.0,
+        current_partitions=2,
+        recommended_partitions=4,
+    )
+    name = "pulsar_balancer_lone_hot_topic_recommended_partitions"
+    labels = {"cluster": "east", "namespace": "acme/orders", "topic": hot.topic}
+    metrics.set_lone_hot_topics([hot])
+    assert registry.get_sample_value(name, labels) == 4
+    metrics.set_lone_hot_topics([])  # fixed: the series vanishes, the alert resolves
+    assert registry.get_sample_value(name, labels) is None

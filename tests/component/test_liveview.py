@@ -79,3 +79,32 @@ def test_summary_names_actions_whose_outcome_is_still_unknown() -> None:
     text = text_of(render_summary(summary))
     assert "outcome unknown" in text and "acme/orders/0x00000000_0x40000000" in text
     assert json.loads(json.dumps(summary.to_dict()))["unknown"][0]["decision_id"] == "split-1"
+
+
+def test_a_lone_hot_topic_shows_its_remedy_in_the_live_view_and_the_summary() -> None:
+    from balancer.partitions import LoneHotTopic
+
+    hot = LoneHotTopic(
+        cluster="west",
+        namespace="acme/pay",
+        topic="persistent://acme/pay/ledger",
+        hot_topic="persistent://acme/pay/ledger",
+        bundle="0x40000000_0x80000000",
+        msg_rate=42_000.0,
+        throughput_bytes=0.0,
+        current_partitions=0,
+        recommended_partitions=2,
+    )
+    live = LiveState()
+    lone = BundleLoad("west", "acme/pay", BundleRange(0x40000000, 0x80000000), 0,
+                      msg_rate_in=21_000, msg_rate_out=21_000, topic_count=3)
+    live.over_threshold = [(lone, 1.4)]
+    live.lone_hot_topics = [hot]
+    text = " ".join(text_of(render_live(live, mode="apply", elapsed_s=1, duration_s=None)).split())
+    assert "no split" in text and "make it 2" in text
+    summary = RunSummary(bundles_before={}, bundles_after={}, splits=[], offloads=[],
+                         events_processed=0, events_rejected=0,
+                         lone_hot_topics=[hot.to_dict()])
+    text = text_of(render_summary(summary))
+    assert "persistent://acme/pay/ledger" in text and "make it 2 partitions" in text
+    assert summary.to_dict()["lone_hot_topics"][0]["recommended_partitions"] == 2
