@@ -278,12 +278,24 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         begin = {int(p): int(o) for p, o in start.items()}
         marks = self._target if self._target is not None else self._marks(begin)
+        # A partition that ends before the checkpoint's offset lost its data (the topic was
+        # recreated, or the broker came back empty): read it again from offset 0. The batch
+        # that notices ends that partition at 0, so the next batch reads the new records,
+        # instead of waiting, blind, until the new offsets pass the old ones.
+        lost = sorted(p for p, m in marks.items() if m < begin.get(p, 0))
+        if lost:
+            log.warning(
+                "Kafka topic %s: partition(s) %s end before the checkpoint's offsets (data "
+                "lost or topic recreated): reading them again from offset 0",
+                self.options.topic, lost,
+            )
         # A partition that appeared after the start is read from its beginning.
-        available = {p: max(m, begin.get(p, 0)) for p, m in marks.items()}
+        available = {p: 0 if p in lost else max(m, begin.get(p, 0)) for p, m in marks.items()}
         for p, o in begin.items():
             available.setdefault(p, o)
         if isinstance(limit, ReadMaxRows):
             end = split_limit(begin, available, limit.max_rows)
+            end.update(dict.fromkeys(lost, 0))
         else:
             end = available
         return {str(p): o for p, o in sorted(end.items())}

@@ -93,6 +93,24 @@ def test_max_offsets_per_trigger_bounds_each_batch(kafka: Broker) -> None:
     reader.stop()
 
 
+def test_a_partition_that_lost_its_data_is_read_again_from_offset_0(kafka: Broker) -> None:
+    """A broker that came back empty (or a recreated topic) ends before the checkpoint's
+    offsets: the source restarts those partitions at 0 instead of waiting, blind, until the
+    new offsets pass the old ones (issue 16: Kafka restarts)."""
+    topic = kafka.new_topic(partitions=2, prefix="src")
+    _produce_in_batches(kafka, topic, {0: 3, 1: 4})
+    reader = _reader(kafka, topic)
+    checkpointed = {"0": 500, "1": 4}  # partition 0 held 500 records before the loss
+    end = reader.latestOffset(checkpointed, ReadAllAvailable())
+    assert end == {"0": 0, "1": 4}
+    assert reader.partitions(checkpointed, end) == []
+    assert reader.latestOffset(end, ReadAllAvailable()) == {"0": 3, "1": 4}
+    assert reader.partitions(end, {"0": 3, "1": 4}) == [KafkaRange(0, 0, 3)]
+    # With a read limit too.
+    assert reader.latestOffset(checkpointed, ReadMaxRows(2)) == {"0": 0, "1": 4}
+    reader.stop()
+
+
 def test_trigger_available_now_stops_at_the_marks_seen_at_start(kafka: Broker) -> None:
     topic = kafka.new_topic(prefix="src")
     _produce_in_batches(kafka, topic, {0: 4})
