@@ -13,6 +13,7 @@ from balancer.commands import read_input
 from balancer.commands.output import (
     add_output_argument,
     make_table,
+    positive_int,
     print_json,
     print_tables,
     wants_json,
@@ -61,7 +62,7 @@ def _register_topic_info(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--buckets",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="numberOfTopicBuckets of the namespace (default: 1, no bucketing)",
@@ -388,17 +389,9 @@ MAX_CLI_BUNDLES = 65536
 
 
 def _bundle_count(text: str) -> int:
-    value = _positive_int(text)
+    value = positive_int(text)
     if value > MAX_CLI_BUNDLES:
         raise argparse.ArgumentTypeError(f"{text!r} is more than {MAX_CLI_BUNDLES} bundles")
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value

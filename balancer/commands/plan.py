@@ -32,7 +32,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from balancer.collector import Target, targets_for
-from balancer.commands.output import add_output_argument, print_json, wants_json
+from balancer.commands.output import (
+    add_output_argument,
+    non_negative,
+    positive_int,
+    print_json,
+    wants_json,
+)
 from balancer.commands.plan_output import (
     EXIT_ERROR,
     EXIT_NOTHING,
@@ -72,13 +78,13 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--samples",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_SAMPLES,
         help=f"broker-stats samples to average (default {DEFAULT_SAMPLES})",
     )
     parser.add_argument(
         "--interval-s",
-        type=_non_negative,
+        type=non_negative,
         default=DEFAULT_INTERVAL_S,
         help=f"seconds between samples (default {DEFAULT_INTERVAL_S:g}, Pulsar's stats period)",
     )
@@ -356,21 +362,5 @@ def read_stats_files(path: Path, *, default_cluster: str, now_ms: int) -> list[T
     return samples
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
 
 
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return value
