@@ -140,7 +140,7 @@ class ListSink:
     def __init__(self) -> None:
         self.events: list[TopicStatsEvent] = []
 
-    def send(self, *, key: bytes, value: bytes) -> None:
+    def send(self, *, key: bytes, value: bytes, events: int = 1) -> None:
         self.events.extend(e for e in parse_message(value) if isinstance(e, TopicStatsEvent))
 
     def flush(self) -> None:

@@ -38,7 +38,7 @@ class ListSink:
     def __init__(self) -> None:
         self.values: list[bytes] = []
 
-    def send(self, *, key: bytes, value: bytes) -> None:
+    def send(self, *, key: bytes, value: bytes, events: int = 1) -> None:
         self.values.append(value)
 
     def flush(self) -> None:
