@@ -30,12 +30,12 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from balancer.collector_metrics import PREFIX, CollectorMetrics
 from balancer.decisions import SplitReason
 from balancer.load import BundleLoad
 from balancer.partitions import LoneHotTopic
 from balancer.split import SplitAlgorithm
 
-PREFIX = "pulsar_balancer"
 BYTES_PER_MIB = 1024 * 1024
 
 
@@ -223,58 +223,6 @@ class _SnapshotCollector(Collector):
                 labels=["partition"],
             ),
         )
-
-
-class CollectorMetrics:
-    """The stats collector's counters: on the balancer's registry, or the `collect` command's.
-
-    Counts are of events (an envelope carries several): `sent` acknowledged by Kafka, `failed`
-    handed to the producer but not acknowledged, `dropped` never handed to a producer.
-    """
-
-    def __init__(self, registry: CollectorRegistry, *, clock: Callable[[], float] = time.time):
-        self._clock = clock
-        reg = registry
-        self._sent = Counter(
-            f"{PREFIX}_collector_events_sent", "Collected events acknowledged by Kafka.",
-            registry=reg,
-        )  # fmt: skip
-        self._failed = Counter(
-            f"{PREFIX}_collector_events_failed",
-            "Collected events handed to the producer that Kafka did not acknowledge.",
-            registry=reg,
-        )
-        self._dropped = Counter(
-            f"{PREFIX}_collector_events_dropped",
-            "Collected events never handed to a producer (Kafka unreachable, producer rebuilding).",
-            registry=reg,
-        )
-        self._rebuilds = Counter(
-            f"{PREFIX}_collector_producer_rebuilds",
-            "Kafka producers the collector replaced after a fatal producer error.", registry=reg,
-        )  # fmt: skip
-        self._last_publish = Gauge(
-            f"{PREFIX}_collector_last_publish_timestamp_seconds",
-            "Wall-clock time of the collector's last acknowledged send (process start before one).",
-            registry=reg,
-        )
-        self._last_publish.set(clock())
-
-    def events_sent(self, count: int) -> None:
-        if count > 0:
-            self._sent.inc(count)
-            self._last_publish.set(self._clock())
-
-    def events_failed(self, count: int) -> None:
-        if count > 0:
-            self._failed.inc(count)
-
-    def events_dropped(self, count: int) -> None:
-        if count > 0:
-            self._dropped.inc(count)
-
-    def producer_rebuilt(self) -> None:
-        self._rebuilds.inc()
 
 
 class BalancerMetrics:

@@ -26,7 +26,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from balancer.collector import Collector, KafkaEventSink, admin_fetch, targets_for
-from balancer.exporter import CollectorMetrics
+from balancer.collector_metrics import CollectorMetrics
 from balancer.health import HealthServer
 
 NAME = "collect"

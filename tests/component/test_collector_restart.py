@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from balancer.collector import Collector, KafkaEventSink, admin_fetch, targets_for
-from balancer.exporter import CollectorMetrics
+from balancer.collector_metrics import CollectorMetrics
 from balancer.kafka_embedded import EmbeddedKafka, free_port
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.retry import RetryPolicy
