@@ -15,7 +15,7 @@ import yaml
 from balancer.cli import main
 from balancer.commands.plan import EXIT_ERROR, EXIT_NOTHING, EXIT_PROPOSALS
 from balancer.sim import parse_scenario, start_peer_group
-from balancer.sim.server import ROUTES
+from balancer.sim.routes import ROUTES
 
 GET_ROUTES = {name for method, _, name, _ in ROUTES if method == "GET"}
 HOT = Path("conf/scenarios/hot-bundle.yaml")

@@ -1,0 +1,371 @@
+"""The simulated admin REST API's routes: Pulsar's paths, each with the handler that answers
+it from the shared `SimModel`.
+
+Errors are Pulsar's JSON `{"reason": "..."}`. A namespace held by a peer cluster is answered
+with 307 only on the routes Pulsar redirects (split, unload); the others are answered from
+the asked cluster's own metadata (`balancer.sim.peers` says which and why). The HTTP server
+that serves them is `balancer.sim.server`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from balancer.sim.model import NamespaceState, SimError, SimModel
+from balancer.sim.paths import metadata_path
+from balancer.sim.peers import config_store_layout, local_namespace, stale_bundle
+from balancer.sim.splitting import check_supported
+from balancer.topics import InvalidTopicName, parse_topic
+
+log = logging.getLogger(__name__)
+
+_SEG = r"([^/]+)"
+MAX_BODY_BYTES = 16 * 1024 * 1024  # an admin request body is a few boundaries or a message id
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: bytes
+    cluster: str
+    broker: int
+    params: tuple[str, ...] = ()
+
+    def flag(self, name: str) -> bool:
+        return self.query.get(name, ["false"])[-1].lower() == "true"
+
+    def json_body(self) -> Any:
+        if not self.body.strip():
+            return None
+        try:
+            return json.loads(self.body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SimError(400, f"Request body is not valid JSON: {exc}") from None
+
+
+@dataclass
+class Response:
+    status: int
+    body: Any = None  # JSON-serialisable, or str for text/plain
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RawJson:
+    """A body already serialised to JSON bytes."""
+
+    payload: bytes
+
+
+Handler = Callable[[SimModel, Request], Response]
+
+
+def _ok(body: Any) -> Response:
+    return Response(200, body)
+
+
+def _no_content() -> Response:
+    return Response(204)
+
+
+# ----- handlers ------------------------------------------------------------------------------
+
+
+def _clusters(m: SimModel, r: Request) -> Response:
+    return _ok(sorted(m.clusters))
+
+
+def _cluster(m: SimModel, r: Request) -> Response:
+    c = m.cluster(r.params[0])
+    # ClusterData: serviceUrl is what the cluster advertises (maybe not the admin URL used).
+    return _ok({"serviceUrl": c.advertised_url, "peerClusterNames": list(c.peers) or None})
+
+
+def _get_peers(m: SimModel, r: Request) -> Response:
+    return _ok(list(m.cluster(r.params[0]).peers))
+
+
+def _set_peers(m: SimModel, r: Request) -> Response:
+    body = r.json_body()
+    if not isinstance(body, list) or not all(isinstance(x, str) for x in body):
+        raise SimError(400, "Peer cluster names must be a JSON array of strings")
+    m.set_peers(r.params[0], body)
+    return _no_content()
+
+
+def _brokers(m: SimModel, r: Request) -> Response:
+    c = m.cluster(r.params[0])
+    return _ok([c.broker_address(b) for b in range(c.broker_count)])
+
+
+def _tenants(m: SimModel, r: Request) -> Response:
+    return _ok(m.tenants())
+
+
+def _tenant(m: SimModel, r: Request) -> Response:
+    return _ok({"adminRoles": [], "allowedClusters": m.tenant_clusters(r.params[0])})
+
+
+def _namespaces(m: SimModel, r: Request) -> Response:
+    return _ok(m.namespaces_of(r.cluster, r.params[0]))
+
+
+def _ns(m: SimModel, r: Request) -> NamespaceState:
+    """For the routes Pulsar redirects to the peer holding the namespace (307)."""
+    return m.locate(r.cluster, f"{r.params[0]}/{r.params[1]}")
+
+
+def _local_ns(m: SimModel, r: Request) -> NamespaceState | None:
+    """For the routes answered locally: None when another cluster holds the namespace."""
+    return local_namespace(m, r.cluster, f"{r.params[0]}/{r.params[1]}")
+
+
+def _policies(m: SimModel, r: Request) -> Response:
+    ns = _local_ns(m, r)
+    if ns is None:
+        name = f"{r.params[0]}/{r.params[1]}"
+        home = m.namespaces[name].cluster
+        layout = config_store_layout(m, name).to_json()
+        return _ok({"bundles": layout, "replication_clusters": [home], "deleted": False})
+    return _ok(m.policies(ns))
+
+
+def _bundles(m: SimModel, r: Request) -> Response:
+    ns = _local_ns(m, r)
+    if ns is None:  # no local policies here: the bundles the namespace was created with
+        return _ok(config_store_layout(m, f"{r.params[0]}/{r.params[1]}").to_json())
+    with m.lock:
+        return _ok(ns.layout.to_json())
+
+
+def _split(m: SimModel, r: Request) -> Response:
+    body = r.json_body()
+    if body is None:
+        body = []
+    if not isinstance(body, list) or not all(
+        isinstance(x, int) and not isinstance(x, bool) for x in body
+    ):
+        raise SimError(400, "Split boundaries must be a JSON array of integers")
+    algorithm = r.query.get("splitAlgorithmName", [None])[-1] or None
+    check_supported(algorithm, m.scenario.broker, body)  # NamespacesBase: before any 307
+    ns = _ns(m, r)
+    with m.lock:
+        try:
+            bundle = m.resolve_bundle(ns, r.params[2], allow_special=True)
+        except SimError:
+            bundle = None  # split_bundle reports the bad bundle after the algorithm checks
+        if bundle is not None:
+            m.check_owner(ns, bundle, r.broker)
+        m.split_bundle(
+            ns, r.params[2], algorithm=algorithm, boundaries=body, unload=r.flag("unload")
+        )
+    return _no_content()
+
+
+def _unload(m: SimModel, r: Request) -> Response:
+    ns = _ns(m, r)
+    with m.lock:
+        m.check_owner(ns, m.resolve_bundle(ns, r.params[2]), r.broker)
+        m.unload_bundle(ns, r.params[2])
+    return _no_content()
+
+
+def _hash_positions(m: SimModel, r: Request) -> Response:
+    ns = _local_ns(m, r)
+    if ns is None:  # this cluster owns no topic of the namespace
+        name = f"{r.params[0]}/{r.params[1]}"
+        bundle = stale_bundle(m, name, r.params[2])
+        return _ok({"namespace": name, "bundle": str(bundle), "topicHashPositions": {}})
+    return _ok(m.topic_hash_positions(ns, r.params[2], r.query.get("topics", [])))
+
+
+def _topics(m: SimModel, r: Request) -> Response:
+    ns = _local_ns(m, r)
+    bundle_text = r.query.get("bundle", [None])[-1]
+    if ns is None:  # no managed ledger of the namespace in this cluster's metadata
+        if bundle_text:
+            stale_bundle(m, f"{r.params[0]}/{r.params[1]}", bundle_text)
+        return _ok([])
+    bundle = m.resolve_bundle(ns, bundle_text) if bundle_text else None
+    return _ok(m.topics_of_bundle(ns, bundle))
+
+
+def _topic(m: SimModel, r: Request) -> tuple[NamespaceState, int]:
+    # PersistentTopics checks topic ownership only (no peer redirect): elsewhere, no topic.
+    ns = _local_ns(m, r)
+    local = r.params[2]
+    if ns is None:
+        raise SimError(404, f"Topic persistent://{r.params[0]}/{r.params[1]}/{local} not found")
+    if m.partitions_of(ns, local):
+        raise SimError(
+            404, f"Topic persistent://{ns.name}/{local} is partitioned: ask its partitions"
+        )
+    i = m.topic_index(ns, local)
+    with m.lock:
+        m.check_owner(ns, ns.layout.find(int(m.traffic.table.positions[i])), r.broker)
+    return ns, i
+
+
+def _topic_stats(m: SimModel, r: Request) -> Response:
+    _, i = _topic(m, r)
+    return _ok(m.topic_stats(i))
+
+
+def _internal_stats(m: SimModel, r: Request) -> Response:
+    _, i = _topic(m, r)
+    return _ok(m.internal_stats(i))
+
+
+def _trigger_offload(m: SimModel, r: Request) -> Response:
+    _, i = _topic(m, r)
+    body = r.json_body()
+    ledger_id = body.get("ledgerId") if isinstance(body, dict) else None
+    entry_id = body.get("entryId") if isinstance(body, dict) else None
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (ledger_id, entry_id)):
+        raise SimError(400, "Offload needs a message id {ledgerId, entryId, partitionIndex}")
+    assert isinstance(ledger_id, int)
+    m.trigger_offload(i, ledger_id)
+    return _no_content()
+
+
+def _offload_status(m: SimModel, r: Request) -> Response:
+    _, i = _topic(m, r)
+    return _ok(m.offload_status(i))
+
+
+def _shared_ns(m: SimModel, r: Request) -> NamespaceState:
+    """Partitioned-topic metadata lives in the configuration store: any cluster answers."""
+    local_namespace(m, r.cluster, f"{r.params[0]}/{r.params[1]}")  # 404 if unknown
+    return m.namespaces[f"{r.params[0]}/{r.params[1]}"]
+
+
+def _partitioned_topics(m: SimModel, r: Request) -> Response:
+    ns = _shared_ns(m, r)
+    return _ok(sorted(f"persistent://{ns.name}/{base}" for base in ns.partitioned))
+
+
+def _partitions(m: SimModel, r: Request) -> Response:
+    ns = _shared_ns(m, r)
+    return _ok({"partitions": m.partitions_of(ns, r.params[2])})
+
+
+def _broker_stats(m: SimModel, r: Request) -> Response:
+    return Response(200, RawJson(m.broker_stats_json(r.cluster, r.broker)))
+
+
+def _lookup_bundle(m: SimModel, r: Request) -> Response:
+    domain, tenant, namespace, local = r.params
+    try:
+        topic = parse_topic(f"{domain}://{tenant}/{namespace}/{local}")
+    except InvalidTopicName as exc:
+        raise SimError(412, str(exc)) from None
+    # TopicLookup: the bundle in the asked cluster's own layout (no peer redirect).
+    ns = local_namespace(m, r.cluster, topic.namespace_name)
+    from balancer.hashing import hash_position
+
+    with m.lock:
+        layout = ns.layout if ns is not None else config_store_layout(m, topic.namespace_name)
+        bundle = layout.find(hash_position(topic.full))
+    return Response(200, str(bundle), content_type="text/plain")
+
+
+def _metadata_path(m: SimModel, r: Request) -> Response:
+    domain, tenant, namespace, local = r.params
+    try:
+        topic = parse_topic(f"{domain}://{tenant}/{namespace}/{local}")
+    except InvalidTopicName as exc:
+        raise SimError(412, str(exc)) from None
+    ns = m.locate(r.cluster, topic.namespace_name)
+    return _ok(metadata_path(topic, ns.topic_buckets))
+
+
+def _sim_clock(m: SimModel, r: Request) -> Response:
+    return _ok({"now_ms": m.now_ms(), "elapsed_s": m.elapsed_s()})
+
+
+def _sim_splits(m: SimModel, r: Request) -> Response:
+    with m.lock:
+        return _ok(
+            [
+                {
+                    "time_ms": s.time_ms,
+                    "cluster": s.cluster,
+                    "namespace": s.namespace,
+                    "parent": str(s.parent),
+                    "children": [str(c) for c in s.children],
+                    "algorithm": s.algorithm,
+                    "unloaded": s.unloaded,
+                }
+                for s in m.splits
+            ]
+        )
+
+
+_NS = rf"/admin/v2/namespaces/{_SEG}/{_SEG}"
+_TOPIC = rf"/admin/v2/persistent/{_SEG}/{_SEG}/{_SEG}"
+ROUTES: list[tuple[str, re.Pattern[str], str, Handler]] = [
+    (method, re.compile(f"^{pattern}/?$"), name, handler)
+    for method, pattern, name, handler in [
+        ("GET", "/admin/v2/clusters", "clusters", _clusters),
+        ("GET", rf"/admin/v2/clusters/{_SEG}", "cluster", _cluster),
+        ("GET", rf"/admin/v2/clusters/{_SEG}/peers", "peers", _get_peers),
+        ("POST", rf"/admin/v2/clusters/{_SEG}/peers", "set_peers", _set_peers),
+        ("GET", rf"/admin/v2/brokers/{_SEG}", "brokers", _brokers),
+        ("GET", "/admin/v2/tenants", "tenants", _tenants),
+        ("GET", rf"/admin/v2/tenants/{_SEG}", "tenant", _tenant),
+        ("GET", "/admin/v2/broker-stats/topics", "broker_stats", _broker_stats),
+        ("GET", rf"/admin/v2/namespaces/{_SEG}", "namespaces", _namespaces),
+        ("GET", _NS, "policies", _policies),
+        ("GET", f"{_NS}/bundles", "bundles", _bundles),
+        ("PUT", f"{_NS}/{_SEG}/split", "split", _split),
+        ("PUT", f"{_NS}/{_SEG}/unload", "unload", _unload),
+        ("GET", f"{_NS}/{_SEG}/topicHashPositions", "topic_hash_positions", _hash_positions),
+        ("GET", rf"/admin/v2/persistent/{_SEG}/{_SEG}", "topics", _topics),
+        (
+            "GET",
+            rf"/admin/v2/persistent/{_SEG}/{_SEG}/partitioned",
+            "partitioned_topics",
+            _partitioned_topics,
+        ),
+        ("GET", f"{_TOPIC}/stats", "topic_stats", _topic_stats),
+        ("GET", f"{_TOPIC}/internalStats", "internal_stats", _internal_stats),
+        ("PUT", f"{_TOPIC}/offload", "offload", _trigger_offload),
+        ("GET", f"{_TOPIC}/offload", "offload_status", _offload_status),
+        ("GET", f"{_TOPIC}/partitions", "partitions", _partitions),
+        (
+            "GET",
+            rf"/lookup/v2/topic/{_SEG}/{_SEG}/{_SEG}/{_SEG}/bundle",
+            "lookup_bundle",
+            _lookup_bundle,
+        ),
+        (
+            "GET",
+            rf"/sim/v1/metadata-path/{_SEG}/{_SEG}/{_SEG}/{_SEG}",
+            "metadata_path",
+            _metadata_path,
+        ),
+        ("GET", "/sim/v1/clock", "sim_clock", _sim_clock),
+        ("GET", "/sim/v1/splits", "sim_splits", _sim_splits),
+    ]
+]
+
+
+def route(method: str, path: str) -> tuple[str, Handler | None, tuple[str, ...]]:
+    """Route name, handler and decoded path parameters (handler None: no such route)."""
+    known_path = False
+    for m, pattern, name, handler in ROUTES:
+        match = pattern.match(path)
+        if match:
+            known_path = True
+            if m == method:
+                return name, handler, tuple(unquote(g) for g in match.groups())
+    return ("method_not_allowed" if known_path else "unknown"), None, ()
