@@ -20,6 +20,7 @@ from dataclasses import replace
 from balancer.controller.ports import AdminPort
 from balancer.load import TopicLoad
 from balancer.pulsar.errors import PulsarAdminError
+from balancer.pulsar.routing import routed_to
 from balancer.thresholds import Thresholds
 from balancer.topics import InvalidTopicName, parse_topic
 
@@ -62,7 +63,10 @@ class BookKeeperCheck:
                 continue
             self.reads += 1
             try:
-                offloaded = offloaded_bytes(self.admin, load.topic)
+                # The cluster the stats came from: another cluster of the peer group does
+                # not hold the topic (Pulsar answers topic routes locally, with no 307).
+                with routed_to(cluster):
+                    offloaded = offloaded_bytes(self.admin, load.topic)
             except PulsarAdminError as exc:
                 self.failures += 1
                 log.warning(

@@ -122,3 +122,25 @@ def test_a_split_reaches_the_home_cluster_through_a_cluster_data_redirect(
     # One 307 in all (east's, for the first split), no 412, no loop.
     assert sim.model.requests(route="split", cluster="east") == 1
     assert sim.model.requests(route="split", cluster="west") == 2
+
+
+def test_bookkeeper_bytes_of_a_peer_clusters_topic_are_read_from_that_cluster(
+    sim: RunningPeerGroup,
+) -> None:
+    """The offload check reads internalStats where the stats came from: the entry cluster
+    (east) does not hold west's topics and answers their topic routes with 404, no 307."""
+    from balancer.controller.bookkeeper import BookKeeperCheck
+    from balancer.hashing import hash_position
+    from balancer.load import TopicLoad
+    from balancer.thresholds import NamespacePolicy, Thresholds
+
+    [topic, *_] = sim.topics(WEST_NS)
+    load = TopicLoad(topic, hash_position(topic), storage_size=1 << 40)
+    with make_client(sim) as client:
+        check = BookKeeperCheck(client)
+        policy = NamespacePolicy(offload_threshold_bytes=1)
+        filled = check.fill([("west", load)], Thresholds(policy))
+    assert (check.reads, check.failures) == (1, 0)
+    assert [(cluster, t.topic) for cluster, t in filled] == [("west", topic)]
+    assert sim.model.requests(route="internal_stats", cluster="west") == 1
+    assert sim.model.requests(route="internal_stats", cluster="east") == 0
