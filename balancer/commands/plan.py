@@ -291,9 +291,11 @@ def _poll(admin: Any, target: Target) -> list[TopicSample]:
 
 def _ask(cluster: str, call: Callable[[], Any]) -> Any:
     from balancer.pulsar.errors import PulsarAdminError
+    from balancer.pulsar.routing import routed_to
 
     try:
-        return call()
+        with routed_to(cluster):  # Pulsar answers these locally: ask where the stats came from
+            return call()
     except PulsarAdminError as exc:
         if exc.cluster is None:
             exc.cluster = cluster

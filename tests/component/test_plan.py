@@ -276,3 +276,19 @@ def test_samples_are_taken_interval_apart_and_averaged(
     out, err = capsys.readouterr()
     assert json.loads(out)["splits"]
     assert "sample 2 of 3 taken; the next in 45 s" in err
+
+
+def test_offload_reads_go_to_the_cluster_the_stats_came_from(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """west listed first (the entry cluster); the offload candidate lives on east. Pulsar
+    answers internalStats and offload status locally, with no 307: the plan must ask east."""
+    with start_peer_group(E2E_SCENARIO) as group:
+        order = [f"--admin-url={c}={group.admin_urls[c]}" for c in ("west", "east")]
+        code, out, err = run_plan(capsys, *order, "-o", "json")
+        asked = dict(group.model.request_counts)
+    assert code == EXIT_PROPOSALS, err
+    [offload] = json.loads(out)["offloads"]
+    assert offload["cluster"] == "east" and offload["offload_point"] is not None
+    assert asked.get(("east", "internal_stats"), 0) >= 1
+    assert asked.get(("west", "internal_stats"), 0) == 0
