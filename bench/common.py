@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from balancer.bundles import BundleRange
-from balancer.load import TopicLoad
+from balancer.core.bundles import BundleRange
+from balancer.core.load import TopicLoad
 from balancer.sim.scenarios import Scenario
 from balancer.sim.traffic import TrafficModel
 

@@ -27,11 +27,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from balancer.bundles import NamespaceBundles
-from balancer.config import SparkConfig
-from balancer.load import BundleLoad
+from balancer.app.config import SparkConfig
+from balancer.core.bundles import NamespaceBundles
+from balancer.core.load import BundleLoad
+from balancer.core.report import BatchReport, StaticLayouts
 from bench.common import machine, print_result
-from streaming.handler import BatchReport, StaticLayouts
 
 SPARK = SparkConfig()  # the config's defaults, the only ones
 
@@ -157,7 +157,7 @@ def broker(bootstrap: str | None) -> Iterator[str]:
     if bootstrap:
         yield bootstrap
         return
-    from balancer.kafka_embedded import EmbeddedKafka
+    from balancer.kafka.embedded import EmbeddedKafka
 
     with EmbeddedKafka.start() as embedded:
         yield embedded.bootstrap_servers

@@ -11,11 +11,11 @@ threshold" means every bundle is under threshold or is such a lone topic, and st
 the end of the horizon (the last 10 minutes at least).
 
 Two settings of our pipeline are modelled by default: the config defaults
-(`balancer.config.SparkConfig`, the only window defaults, which the deployed app passes to
+(`balancer.app.config.SparkConfig`, the only window defaults, which the deployed app passes to
 the stream) and a 300 s window sliding every 60 s (`LONG_WINDOW`).
 
 Our pipeline (modelled on the streaming job, `streaming/batch.py`, and the real detector,
-`balancer.detect.detect`):
+`balancer.core.detect.detect`):
 - the stats sample at event time t reaches the stream and its windows are closed by the
   micro-batches that follow, modelled as one trigger interval later (t + trigger; Spark's
   no-data batch that emits the closed windows can take one more tick);
@@ -60,14 +60,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from balancer.bundles import BundleRange, NamespaceBundles
-from balancer.config import SparkConfig
-from balancer.detect import DetectionSettings, DetectorState, detect, over_threshold
-from balancer.load import BundleLoad, TopicLoad
+from balancer.app.config import SparkConfig
+from balancer.core.bundles import BundleRange, NamespaceBundles
+from balancer.core.detect import DetectionSettings, DetectorState, detect, over_threshold
+from balancer.core.load import BundleLoad, TopicLoad
+from balancer.core.split import SplitAlgorithm, SplitOptions, compute_split
+from balancer.core.thresholds import DEFAULT_MAX_BUNDLES, BundleLimits, Thresholds
 from balancer.sim.scenarios import Scenario, load_scenario, parse_scenario
 from balancer.sim.traffic import TrafficModel
-from balancer.split import SplitAlgorithm, SplitOptions, compute_split
-from balancer.thresholds import DEFAULT_MAX_BUNDLES, BundleLimits, Thresholds
 from bench.common import header, markdown_table, print_result, scenario_files
 
 FloatArray = npt.NDArray[np.float64]

@@ -65,8 +65,16 @@ def tree_rss_bytes(root: int) -> int:
 
 
 def run_one(topics: int, events: int, extra: Sequence[str]) -> ScaleResult:
-    cmd = [sys.executable, "-m", "bench.pipeline", "--topics", str(topics),
-           "--events", str(events), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.pipeline",
+        "--topics",
+        str(topics),
+        "--events",
+        str(events),
+        *extra,
+    ]
     started = time.monotonic()
     peak = 0
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
@@ -85,21 +93,41 @@ def run_one(topics: int, events: int, extra: Sequence[str]) -> ScaleResult:
     wall_s = time.monotonic() - started
     if child.returncode != 0 or not found:
         tail = " | ".join(text.strip().splitlines()[-3:])
-        return ScaleResult(topics, events, None, None, None, peak / 1024**3, wall_s,
-                           error=f"exit {child.returncode}: {tail[:300]}")
+        return ScaleResult(
+            topics,
+            events,
+            None,
+            None,
+            None,
+            peak / 1024**3,
+            wall_s,
+            error=f"exit {child.returncode}: {tail[:300]}",
+        )
     m = found[-1]
-    return ScaleResult(topics, events, float(m["job"]), float(m["raw"]), float(m["ratio"]),
-                       peak / 1024**3, wall_s)
+    return ScaleResult(
+        topics, events, float(m["job"]), float(m["raw"]), float(m["ratio"]), peak / 1024**3, wall_s
+    )
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.scale",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--topics", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    p.add_argument("--events-per-topic", type=float, default=1.0,
-                   help="stats samples per topic (1: each topic reports once)")
-    p.add_argument("--envelope", type=int, default=100,
-                   help="events per Kafka message (0: one each); passed to bench.pipeline")
+    p.add_argument(
+        "--events-per-topic",
+        type=float,
+        default=1.0,
+        help="stats samples per topic (1: each topic reports once)",
+    )
+    p.add_argument(
+        "--envelope",
+        type=int,
+        default=100,
+        help="events per Kafka message (0: one each); passed to bench.pipeline",
+    )
     return p.parse_args(argv)
 
 
@@ -114,16 +142,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.append(result)
         print(f"topics={topics} events={events} -> {json.dumps(asdict(result))}", flush=True)
     rows = [
-        [f"{r.topics:,}", f"{r.events:,}",
-         f"{r.events_per_s:,.0f}" if r.events_per_s else "-",
-         f"{r.raw_events_per_s:,.0f}" if r.raw_events_per_s else "-",
-         f"{r.ratio:.2f}" if r.ratio else "-",
-         f"{r.peak_rss_gib:.2f}", f"{r.wall_s:.0f}", r.error or ""]
+        [
+            f"{r.topics:,}",
+            f"{r.events:,}",
+            f"{r.events_per_s:,.0f}" if r.events_per_s else "-",
+            f"{r.raw_events_per_s:,.0f}" if r.raw_events_per_s else "-",
+            f"{r.ratio:.2f}" if r.ratio else "-",
+            f"{r.peak_rss_gib:.2f}",
+            f"{r.wall_s:.0f}",
+            r.error or "",
+        ]
         for r in results
     ]
-    print(markdown_table(
-        ["topics", "events", "job events/s", "raw events/s", "ratio", "peak RSS GiB",
-         "wall s", "error"], rows))
+    print(
+        markdown_table(
+            [
+                "topics",
+                "events",
+                "job events/s",
+                "raw events/s",
+                "ratio",
+                "peak RSS GiB",
+                "wall s",
+                "error",
+            ],
+            rows,
+        )
+    )
     print_result({"benchmark": "scale", "results": [asdict(r) for r in results]})
     return 0 if all(r.error is None for r in results) else 1
 

@@ -5,7 +5,7 @@ the loads of the simulator's traffic model at one simulated instant:
 
 - ROUNDS: a round is one detection and split cycle. Every bundle over Pulsar's default
   thresholds (topics 1000, sessions 1000, msgRate 30000 in+out, bandwidth 100 MiB/s in+out;
-  `balancer.detect.over_threshold`) is split once with the algorithm, most severe first
+  `balancer.core.detect.over_threshold`) is split once with the algorithm, most severe first
   (reason priority, then heaviest msgRate), at most 10 splits per cluster and round
   (Pulsar's loadBalancerMaxNumberOfBundlesToSplitPerCycle), never a bundle with < 2 topics
   or width <= 1, never past 128 bundles per namespace (the detector's rules). Rounds repeat
@@ -42,13 +42,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from balancer.bundles import BundleRange, NamespaceBundles
-from balancer.decisions import REASON_PRIORITY
-from balancer.detect import over_threshold
-from balancer.load import BundleLoad, TopicLoad, roll_up
+from balancer.core.bundles import BundleRange, NamespaceBundles
+from balancer.core.decisions import REASON_PRIORITY
+from balancer.core.detect import over_threshold
+from balancer.core.load import BundleLoad, TopicLoad, roll_up
+from balancer.core.split import SplitAlgorithm, SplitError, SplitOptions, compute_split
+from balancer.core.thresholds import DEFAULT_MAX_BUNDLES, BundleLimits
 from balancer.sim.scenarios import Scenario, load_scenario
-from balancer.split import SplitAlgorithm, SplitError, SplitOptions, compute_split
-from balancer.thresholds import DEFAULT_MAX_BUNDLES, BundleLimits
 from bench.common import (
     IMG_DIR,
     ScenarioLoads,

@@ -15,7 +15,7 @@ specified_positions_divide, the positions an operator would send (see
 Two timings per algorithm, best of several runs with `time.perf_counter`:
 - `compute_split`: what the detector calls (restricts the topics to the bundle, runs the
   algorithm, checks the boundaries and computes every child's load);
-- the algorithm function alone (`balancer.split.ALGORITHMS[...]`).
+- the algorithm function alone (`balancer.core.split.ALGORITHMS[...]`).
 
 Run: `.venv/bin/python -m bench.split_time` (`--help` for options). Prints markdown tables,
 the machine, and a last line `RESULT <json>`.
@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from balancer.bundles import BundleRange
-from balancer.hashing import hash_position
-from balancer.load import TopicLoad
-from balancer.split import ALGORITHMS, SplitAlgorithm, SplitOptions, compute_split
+from balancer.core.bundles import BundleRange
+from balancer.core.hashing import hash_position
+from balancer.core.load import TopicLoad
+from balancer.core.split import ALGORITHMS, SplitAlgorithm, SplitOptions, compute_split
 from bench.common import header, markdown_table, print_result
 from bench.split_quality import ALGORITHMS as ORDER
 from bench.split_quality import specified_positions

@@ -26,15 +26,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from balancer.bundles import NamespaceBundles
-from balancer.load import BundleLoad, TopicLoad
-from balancer.topics import parse_topic
-from streaming.bundles import TopicWindow
+from balancer.core.bundles import NamespaceBundles
+from balancer.core.load import BundleLoad, TopicLoad
+from balancer.core.report import BatchHandler, BatchReport, LayoutProvider
+from balancer.core.topics import parse_topic
 from streaming.deadletters import DeadLetter, DeadLetterSink
-from streaming.handler import BatchHandler, BatchReport, LayoutProvider
 from streaming.packing import decode_windows
 from streaming.parse import ReadSummary
 from streaming.rollup import TOPIC_COLUMNS, KnownTopics, NewestWindow, roll_up_newest
+from streaming.rollup_reference import TopicWindow
 from streaming.schema import RATE_COLUMNS
 from streaming.windows import WindowSpec, late_events
 
@@ -80,11 +80,7 @@ def windows_table(windows: Sequence[TopicWindow]) -> pa.Table:
     }
     for name in TOPIC_COLUMNS:
         kind = (
-            pa.string()
-            if name == "topic"
-            else pa.float64()
-            if name in RATE_COLUMNS
-            else pa.int64()
+            pa.string() if name == "topic" else pa.float64() if name in RATE_COLUMNS else pa.int64()
         )
         columns[name] = pa.array([getattr(t, name) for t in loads], kind)
     return pa.table(columns)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from streaming.kafka_clients import close_producer
+from balancer.kafka.clients import close_producer
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +88,9 @@ class KafkaDeadLetters:
                 ("batch_id", str(batch_id).encode()),
             ]
             key = f"{self.source_topic}/{letter.partition}/{letter.offset}".encode()
-            futures.append(self.producer.send(self.topic, key=key, value=letter.raw,
-                                              headers=headers))
+            futures.append(
+                self.producer.send(self.topic, key=key, value=letter.raw, headers=headers)
+            )
         # The batch must not commit before its dead letters are stored: a flush that times
         # out or a letter Kafka refused fails the batch (replayed after a restart).
         self.producer.flush(timeout=self.flush_timeout_s)

@@ -1,6 +1,6 @@
 """The hot path of event parsing: typed decoding of well-formed messages, exact by construction.
 
-`balancer.events.parse_message` is the one definition of a valid event; it builds a Python
+`balancer.core.events.parse_message` is the one definition of a valid event; it builds a Python
 dict per event and checks it field by field (~30-40 us an event). Nearly every message in a
 healthy stream is well-formed, so the read tasks first try `decode_fast`: msgspec decodes
 the message straight into typed structs whose constraints are *at least as strict* as
@@ -8,11 +8,11 @@ the message straight into typed structs whose constraints are *at least as stric
 accepts a message, `validate_event` accepts it with the same values; whenever msgspec
 refuses (a count written as `5.0`, a bad event inside an envelope, NaN, garbage...), the
 caller falls back to `parse_message`, which gives the exact verdict and reason. A shared
-test table and property tests keep the two in agreement (tests/unit/test_fastparse.py).
+test table and property tests keep the two in agreement (tests/streaming/test_fastparse.py).
 
 Topic names go through the same rule: `TopicInfoCache` accepts a name on the fast path only
 in its canonical full form (`persistent://tenant/ns/local`, what collectors send); anything
-else is normalised by `balancer.topics.parse_topic`. The PIP-157 bucket of the names first
+else is normalised by `balancer.core.topics.parse_topic`. The PIP-157 bucket of the names first
 seen in a batch is computed vectorised (`java_hash_codes`), since per-character Python
 loops would cost more than everything else together when millions of topics report.
 """
@@ -27,7 +27,7 @@ from typing import Annotated, Final
 import msgspec
 import numpy as np
 
-from balancer.events import (
+from balancer.core.events import (
     MAX_MESSAGE_BYTES,
     MAX_RATE,
     MAX_TIMESTAMP_MS,
@@ -35,8 +35,8 @@ from balancer.events import (
     OPTIONAL_FIELDS,
     REQUIRED_FIELDS,
 )
-from balancer.hashing import hash_position
-from balancer.topics import InvalidTopicName, parse_topic
+from balancer.core.hashing import hash_position
+from balancer.core.topics import InvalidTopicName, parse_topic
 
 _MAX_FLOAT: Final = sys.float_info.max
 _MAX_INT64: Final = 2**63 - 1

@@ -24,10 +24,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from balancer.core.report import BatchHandler, LayoutProvider
+from balancer.kafka.security import KafkaSecurity
 from streaming.batch import OBSERVATION_NAME, BatchProcessor
 from streaming.deadletters import DeadLetterSink, DirectoryDeadLetters, KafkaDeadLetters
-from streaming.handler import BatchHandler, LayoutProvider
-from streaming.kafka_config import KafkaSecurity
 from streaming.parse import parse_records
 from streaming.schema import PARSED_SPARK_SCHEMA, RowKind
 from streaming.source import SOURCE_NAME, SourceOptions, register_source
@@ -53,7 +53,7 @@ class StreamSettings:
     bootstrap_servers: str
     topic: str
     checkpoint_dir: str
-    # No defaults: the deployed app passes the config's values (balancer.config.SparkConfig,
+    # No defaults: the deployed app passes the config's values (balancer.app.config.SparkConfig,
     # the one set of defaults), tests and benchmarks say which windows they compute with.
     window_s: int
     slide_s: int

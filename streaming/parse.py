@@ -1,4 +1,4 @@
-"""Kafka records -> typed Arrow rows, through the foundation's single validator.
+"""Kafka records -> typed Arrow rows, through the domain core's single validator.
 
 `parse_records` turns a run of Kafka records of one partition into one Arrow batch holding a
 row per valid event and a row per rejected message/envelope entry (never raising for bad
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from balancer.events import (
+from balancer.core.events import (
     COUNT_FIELDS,
     DEFAULT_MAX_FUTURE_SKEW_MS,
     MAX_TIMESTAMP_MS,
@@ -119,7 +119,7 @@ class RecordParser:
     """Parses records into Arrow batches.
 
     Well-formed messages take the fast path (`streaming.fastparse.decode_fast`); any other
-    message is judged by `balancer.events.parse_message`, which gives the exact reason.
+    message is judged by `balancer.core.events.parse_message`, which gives the exact reason.
     Accepted events are kept as objects until `flush` builds the columns in one go.
 
     `now_ms` (the reader's clock, read by the caller) rejects events stamped more than
@@ -179,9 +179,7 @@ class RecordParser:
         self._keep(events, infos, partition, offset)  # type: ignore[arg-type]
         return True
 
-    def _keep(
-        self, events: list[Any], infos: list[TopicInfo], partition: int, offset: int
-    ) -> None:
+    def _keep(self, events: list[Any], infos: list[TopicInfo], partition: int, offset: int) -> None:
         n = len(events)
         if not self._events:
             self._first = (partition, offset)

@@ -1,15 +1,15 @@
 """Columnar roll-up of a batch's closed per-topic windows to bundle loads (the driver's hot path).
 
-`streaming.bundles` is the plain-Python definition (one object per topic); this module does
+`streaming.rollup_reference` is the plain-Python definition (one object per topic); this module does
 the same on the Arrow table Spark returns, so the driver's work per batch grows with the
 number of bundles, not of topics: rows are sorted once, bundles are contiguous position
 ranges in that order, and per-topic Python objects are built only for the bundles the
 handler wants topics for and for topics past the offload size. Sums are taken with the
 builtin `sum` over the same values in the same (position, topic) order as
-`balancer.load.roll_up`, so the results are equal, not merely close
-(tests/unit/test_rollup.py checks this against `streaming.bundles.roll_up_window`).
+`balancer.core.load.roll_up`, so the results are equal, not merely close
+(tests/streaming/test_rollup.py checks this against `streaming.rollup_reference.roll_up_window`).
 
-`KnownTopics` is the columnar `streaming.bundles.SeenTopics`: every topic seen per
+`KnownTopics` is the columnar `streaming.rollup_reference.SeenTopics`: every topic seen per
 (cluster, namespace) with the end of its newest window, expired after a TTL.
 """
 
@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from balancer.bundles import BundleRange, NamespaceBundles
-from balancer.load import BundleLoad, TopicLoad
+from balancer.core.bundles import BundleRange, NamespaceBundles
+from balancer.core.load import BundleLoad, TopicLoad
 from streaming.schema import RATE_COLUMNS
 
 TOPIC_COLUMNS = (
@@ -184,7 +184,7 @@ def roll_up_newest(
 ) -> list[BundleLoad]:
     """Bundle loads of the newest window, sorted by (cluster, namespace, bundle).
 
-    As `streaming.bundles.roll_up_window`: only bundles with a reporting topic appear;
+    As `streaming.rollup_reference.roll_up_window`: only bundles with a reporting topic appear;
     (cluster, namespace) pairs without a layout are left out. A bundle carries its topics
     only when `wants_topics` says so for the bundle without them.
     """

@@ -7,7 +7,7 @@ kafka-python. Design:
 - No consumer group: each read task assigns its partition and seeks to its start offset.
 - The end of a partition is the high-water mark from *fetch* responses: some brokers (tansu)
   answer ListOffsets "latest" wrongly, the fetch high-water mark is always right.
-- By default rows are parsed and validated in the read task itself with the foundation's
+- By default rows are parsed and validated in the read task itself with the domain core's
   validator (`streaming.parse`), so Spark gets typed columns, rejects become rows for the
   dead-letter sink, and one bad record never fails a batch. Option `raw=true` yields the
   records as (partition, offset, value) instead, the layout of Spark's native `kafka` source.
@@ -39,8 +39,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from streaming.kafka_clients import close_consumer
-from streaming.kafka_config import KafkaSecurity
+from balancer.kafka.clients import close_consumer
+from balancer.kafka.security import KafkaSecurity
 from streaming.parse import ReadSummary, RecordParser
 from streaming.schema import PARSED_SPARK_SCHEMA, RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA
 
@@ -287,7 +287,8 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             log.warning(
                 "Kafka topic %s: partition(s) %s end before the checkpoint's offsets (data "
                 "lost or topic recreated): reading them again from offset 0",
-                self.options.topic, lost,
+                self.options.topic,
+                lost,
             )
         # A partition that appeared after the start is read from its beginning.
         available = {p: 0 if p in lost else max(m, begin.get(p, 0)) for p, m in marks.items()}

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from balancer.window_rules import WindowRuleError, check_windows
+from balancer.core.window_rules import WindowRuleError, check_windows
 from streaming.packing import (
     PACK_SCHEMA,
     aggregate_window,
@@ -50,7 +50,7 @@ WindowConfigError = WindowRuleError
 
 @dataclass(frozen=True, slots=True)
 class WindowSpec:
-    # No defaults: the lengths come from the config (balancer.config.SparkConfig) only.
+    # No defaults: the lengths come from the config (balancer.app.config.SparkConfig) only.
     window_s: int
     slide_s: int
     watermark_s: int

@@ -19,7 +19,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from balancer.kafka_embedded import EmbeddedKafka
+from balancer.kafka.embedded import EmbeddedKafka
 
 
 @dataclass

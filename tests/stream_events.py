@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from balancer.bundles import NamespaceBundles
-from balancer.hashing import hash_position
+from balancer.core.bundles import NamespaceBundles
+from balancer.core.hashing import hash_position
 from streaming.job import StreamSettings
 
 BASE_MS = 1_700_000_040_000  # a multiple of 60 s

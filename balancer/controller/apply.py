@@ -23,14 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from balancer import offload
-from balancer.bundles import NamespaceBundles
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers, BreakerStatus
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal, JournalEntry
 from balancer.controller.layouts import LayoutCache
-from balancer.controller.limits import ActionLimits
 from balancer.controller.outcome import Finish as _Finish
 from balancer.controller.outcome import (
     Outcome,
@@ -46,6 +43,7 @@ from balancer.controller.outcome import (
 from balancer.controller.outcome import Step as _Step
 from balancer.controller.outcome import error_info as _error_info
 from balancer.controller.ports import AdminPort
+from balancer.controller.rate_limits import ActionLimits
 from balancer.controller.reconcile import (
     offload_verdict,
     recheck_entry,
@@ -54,7 +52,10 @@ from balancer.controller.reconcile import (
     split_verdict,
 )
 from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
-from balancer.decisions import Decision, OffloadDecision, SplitDecision
+from balancer.core import offload
+from balancer.core.bundles import NamespaceBundles
+from balancer.core.decisions import Decision, OffloadDecision, SplitDecision
+from balancer.core.split import SplitAlgorithm
 from balancer.pulsar.errors import (
     ConflictError,
     NotFoundError,
@@ -65,7 +66,6 @@ from balancer.pulsar.errors import (
 )
 from balancer.pulsar.models import InternalStats, MessageId, OffloadState
 from balancer.pulsar.routing import routed_to
-from balancer.split import SplitAlgorithm
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def ledger_sizes(stats: InternalStats) -> list[offload.LedgerSize]:
 
 
 def default_offload_point(stats: InternalStats, threshold_bytes: int) -> MessageId | None:
-    """The foundation's size-threshold rule (`balancer.offload`) over the admin client's stats:
+    """The core's size-threshold rule (`balancer.core.offload`) over the admin client's stats:
     the point comes from the bytes still in BookKeeper (offloaded ledgers count nothing)."""
     return offload.offload_point(ledger_sizes(stats), stats.current_ledger_size, threshold_bytes)
 
@@ -266,8 +266,13 @@ class Controller:
             raise _Finish(ActionResult.RATE_LIMITED, f"{decision.kind} rate limit per {refused}")
 
     def _intent(
-        self, decision: SplitDecision | OffloadDecision, batch_id: str | None, *, target: str,
-        action_key: str, call: dict[str, Any],
+        self,
+        decision: SplitDecision | OffloadDecision,
+        batch_id: str | None,
+        *,
+        target: str,
+        action_key: str,
+        call: dict[str, Any],
     ) -> None:
         written = self.journal.record_intent(
             decision_id=decision.decision_id,
@@ -311,8 +316,11 @@ class Controller:
             "unload": self.settings.unload_after_split,
         }
         self._intent(
-            decision, batch_id, target=decision.bundle.key(decision.namespace),
-            action_key=action_key, call=call,
+            decision,
+            batch_id,
+            target=decision.bundle.key(decision.namespace),
+            action_key=action_key,
+            call=call,
         )
         try:
             self._call(
@@ -431,8 +439,10 @@ class Controller:
         pulsar = {**step.pulsar, "read_back": result.value, "message_id": point.to_json()}
         if result is ActionResult.APPLIED:
             moved = bytes_before(stats, point)
-            detail = f"offload up to ledger {point.ledger_id} ({moved} bytes; {step.detail}; " \
+            detail = (
+                f"offload up to ledger {point.ledger_id} ({moved} bytes; {step.detail}; "
                 f"read back: {seen})"
+            )
             return _Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved)
         if unknown:
             return _Step(result, f"{step.detail}; read back: {seen}", pulsar)
@@ -492,8 +502,9 @@ class Controller:
             log.warning("cannot recheck %s yet: %s", entry.decision_id, exc)
             return None
         if result is ActionResult.UNKNOWN:
-            log.info("%s %s still unknown after %.0f s: %s",
-                     entry.kind, entry.decision_id, age_s, detail)
+            log.info(
+                "%s %s still unknown after %.0f s: %s", entry.kind, entry.decision_id, age_s, detail
+            )
             return None
         self._outcome(entry.decision_id, result, f"rechecked: {detail}")
         outcome = rechecked_outcome(
@@ -523,4 +534,3 @@ class Controller:
     def close(self) -> None:
         self.journal.close()
         self.audit.close()
-

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from balancer.controller.ports import AdminPort
-from balancer.load import TopicLoad
+from balancer.core.load import TopicLoad
+from balancer.core.thresholds import Thresholds
+from balancer.core.topics import InvalidTopicName, parse_topic
 from balancer.pulsar.errors import PulsarAdminError
 from balancer.pulsar.routing import routed_to
-from balancer.thresholds import Thresholds
-from balancer.topics import InvalidTopicName, parse_topic
 
 log = logging.getLogger(__name__)
 

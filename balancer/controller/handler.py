@@ -12,31 +12,24 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Protocol
 
-from balancer.config import BalancerConfig
-from balancer.controller.apply import Controller, ControllerSettings
-from balancer.controller.audit import AuditLog
+from balancer.controller.apply import Controller
 from balancer.controller.bookkeeper import BookKeeperCheck
-from balancer.controller.breaker import Breakers
-from balancer.controller.clock import Clock, SystemClock
-from balancer.controller.journal import Journal
+from balancer.controller.clock import Clock
 from balancer.controller.layouts import LayoutCache
-from balancer.controller.limits import ActionLimits
 from balancer.controller.outcome import Outcome
-from balancer.controller.ports import AdminPort
 from balancer.controller.stats import ControllerStats
-from balancer.decisions import Decision
-from balancer.detect import DetectionSettings, DetectorState, detect, over_threshold
-from balancer.load import BundleLoad, TopicLoad
-from balancer.thresholds import Thresholds
+from balancer.core.decisions import Decision
+from balancer.core.detect import DetectionSettings, DetectorState, detect, over_threshold
+from balancer.core.load import BundleLoad, TopicLoad
+from balancer.core.thresholds import Thresholds
 
 log = logging.getLogger(__name__)
 
 
 class BatchReportLike(Protocol):
-    """The fields of `streaming.handler.BatchReport` the controller reads."""
+    """The fields of `balancer.core.report.BatchReport` the controller reads."""
 
     @property
     def batch_id(self) -> int | str: ...
@@ -126,58 +119,3 @@ class ControllerHandler:
 
     def close(self) -> None:
         self.controller.close()
-
-
-def controller_settings(config: BalancerConfig) -> ControllerSettings:
-    """The controller's gate settings (mode, allow/deny lists); `plan` applies the same."""
-    c = config.controller
-    return ControllerSettings(
-        mode=c.mode,
-        allow_namespaces=c.allow_namespaces,
-        deny_namespaces=c.deny_namespaces,
-        unload_after_split=c.unload_after_split,
-    )
-
-
-def build_controller(
-    config: BalancerConfig,
-    admin: AdminPort,
-    *,
-    clock: Clock | None = None,
-    journal_path: Path | None = None,
-    audit_path: Path | None = None,
-) -> Controller:
-    """A controller wired from the config (journal, audit log, limits, breakers)."""
-    clock = clock or SystemClock()
-    c = config.controller
-    return Controller(
-        admin,
-        settings=controller_settings(config),
-        journal=Journal(journal_path or c.journal_path),
-        audit=AuditLog(audit_path or c.audit_log_path),
-        limits=ActionLimits(
-            splits_per_minute=c.rate_limits.splits_per_minute,
-            splits_per_minute_per_namespace=c.rate_limits.splits_per_minute_per_namespace,
-            offloads_per_minute=c.rate_limits.offloads_per_minute,
-            offloads_per_minute_per_namespace=c.rate_limits.offloads_per_minute_per_namespace,
-            clock=clock,
-        ),
-        breakers=Breakers(
-            failure_threshold=c.breaker.failure_threshold,
-            cooloff_s=c.breaker.cooloff_s,
-            clock=clock,
-        ),
-        clock=clock,
-    )
-
-
-def build_handler(
-    config: BalancerConfig, admin: AdminPort, *, clock: Clock | None = None
-) -> ControllerHandler:
-    """The BatchHandler for the stream, wired from the config."""
-    controller = build_controller(config, admin, clock=clock)
-    return ControllerHandler(
-        controller,
-        thresholds=config.thresholds_model(),
-        detection=config.detection_settings(),
-    )

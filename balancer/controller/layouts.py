@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import threading
 
-from balancer.bundles import NamespaceBundles
 from balancer.controller.breaker import Breakers
 from balancer.controller.clock import Clock
 from balancer.controller.ports import AdminPort
+from balancer.core.bundles import NamespaceBundles
 from balancer.pulsar.errors import PulsarAdminError, ServerError, UnavailableError
 from balancer.pulsar.routing import routed_to
 

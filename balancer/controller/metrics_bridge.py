@@ -13,21 +13,23 @@ from balancer.controller.apply import Controller
 from balancer.controller.breaker import BreakerState
 from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
-from balancer.decisions import DecisionKind
+from balancer.core.decisions import DecisionKind
 
 # Every controller result has a metric label; only the names of a few differ.
 SPLIT_RESULTS: dict[ActionResult, str] = {
-    r: r.value for r in ActionResult if r not in (
-        ActionResult.ALREADY_RUNNING, ActionResult.NOTHING_TO_OFFLOAD)
+    r: r.value
+    for r in ActionResult
+    if r not in (ActionResult.ALREADY_RUNNING, ActionResult.NOTHING_TO_OFFLOAD)
 }
 OFFLOAD_RESULTS: dict[ActionResult, str] = {
     r: ("triggered" if r is ActionResult.APPLIED else r.value)
-    for r in ActionResult if r is not ActionResult.STALE
+    for r in ActionResult
+    if r is not ActionResult.STALE
 }
 
 
 class MetricsSink(Protocol):
-    """The part of `balancer.exporter.BalancerMetrics` the controller feeds."""
+    """The part of `balancer.ops.exporter.BalancerMetrics` the controller feeds."""
 
     def record_split(self, cluster: str, result: str, reason: str, children: int = 0) -> None: ...
 

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from balancer.bundles import format_position
 from balancer.controller.audit import AuditLog
 from balancer.controller.journal import JournalEntry
 from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
-from balancer.decisions import DecisionKind, OffloadDecision, SplitDecision
+from balancer.core.bundles import format_position
+from balancer.core.decisions import DecisionKind, OffloadDecision, SplitDecision
 from balancer.pulsar.errors import PulsarAdminError
 from balancer.pulsar.models import InternalStats, MessageId
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from balancer.bundles import BundleRange, NamespaceBundles
+from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.pulsar.models import InternalStats, MessageId, OffloadStatus
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from balancer.bundles import BundleRange, NamespaceBundles
 from balancer.controller.journal import JournalEntry
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.ports import AdminPort
 from balancer.controller.stats import ActionResult
-from balancer.decisions import DecisionKind
+from balancer.core.bundles import BundleRange, NamespaceBundles
+from balancer.core.decisions import DecisionKind
 from balancer.pulsar.errors import NotFoundError
 from balancer.pulsar.models import (
     InternalStats,

@@ -31,7 +31,8 @@ from urllib.parse import quote
 
 import httpx
 
-from balancer.bundles import BundleRange, InvalidBundle, NamespaceBundles
+from balancer.core.bundles import BundleRange, InvalidBundle, NamespaceBundles
+from balancer.core.topics import TopicDomain, TopicName, parse_topic
 from balancer.pulsar.auth import TlsSettings, TokenSource
 from balancer.pulsar.models import (
     BrokerTopicStats,
@@ -48,7 +49,6 @@ from balancer.pulsar.retry import RetryPolicy
 from balancer.pulsar.routing import ClusterEndpoint
 from balancer.pulsar.timeouts import Timeouts
 from balancer.pulsar.transport import AdminTransport, Call, RequestHook, RequestKey
-from balancer.topics import TopicDomain, TopicName, parse_topic
 
 _T = TypeVar("_T")
 _NAME = re.compile(r"^[-=:.\w]+$")  # Pulsar's rule for tenant, namespace and cluster names

@@ -3,7 +3,7 @@
 Each `from_json` raises `ResponseShapeError` (a ValueError) on a body that is not what Pulsar
 sends; the client turns it into `InvalidResponseError` with the method and URL. Optional
 numbers Pulsar may leave out default to 0. Field names are snake_case; sizes are bytes and
-throughputs bytes/s, as in `balancer.load`.
+throughputs bytes/s, as in `balancer.core.load`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from balancer.bundles import BundleRange, InvalidBundle, parse_position
-from balancer.events import TopicStatsEvent
-from balancer.offload import MessageId as MessageId  # the core type, re-exported
-from balancer.topics import InvalidTopicName, TopicDomain, parse_topic
+from balancer.core.bundles import BundleRange, InvalidBundle, parse_position
+from balancer.core.events import TopicStatsEvent
+from balancer.core.offload import MessageId as MessageId  # the core type, re-exported
+from balancer.core.topics import InvalidTopicName, TopicDomain, parse_topic
 
 
 class ResponseShapeError(ValueError):

@@ -4,11 +4,11 @@ real HTTP on 127.0.0.1, driven by a seeded traffic model over simulated time.
 Public entry points: `load_scenario`, `PeerGroup.from_scenario`, `start_peer_group`.
 """
 
-from balancer.sim.clock import SimClock
 from balancer.sim.faults import FaultInjector
 from balancer.sim.group import PeerGroup, RunningPeerGroup, SimulatedPeerGroup, start_peer_group
 from balancer.sim.model import SimModel, SplitRecord
 from balancer.sim.scenarios import Scenario, ScenarioError, load_scenario, parse_scenario
+from balancer.sim.sim_clock import SimClock
 
 __all__ = [
     "FaultInjector",

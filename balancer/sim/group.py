@@ -17,15 +17,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from balancer.bundles import BundleRange, NamespaceBundles
-from balancer.sim.clock import SimClock
+from balancer.core.bundles import BundleRange, NamespaceBundles
+from balancer.core.topics import parse_topic
 from balancer.sim.faults import FaultInjector
 from balancer.sim.model import SimModel
 from balancer.sim.scenarios import Scenario, load_scenario
 from balancer.sim.server import BrokerServer
+from balancer.sim.sim_clock import SimClock
 from balancer.sim.state import NamespaceState, SimError, SplitRecord
 from balancer.sim.stats import Ledger
-from balancer.topics import parse_topic
 
 LOOPBACK = "127.0.0.1"
 

@@ -17,12 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from balancer.bundles import BundleRange, InvalidBundle, NamespaceBundles
-from balancer.hashing import hash_position
-from balancer.load import TopicLoad
-from balancer.sim.clock import SimClock
+from balancer.core.bundles import BundleRange, InvalidBundle, NamespaceBundles
+from balancer.core.hashing import hash_position
+from balancer.core.load import TopicLoad
+from balancer.core.split import SplitError, compute_split
+from balancer.core.topics import InvalidTopicName, parse_topic
 from balancer.sim.faults import FaultInjector
 from balancer.sim.scenarios import Scenario
+from balancer.sim.sim_clock import SimClock
 from balancer.sim.splitting import check_positions, choose_algorithm, split_options
 from balancer.sim.state import (
     ClusterState,
@@ -44,8 +46,6 @@ from balancer.sim.stats import (
 )
 from balancer.sim.storage import LEDGER_ID_STRIDE, LedgerStore, OffloadState
 from balancer.sim.traffic import IntArray, TrafficModel
-from balancer.split import SplitError, compute_split
-from balancer.topics import InvalidTopicName, parse_topic
 
 SPECIAL_BUNDLES = ("LARGEST", "HOT")
 __all__ = [

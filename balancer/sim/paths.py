@@ -1,14 +1,14 @@
 """Where a topic's managed-ledger metadata would live, with or without PIP-157 topic buckets
 (a debug view of the simulator; Pulsar never shipped buckets). The layout itself is
-`balancer.buckets`'; a namespace without `numberOfTopicBuckets` is unbucketed."""
+`balancer.core.buckets`'; a namespace without `numberOfTopicBuckets` is unbucketed."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from balancer.buckets import metadata_path as bucketed_path
-from balancer.buckets import topic_bucket
-from balancer.topics import TopicName
+from balancer.core.buckets import metadata_path as bucketed_path
+from balancer.core.buckets import topic_bucket
+from balancer.core.topics import TopicName
 
 
 def metadata_path(topic: TopicName, buckets: int | None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ metadata:
 
 from __future__ import annotations
 
-from balancer.bundles import BundleRange, InvalidBundle, NamespaceBundles
+from balancer.core.bundles import BundleRange, InvalidBundle, NamespaceBundles
 from balancer.sim.model import SimModel
 from balancer.sim.state import NamespaceState, SimError
 

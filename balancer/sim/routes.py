@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+from balancer.core.topics import InvalidTopicName, parse_topic
 from balancer.sim.model import NamespaceState, SimError, SimModel
 from balancer.sim.paths import metadata_path
 from balancer.sim.peers import config_store_layout, local_namespace, stale_bundle
 from balancer.sim.splitting import check_supported
-from balancer.topics import InvalidTopicName, parse_topic
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +270,7 @@ def _lookup_bundle(m: SimModel, r: Request) -> Response:
         raise SimError(412, str(exc)) from None
     # TopicLookup: the bundle in the asked cluster's own layout (no peer redirect).
     ns = local_namespace(m, r.cluster, topic.namespace_name)
-    from balancer.hashing import hash_position
+    from balancer.core.hashing import hash_position
 
     with m.lock:
         layout = ns.layout if ns is not None else config_store_layout(m, topic.namespace_name)

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from balancer.yamlfile import read_yaml
+from balancer.support.yamlfile import read_yaml
 
 SplitAlgorithmName = Literal[
     "range_equally_divide",

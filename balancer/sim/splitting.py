@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from balancer.bundles import BundleRange, format_position
+from balancer.core.bundles import BundleRange, format_position
+from balancer.core.split import SplitAlgorithm, SplitOptions
 from balancer.sim.scenarios import BrokerSettings
 from balancer.sim.state import SimError
-from balancer.split import SplitAlgorithm, SplitOptions
 
 PULSAR_SPLIT_ALGORITHMS = (
     SplitAlgorithm.RANGE_EQUALLY_DIVIDE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from balancer.bundles import BundleRange, NamespaceBundles
+from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.sim.traffic import IntArray
 
 

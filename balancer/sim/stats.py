@@ -252,7 +252,11 @@ def internal_stats(
         "state": "LedgerOpened",
         "schemaLedgers": [],
         "compactedLedger": {
-            "ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False
+            "ledgerId": -1,
+            "entries": -1,
+            "size": -1,
+            "offloaded": False,
+            "underReplicated": False,
         },
         "ledgers": [
             {

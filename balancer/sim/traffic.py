@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from balancer.hashing import hash_position
+from balancer.core.hashing import hash_position
+from balancer.core.topics import PARTITION_SUFFIX
 from balancer.sim.scenarios import NamespaceSpec, RampChange, Scenario, StepChange
-from balancer.topics import PARTITION_SUFFIX
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

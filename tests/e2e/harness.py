@@ -91,8 +91,15 @@ class BalancerProcess:
         env = {**os.environ, TOKEN_ENV: SECRET_TOKEN, "PYSPARK_PYTHON": sys.executable}
         with self.output.open("wb") as out:
             self.process = subprocess.Popen(
-                [str(exe), "run", "--config", str(self.config), "--no-live",
-                 "--summary-json", str(self.summary)],
+                [
+                    str(exe),
+                    "run",
+                    "--config",
+                    str(self.config),
+                    "--no-live",
+                    "--summary-json",
+                    str(self.summary),
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,

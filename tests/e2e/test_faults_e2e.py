@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from balancer.kafka_embedded import EmbeddedKafka, free_port
-from balancer.kafka_topics import ensure_topics
+from balancer.kafka.embedded import EmbeddedKafka, free_port
+from balancer.kafka.topics import ensure_topics
 from tests.e2e.harness import BalancerProcess, wait_for, write_config
 from tests.e2e.test_run_e2e import HOT, STATS_PARTITIONS, hot_bundles_at_start, start_sim
 
@@ -55,7 +55,10 @@ def test_a_broker_restart_and_a_dead_entry_cluster_still_split_west_exactly_once
         topics = {topic: STATS_PARTITIONS, f"{topic}-dlq": 1}
         ensure_topics(broker.bootstrap_servers, topics)
         config = write_config(
-            tmp_path, sim=sim, bootstrap_servers=broker.bootstrap_servers, mode="apply",
+            tmp_path,
+            sim=sim,
+            bootstrap_servers=broker.bootstrap_servers,
+            mode="apply",
             stats_topic=topic,
         )
         hot = set(hot_bundles_at_start())
@@ -66,14 +69,19 @@ def test_a_broker_restart_and_a_dead_entry_cluster_still_split_west_exactly_once
             return process
 
         process = start(0)
-        wait_for(lambda: "metrics: http://" in process.text(), timeout_s=120,
-                 what="the metrics endpoint", process=process)
+        wait_for(
+            lambda: "metrics: http://" in process.text(),
+            timeout_s=120,
+            what="the metrics endpoint",
+            process=process,
+        )
         # east, the first-listed (entry) cluster, dies for the rest of the run, before any
         # decision: everything west gets is decided and applied without east.
         sim.stop_cluster("east")
         assert sim.model.splits == []
-        wait_for(lambda: process.batches() >= 2, timeout_s=240, what="two micro-batches",
-                 process=process)
+        wait_for(
+            lambda: process.batches() >= 2, timeout_s=240, what="two micro-batches", process=process
+        )
         # Kafka goes away for a few seconds and comes back on the same port, empty.
         broker.stop()
         time.sleep(3)
@@ -100,13 +108,23 @@ def test_a_broker_restart_and_a_dead_entry_cluster_still_split_west_exactly_once
             time.sleep(1)
         # The collector rebuilt its producer and kept publishing after the broker restart.
         if len(processes) == 1:
-            wait_for(lambda: (_metric(process, "pulsar_balancer_collector_producer_rebuilds_total")
-                              or 0) >= 1, timeout_s=60, what="a rebuilt producer",
-                     process=process)
+            wait_for(
+                lambda: (
+                    (_metric(process, "pulsar_balancer_collector_producer_rebuilds_total") or 0)
+                    >= 1
+                ),
+                timeout_s=60,
+                what="a rebuilt producer",
+                process=process,
+            )
         # More micro-batches in which an over-eager balancer would split again.
         seen = process.batches()
-        wait_for(lambda: process.batches() >= seen + 4, timeout_s=180,
-                 what="four more micro-batches", process=process)
+        wait_for(
+            lambda: process.batches() >= seen + 4,
+            timeout_s=180,
+            what="four more micro-batches",
+            process=process,
+        )
         assert process.stop() == 0, process.text()[-3000:]
     finally:
         for p in processes:

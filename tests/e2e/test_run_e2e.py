@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-from balancer.bundles import BundleRange
-from balancer.detect import over_threshold
-from balancer.kafka_topics import ensure_topics
-from balancer.load import roll_up
+from balancer.core.bundles import BundleRange
+from balancer.core.detect import over_threshold
+from balancer.core.load import roll_up
+from balancer.core.split import SplitAlgorithm, SplitOptions, compute_split
+from balancer.core.thresholds import BundleLimits
+from balancer.kafka.topics import ensure_topics
 from balancer.sim import PeerGroup, RunningPeerGroup
-from balancer.split import SplitAlgorithm, SplitOptions, compute_split
-from balancer.thresholds import BundleLimits
 from tests.e2e.harness import (
     SCENARIO,
     SECRET_TOKEN,
@@ -142,51 +142,89 @@ def applied_run(kafka: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iter
         topic = f"stats-{uuid.uuid4().hex[:8]}"
         ensure_topics(kafka.bootstrap_servers, {topic: STATS_PARTITIONS, f"{topic}-dlq": 1})
         valid = {
-            "cluster": "east", "topic": ARCHIVE_TOPIC, "timestamp_ms": 1_790_000_000_000,
-            "msgRateIn": 1.0, "msgRateOut": 1.0, "msgThroughputIn": 1.0,
-            "msgThroughputOut": 1.0, "storageSize": 1, "backlogSize": 0,
-            "offloadedStorageSize": 0, "producerCount": 1, "consumerCount": 1,
+            "cluster": "east",
+            "topic": ARCHIVE_TOPIC,
+            "timestamp_ms": 1_790_000_000_000,
+            "msgRateIn": 1.0,
+            "msgRateOut": 1.0,
+            "msgThroughputIn": 1.0,
+            "msgThroughputOut": 1.0,
+            "storageSize": 1,
+            "backlogSize": 0,
+            "offloadedStorageSize": 0,
+            "producerCount": 1,
+            "consumerCount": 1,
         }
         messages = bad_messages(valid)
         half = len(messages) // 2
         inject(kafka, topic, messages[:half])  # before the run ...
         config = write_config(
-            tmp, sim=sim, bootstrap_servers=kafka.bootstrap_servers, mode="apply",
+            tmp,
+            sim=sim,
+            bootstrap_servers=kafka.bootstrap_servers,
+            mode="apply",
             stats_topic=topic,
         )
         process = BalancerProcess(config, tmp, tmp / "summary.json").start()
         hot = hot_bundles_at_start()
         prometheus: PrometheusServer | None = None
         try:
-            wait_for(lambda: "metrics: http://" in process.text(), timeout_s=120,
-                     what="the metrics endpoint", process=process)
+            wait_for(
+                lambda: "metrics: http://" in process.text(),
+                timeout_s=120,
+                what="the metrics endpoint",
+                process=process,
+            )
             # A real Prometheus scrapes the run and evaluates the shipped alert rules.
             prometheus = PrometheusServer(
                 [metrics_target(process)], scrape_interval_s=1.0, rule_files=[ALERT_RULES]
             ).start()
-            wait_for(lambda: bool(sim.model.splits), timeout_s=300, what="the first split",
-                     process=process)
+            wait_for(
+                lambda: bool(sim.model.splits),
+                timeout_s=300,
+                what="the first split",
+                process=process,
+            )
             inject(kafka, topic, messages[half:])  # ... and during it
             wait_for(
-                lambda: {s.parent for s in sim.model.splits if s.namespace == HOT} >= set(hot)
-                and sim.topic_stats(ARCHIVE_TOPIC)["offloadedStorageSize"] > 0,
-                timeout_s=300, what="both splits and the offload", process=process,
+                lambda: (
+                    {s.parent for s in sim.model.splits if s.namespace == HOT} >= set(hot)
+                    and sim.topic_stats(ARCHIVE_TOPIC)["offloadedStorageSize"] > 0
+                ),
+                timeout_s=300,
+                what="both splits and the offload",
+                process=process,
             )
             # A few more micro-batches: an over-eager balancer would split the children again.
             seen = process.batches()
-            wait_for(lambda: process.batches() >= seen + 4, timeout_s=120,
-                     what="four more micro-batches", process=process)
+            wait_for(
+                lambda: process.batches() >= seen + 4,
+                timeout_s=120,
+                what="four more micro-batches",
+                process=process,
+            )
             prometheus.wait_for_scrapes(samples=10, timeout_s=60)
             problems = check_dashboards(prometheus)
             health = rule_health(prometheus)
-            probes = {path: http_status(f"http://{metrics_target(process)}{path}")
-                      for path in ("/healthz", "/readyz")}
+            probes = {
+                path: http_status(f"http://{metrics_target(process)}{path}")
+                for path in ("/healthz", "/readyz")
+            }
         finally:
             if prometheus is not None:
                 prometheus.stop()
             code = process.stop()
-        yield Run(sim, process, tmp, process.read_summary(),
-                  Counter(reason for _, reason in messages), code, problems, health, probes)
+        yield Run(
+            sim,
+            process,
+            tmp,
+            process.read_summary(),
+            Counter(reason for _, reason in messages),
+            code,
+            problems,
+            health,
+            probes,
+        )
     finally:
         sim.stop()
 
@@ -194,8 +232,14 @@ def applied_run(kafka: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iter
 def test_run_exits_cleanly_and_summarises(applied_run: Run) -> None:
     s = applied_run.summary
     assert applied_run.exit_code == 0, applied_run.process.text()[-3000:]
-    for key in ("bundles_before", "bundles_after", "splits", "offloads",
-                "events_processed", "events_rejected"):
+    for key in (
+        "bundles_before",
+        "bundles_after",
+        "splits",
+        "offloads",
+        "events_processed",
+        "events_rejected",
+    ):
         assert key in s
     assert s["bundles_before"][HOT] == 4
     assert s["bundles_after"][HOT] == applied_run.sim.bundles(HOT).num_bundles > 4
@@ -222,9 +266,7 @@ def test_hot_bundles_are_split_once_at_flow_equal_boundaries(applied_run: Run) -
         assert len(record.children) == len(expected.boundaries) + 1
     # The summary reports what was applied, with the same boundaries.
     reported = {(s["bundle"], tuple(s["boundaries"])) for s in applied_run.summary["splits"]}
-    assert reported == {
-        (str(r.parent), tuple(f"0x{b:08x}" for b in r.boundaries)) for r in splits
-    }
+    assert reported == {(str(r.parent), tuple(f"0x{b:08x}" for b in r.boundaries)) for r in splits}
 
 
 def _topics_in(sim: RunningPeerGroup, parent: BundleRange) -> list[Any]:
@@ -240,9 +282,7 @@ def _topics_in(sim: RunningPeerGroup, parent: BundleRange) -> list[Any]:
 def test_every_bundle_is_under_threshold_afterwards(applied_run: Run) -> None:
     sim = applied_run.sim
     ns = sim.model.namespaces[HOT]
-    over = {
-        str(b): over_threshold(_load(sim.model, ns, b), LIMITS) for b in ns.layout.bundles
-    }
+    over = {str(b): over_threshold(_load(sim.model, ns, b), LIMITS) for b in ns.layout.bundles}
     assert not any(over.values()), over
 
 
@@ -263,7 +303,8 @@ def test_an_offloaded_topic_is_not_offloaded_again(applied_run: Run) -> None:
     assert offloads and all(o["bytes_offloaded"] > 0 for o in offloads)
     assert applied_run.sim.model.requests(route="offload") == len(offloads)
     results = Counter(
-        r["result"] for r in audit_records(applied_run.tmp)
+        r["result"]
+        for r in audit_records(applied_run.tmp)
         if r.get("decision", {}).get("kind") == "offload"
     )
     # Only the offload itself and, while it runs, "already running": no repeats after it.
@@ -330,11 +371,13 @@ def test_dry_run_changes_nothing(kafka: Broker, tmp_path: Path) -> None:
         )
         process = BalancerProcess(config, tmp_path, tmp_path / "summary.json").start()
         try:
+
             def planned() -> set[str]:
                 return {r.get("result") for r in audit_records(tmp_path)} & {"dry_run"}
 
-            wait_for(lambda: bool(planned()), timeout_s=300, what="a dry-run decision",
-                     process=process)
+            wait_for(
+                lambda: bool(planned()), timeout_s=300, what="a dry-run decision", process=process
+            )
         finally:
             assert process.stop() == 0, process.text()[-3000:]
         assert sim.model.splits == []
@@ -358,8 +401,9 @@ def test_sigkill_and_restart_apply_nothing_twice_and_lose_no_event(
         checkpoint = tmp_path / "checkpoints"
         first = BalancerProcess(config, tmp_path, tmp_path / "summary-1.json").start()
         try:
-            wait_for(lambda: bool(sim.model.splits), timeout_s=300, what="the first split",
-                     process=first)
+            wait_for(
+                lambda: bool(sim.model.splits), timeout_s=300, what="the first split", process=first
+            )
         finally:
             first.kill()  # mid-way: more splits and the offload are still to come
         at_kill = committed_offsets(checkpoint)
@@ -368,14 +412,22 @@ def test_sigkill_and_restart_apply_nothing_twice_and_lose_no_event(
         hot = hot_bundles_at_start()
         try:
             wait_for(
-                lambda: {s.parent for s in sim.model.splits if s.namespace == HOT} >= set(hot)
-                and sim.topic_stats(ARCHIVE_TOPIC)["offloadedStorageSize"] > 0,
-                timeout_s=300, what="the rest of the work after the restart", process=second,
+                lambda: (
+                    {s.parent for s in sim.model.splits if s.namespace == HOT} >= set(hot)
+                    and sim.topic_stats(ARCHIVE_TOPIC)["offloadedStorageSize"] > 0
+                ),
+                timeout_s=300,
+                what="the rest of the work after the restart",
+                process=second,
             )
             # The restarted stream replays the batch the kill interrupted, then goes on: give
             # it several micro-batches in which it could (wrongly) act again.
-            wait_for(lambda: second.batches() >= 5, timeout_s=180,
-                     what="five micro-batches after the restart", process=second)
+            wait_for(
+                lambda: second.batches() >= 5,
+                timeout_s=180,
+                what="five micro-batches after the restart",
+                process=second,
+            )
         finally:
             assert second.stop() == 0, second.text()[-3000:]
         # No action applied twice: each bundle split once, each decision applied once.
@@ -391,7 +443,9 @@ def test_sigkill_and_restart_apply_nothing_twice_and_lose_no_event(
         # between the offsets committed before the kill and those committed at the end.
         at_end = committed_offsets(checkpoint)
         expected = sum(at_end[p] - at_kill.get(p, 0) for p in at_end)
-        assert second.read_summary()["events_processed"] + second.read_summary()[
-            "events_rejected"] == expected
+        assert (
+            second.read_summary()["events_processed"] + second.read_summary()["events_rejected"]
+            == expected
+        )
     finally:
         sim.stop()

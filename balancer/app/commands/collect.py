@@ -1,0 +1,191 @@
+"""`pulsar-balancer collect`: poll broker-stats of every cluster and send the events to Kafka.
+
+With `--config FILE` the clusters (and their brokers), Kafka and the interval come from the
+balancer config; flags override. Without it, give them as flags:
+
+    pulsar-balancer collect --bootstrap 127.0.0.1:9092 --topic pulsar-topic-stats \
+        --admin-url a=http://127.0.0.1:8080 --admin-url b=http://127.0.0.1:8081 --interval-s 60
+
+With `--metrics-port` it serves the collector's metrics (events sent, failed, dropped) and
+its health. It exits 1 when some events never reached Kafka.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from balancer.collector.service import Collector, KafkaEventSink, admin_fetch, targets_for
+from balancer.ops.collector_metrics import CollectorMetrics
+from balancer.ops.health import HealthServer
+
+NAME = "collect"
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        NAME,
+        help="poll Pulsar broker-stats and send topic-stats events to Kafka",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", type=Path, help="balancer YAML config")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers, host:port[,host:port]")
+    parser.add_argument("--topic", help="Kafka topic of the stats events")
+    parser.add_argument(
+        "--admin-url",
+        action="append",
+        default=[],
+        metavar="CLUSTER=URL",
+        help="a cluster and its admin URL (repeat per cluster)",
+    )
+    parser.add_argument(
+        "--broker-url",
+        action="append",
+        default=[],
+        metavar="CLUSTER=URL",
+        help="poll this broker of the cluster directly (repeat per broker; default: admin URL)",
+    )
+    parser.add_argument("--interval-s", type=float, help="seconds between polls (default 60)")
+    parser.add_argument("--retry-s", type=float, default=10.0, help="retry a failed cluster after")
+    parser.add_argument(
+        "--envelope",
+        type=int,
+        default=0,
+        metavar="N",
+        help="send up to N events per message as {'events': [...]} (default: one per message)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve /metrics, /healthz and /readyz on PORT (0: any free port) of 127.0.0.1, "
+        "or of metrics.bind_address with --config",
+    )
+    parser.add_argument("--polls", type=int, help="stop after this many polls")
+    parser.add_argument("--duration-s", type=float, help="stop after this many seconds")
+    parser.set_defaults(handler=run)
+
+
+def _pairs(values: list[str], what: str) -> list[tuple[str, str]]:
+    out = []
+    for value in values:
+        name, sep, url = value.partition("=")
+        if not sep or not name or not url.startswith(("http://", "https://")):
+            raise ValueError(f"{what} {value!r}: expected CLUSTER=http(s)://host:port")
+        out.append((name, url.rstrip("/")))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from balancer.kafka.security import KafkaSecurity
+    from balancer.pulsar.client import PulsarPeerGroup
+    from balancer.pulsar.routing import ClusterEndpoint
+
+    admin_urls = _pairs(args.admin_url, "--admin-url")
+    broker_urls = _pairs(args.broker_url, "--broker-url")
+    security = KafkaSecurity()
+    interval_s = args.interval_s
+    bind_address = "127.0.0.1"
+    if args.config is not None:
+        from balancer.app.config import load_config
+        from balancer.app.preflight import check_environment
+        from balancer.app.pulsar_wiring import peer_group_from_config
+        from balancer.app.stream_settings import kafka_security
+
+        config = load_config(args.config)
+        check_environment(config, source=str(args.config), clients_only=True)
+        peer_group = peer_group_from_config(config)
+        bootstrap = args.bootstrap or ",".join(config.kafka.bootstrap_servers)
+        topic = args.topic or config.kafka.stats_topic
+        security = kafka_security(config)
+        interval_s = interval_s or config.collector.interval_s
+        bind_address = config.metrics.bind_address
+        clusters = {c.name: list(c.brokers) for c in config.clusters}
+    else:
+        if not admin_urls or not args.bootstrap or not args.topic:
+            raise ValueError("give --config, or --bootstrap, --topic and --admin-url")
+        peer_group = PulsarPeerGroup([ClusterEndpoint(n, u) for n, u in admin_urls])
+        bootstrap, topic = args.bootstrap, args.topic
+        clusters = {n: [] for n, _ in admin_urls}
+    for name, url in broker_urls:
+        if name not in clusters:
+            raise ValueError(f"--broker-url {name}={url}: unknown cluster {name!r}")
+        clusters[name].append(url)
+    registry = CollectorRegistry()
+    sink = KafkaEventSink.connect(
+        bootstrap_servers=bootstrap.split(","),
+        topic=topic,
+        client_kwargs=security.client_kwargs(),
+        listener=CollectorMetrics(registry),
+    )
+    collector = Collector(
+        targets=targets_for(clusters),
+        fetch=admin_fetch(peer_group),
+        sink=sink,
+        envelope_max_events=args.envelope,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    deadline = None if args.duration_s is None else time.monotonic() + args.duration_s
+
+    def sleep(seconds: float) -> None:
+        if deadline is not None:
+            seconds = min(seconds, deadline - time.monotonic())
+        stop.wait(max(0.0, seconds))
+
+    health = None
+    if args.metrics_port is not None:
+        health = HealthServer(
+            registry=registry,
+            checks={"collector_publishing": sink.publishing},
+            host=bind_address,
+            port=args.metrics_port,
+        ).start()
+        print(f"metrics: {health.url}/metrics", file=sys.stderr, flush=True)
+    try:
+        counts = collector.run(
+            interval_s=interval_s or 60.0,
+            retry_s=args.retry_s,
+            should_stop=lambda: (
+                stop.is_set() or (deadline is not None and time.monotonic() >= deadline)
+            ),
+            sleep=sleep,
+            max_polls=args.polls,
+        )
+    finally:
+        sink.close()
+        peer_group.close()
+        if health is not None:
+            health.stop()
+
+    def per_cluster(counter: Counter[str]) -> str:
+        return ", ".join(f"{c}={n}" for c, n in sorted(counter.items()) if n) or "none"
+
+    sent = sink.counts
+    print(
+        f"collected {counts.events} events in {counts.messages} messages over {counts.polls} "
+        f"polls; failed fetches: {per_cluster(counts.failures)}; no data yet: "
+        f"{per_cluster(counts.no_data)}; V1 namespaces skipped: "
+        f"{per_cluster(counts.skipped_namespaces)}; events sent {sent.sent}, failed "
+        f"{sent.failed}, dropped {sent.dropped}; producers rebuilt {sent.rebuilds}",
+        file=sys.stderr,
+    )
+    # Events Kafka never took are lost (the next poll sends fresh stats): say so.
+    return 1 if sent.failed or sent.dropped else 0

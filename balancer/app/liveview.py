@@ -1,0 +1,258 @@
+"""What `pulsar-balancer run` shows a person: a live view while it runs, a summary at the end.
+
+Written for someone who has never seen Pulsar internals: a "bundle" is explained as a slice
+of a namespace's topics that one broker serves, and loads are shown as a share of the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from balancer.app.wiring import LiveState
+from balancer.controller.stats import ActionResult
+from balancer.core.partitions import LoneHotTopic
+from balancer.core.sizes import format_size
+
+LOAD_CAPTION = (
+    "load: the bundle's traffic as a share of its limit (Pulsar's defaults: 30,000 msg/s "
+    "in+out, 100 MiB/s, 1,000 topics, 1,000 producers+consumers); over 100 % is overloaded"
+)
+INTRO = (
+    "Pulsar spreads each namespace's topics over 'bundles' (hash ranges); one broker serves "
+    "a whole bundle. When a bundle carries more than its limit, the balancer splits it - "
+    "once, at flow-equal points - and moves old data of topics past a size limit to tiered "
+    "storage (offload)."
+)
+
+
+def _pct(ratio: float) -> Text:
+    style = "bold red" if ratio > 1.0 else ("yellow" if ratio > 0.8 else "green")
+    return Text(f"{ratio * 100:5.0f} %", style=style)
+
+
+def render_live(live: LiveState, *, mode: str, elapsed_s: float, duration_s: float | None) -> Group:
+    with live.lock:
+        batches = live.batches
+        consumed = live.events_consumed
+        rejected = live.events_rejected_total
+        late = live.events_late
+        lag = live.kafka_lag
+        over = list(live.over_threshold)
+        lone = {(h.cluster, h.bundle): h for h in live.lone_hot_topics}
+        reporting = live.bundles_reporting
+        outcomes = list(live.outcomes)[-8:]
+        errors = live.handler_errors
+    clock = f"{elapsed_s:5.0f} s" + (f" of {duration_s:.0f} s" if duration_s else "")
+    stream = Table.grid(padding=(0, 2))
+    stream.add_row("running", clock, "mode", mode)
+    stream.add_row("micro-batches", str(batches), "events processed", f"{consumed:,}")
+    stream.add_row("events rejected", f"{rejected:,}", "late events", f"{late:,}")
+    stream.add_row("Kafka lag", f"{lag:,}", "bundles reporting", str(reporting))
+    if errors:
+        stream.add_row("controller errors", Text(str(errors), style="red"), "", "")
+
+    hot = Table(
+        title="Bundles over their limit (latest window)",
+        caption=LOAD_CAPTION,
+        expand=True,
+    )
+    for col in ("cluster", "namespace", "bundle", "msg/s", "MiB/s", "topics", "load", "note"):
+        hot.add_column(col)
+    for load, ratio in over:
+        hot.add_row(
+            load.cluster,
+            load.namespace,
+            str(load.bundle),
+            f"{load.msg_rate:,.0f}",
+            f"{load.throughput_bytes / 1048576:,.1f}",
+            str(load.topic_count),
+            _pct(ratio),
+            _lone_note(lone.get((load.cluster, str(load.bundle))), load.topic_count),
+        )
+    if not over:
+        hot.add_row("-", "none", "", "", "", "", "", "")
+
+    acts = Table(title="Latest decisions", expand=True)
+    for col in ("kind", "cluster", "namespace", "result", "why", "detail"):
+        acts.add_column(col)
+    for o in outcomes:
+        style = (
+            "green"
+            if o.result is ActionResult.APPLIED
+            else ("red" if o.result is ActionResult.FAILED else "")
+        )
+        acts.add_row(
+            o.kind.value,
+            o.cluster,
+            o.namespace,
+            Text(o.result.value, style=style),
+            o.reason,
+            o.detail,
+        )
+    if not outcomes:
+        acts.add_row("-", "", "", "waiting for 3 windows over the limit", "", "")
+    return Group(
+        Text(INTRO, style="dim"),
+        Panel(stream, title="pulsar-balancer", subtitle="Ctrl-C stops"),
+        hot,
+        acts,
+    )
+
+
+def _lone_note(hot: LoneHotTopic | None, topic_count: int) -> str:
+    if hot is None:
+        return "one topic alone is over: no split can help" if topic_count == 1 else ""
+    return f"one topic alone is over, no split can help: {hot.remedy}"
+
+
+@dataclass
+class RunSummary:
+    bundles_before: dict[str, int]
+    bundles_after: dict[str, int]
+    splits: list[dict[str, Any]]
+    offloads: list[dict[str, Any]]
+    events_processed: int
+    events_rejected: int
+    events_rejected_by_reason: dict[str, int] = field(default_factory=dict)
+    events_late: int = 0
+    batches: int = 0
+    mode: str = "apply"
+    duration_s: float = 0.0
+    stream_error: str | None = None
+    # Actions sent without an answer that Pulsar did not show by the end of the run: the
+    # next start rechecks them (never re-sends); their bundles and topics wait until then.
+    unknown: list[dict[str, Any]] = field(default_factory=list)
+    lone_hot_topics: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bundles_before": self.bundles_before,
+            "bundles_after": self.bundles_after,
+            "splits": self.splits,
+            "offloads": self.offloads,
+            "events_processed": self.events_processed,
+            "events_rejected": self.events_rejected,
+            "events_rejected_by_reason": self.events_rejected_by_reason,
+            "events_late": self.events_late,
+            "batches": self.batches,
+            "mode": self.mode,
+            "duration_s": round(self.duration_s, 1),
+            "stream_error": self.stream_error,
+            "unknown": self.unknown,
+            "lone_hot_topics": self.lone_hot_topics,
+        }
+
+
+def render_summary(summary: RunSummary) -> Group:
+    head = Table.grid(padding=(0, 2))
+    head.add_row(
+        "ran",
+        f"{summary.duration_s:.0f} s in {summary.mode} mode",
+        "micro-batches",
+        str(summary.batches),
+    )
+    head.add_row(
+        "events processed",
+        f"{summary.events_processed:,}",
+        "events rejected",
+        f"{summary.events_rejected:,}",
+    )
+    if summary.events_rejected_by_reason:
+        by_reason = sorted(summary.events_rejected_by_reason.items())
+        reasons = ", ".join(f"{k}: {v}" for k, v in by_reason)
+        head.add_row("rejected because", reasons, "", "")
+    if summary.stream_error:
+        head.add_row(Text("stream error", style="red"), summary.stream_error, "", "")
+    for u in summary.unknown:
+        head.add_row(
+            Text("outcome unknown", style="yellow"),
+            f"{u['kind']} {u['target']} on {u['cluster']}: rechecked at the next start",
+            "",
+            "",
+        )
+
+    bundles = Table(title="Bundles per namespace", expand=True)
+    for col in ("namespace", "before", "after"):
+        bundles.add_column(col)
+    for ns in sorted(set(summary.bundles_before) | set(summary.bundles_after)):
+        before = summary.bundles_before.get(ns)
+        after = summary.bundles_after.get(ns)
+        style = "bold" if before != after else ""
+        bundles.add_row(
+            ns,
+            str(before if before is not None else "?"),
+            Text(str(after if after is not None else "?"), style=style),
+        )
+
+    splits = Table(
+        title="Splits applied (each bundle split once, at these hash points)", expand=True
+    )
+    for col in ("cluster", "namespace", "bundle", "children", "split points"):
+        splits.add_column(col)
+    for s in summary.splits:
+        splits.add_row(
+            s["cluster"],
+            s["namespace"],
+            s["bundle"],
+            str(s["children"]),
+            " ".join(s["boundaries"]) or s.get("detail", ""),
+        )
+    if not summary.splits:
+        splits.add_row("-", "none", "", "", "")
+
+    offloads = Table(title="Offloads triggered (old ledgers moved to tiered storage)", expand=True)
+    for col in (
+        "cluster",
+        "topic",
+        "offloads",
+        "limit kept in BookKeeper",
+        "moved to tiered storage",
+    ):
+        offloads.add_column(col)
+    # A growing topic is offloaded again each time more ledgers pass the limit: one row each.
+    per_topic: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for o in summary.offloads:
+        per_topic.setdefault((o["cluster"], o["topic"]), []).append(o)
+    for (cluster, topic), items in sorted(per_topic.items()):
+        offloads.add_row(
+            cluster,
+            topic,
+            str(len(items)),
+            format_size(items[-1].get("threshold_bytes", 0)),
+            format_size(sum(o.get("bytes_offloaded", 0) for o in items)),
+        )
+    if not summary.offloads:
+        offloads.add_row("-", "none", "", "", "")
+
+    parts: list[Any] = [
+        Panel(head, title="pulsar-balancer: summary"),
+        Text(INTRO, style="dim"),
+        bundles,
+        splits,
+        offloads,
+    ]
+    if summary.lone_hot_topics:
+        lone = Table(title="Topics alone over a bundle limit (no split can help)", expand=True)
+        for col in ("cluster", "topic", "msg/s", "partitions", "recommended", "remedy"):
+            lone.add_column(col)
+        for h in summary.lone_hot_topics:
+            lone.add_row(
+                h["cluster"],
+                h["topic"],
+                f"{h['msg_rate']:,.0f}",
+                str(h["current_partitions"] or "not partitioned"),
+                str(h["recommended_partitions"]),
+                h["remedy"],
+            )
+        parts.append(lone)
+    return Group(*parts)
+
+
+def print_summary(summary: RunSummary, console: Console | None = None) -> None:
+    (console or Console()).print(render_summary(summary))

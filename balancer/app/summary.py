@@ -1,0 +1,129 @@
+"""The end-of-run summary: bundles before and after, what was applied, what was processed."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from balancer.app.config import BalancerConfig
+from balancer.app.liveview import RunSummary
+from balancer.app.pulsar_wiring import peer_group_from_config
+from balancer.app.wiring import BalancerApp
+from balancer.controller.outcome import Outcome
+from balancer.controller.stats import ActionResult
+from balancer.core.bundles import format_position
+from balancer.core.decisions import DecisionKind
+from balancer.pulsar.client import PulsarPeerGroup
+from balancer.pulsar.errors import PulsarAdminError
+
+log = logging.getLogger(__name__)
+
+
+def census(admin: PulsarPeerGroup) -> dict[str, int]:
+    """Bundles per namespace across the peer group (`tenant/ns` -> count).
+
+    Each cluster lists the namespaces it holds; a cluster that does not answer is skipped
+    (and logged), so the census never stops the run.
+    """
+    counts: dict[str, int] = {}
+    for cluster in admin.clusters:
+        try:
+            for tenant in admin.list_tenants(via=cluster):
+                for namespace in admin.list_namespaces(tenant, via=cluster):
+                    if namespace not in counts:
+                        layout = admin.get_bundles(namespace, cluster=cluster)
+                        counts[namespace] = layout.num_bundles
+        except (PulsarAdminError, ValueError) as exc:
+            log.warning("census of cluster %s incomplete: %s", cluster, type(exc).__name__)
+    return dict(sorted(counts.items()))
+
+
+def summarize(
+    app: BalancerApp,
+    *,
+    before: dict[str, int],
+    config: BalancerConfig,
+    started: float,
+    error: str | None,
+) -> RunSummary:
+    with app.live.lock:
+        outcomes = list(app.live.outcomes)
+        consumed = app.live.events_consumed
+        rejected = dict(app.live.events_rejected)
+        late = app.live.events_late
+        batches = app.live.batches
+        lone = sorted(app.live.lone_hot_seen.values(), key=lambda h: (h.cluster, h.topic))
+    splits, offloads, unknown = actions_of(outcomes)
+    with peer_group_from_config(config) as admin:
+        after = census(admin)
+    return RunSummary(
+        bundles_before=before,
+        bundles_after=after,
+        splits=splits,
+        offloads=offloads,
+        events_processed=consumed - sum(rejected.values()),
+        events_rejected=sum(rejected.values()),
+        events_rejected_by_reason=rejected,
+        events_late=late,
+        batches=batches,
+        mode=config.controller.mode,
+        duration_s=time.monotonic() - started,
+        stream_error=error,
+        unknown=unknown,
+        lone_hot_topics=[h.to_dict() for h in lone],
+    )
+
+
+Actions = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def actions_of(outcomes: list[Outcome]) -> Actions:
+    """Applied splits, triggered offloads, and actions still `unknown`, from the outcomes."""
+    splits: list[dict[str, Any]] = []
+    offloads: list[dict[str, Any]] = []
+    settled = {o.decision_id for o in outcomes if o.rechecked}
+    unknown = [
+        {"kind": o.kind.value, "cluster": o.cluster, "target": _target(o),
+         "decision_id": o.decision_id, "detail": o.detail}
+        for o in outcomes
+        if o.result is ActionResult.UNKNOWN and o.decision_id not in settled
+    ]  # fmt: skip
+    for outcome in outcomes:
+        # A split that timed out and was then read back as applied is listed once: from the
+        # recheck's outcome, which carries the decision too.
+        if outcome.result is not ActionResult.APPLIED or outcome.decision is None:
+            continue
+        d = outcome.decision
+        if outcome.kind is DecisionKind.SPLIT:
+            splits.append(
+                {
+                    "cluster": d.cluster,
+                    "namespace": d.namespace,
+                    "bundle": str(d.bundle),
+                    "boundaries": [format_position(b) for b in d.boundaries],
+                    "children": len(d.boundaries) + 1,
+                    "reason": outcome.reason,
+                    "algorithm": d.algorithm.value,
+                    "detail": outcome.detail,
+                }
+            )
+        else:
+            offloads.append(
+                {
+                    "cluster": d.cluster,
+                    "topic": d.topic,
+                    "storage_size_bytes": d.storage_size_bytes,
+                    "threshold_bytes": d.threshold_bytes,
+                    "bytes_offloaded": outcome.bytes_offloaded,
+                    "detail": outcome.detail,
+                }
+            )
+    return splits, offloads, unknown
+
+
+def _target(outcome: Outcome) -> str:
+    d = outcome.decision
+    if d is None:
+        return outcome.namespace
+    return str(d.bundle.key(d.namespace)) if outcome.kind is DecisionKind.SPLIT else str(d.topic)

@@ -1,0 +1,385 @@
+"""The balancer process: wires config, admin client, stream, controller, metrics and collector.
+
+The one place where the adapters meet. `BalancerApp.start()` brings everything up in
+dependency order, `stop()` takes it down in reverse; both are safe to call from a signal
+handler's thread. Nothing here decides anything: the detector decides, the controller acts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from prometheus_client import CollectorRegistry
+
+from balancer.app.config import BalancerConfig
+from balancer.app.controller_wiring import build_handler
+from balancer.app.preflight import setting_error
+from balancer.app.pulsar_wiring import peer_group_from_config
+from balancer.app.stream_settings import kafka_security, stream_settings
+from balancer.collector.service import Collector, KafkaEventSink, admin_fetch, targets_for
+from balancer.controller.handler import ControllerHandler
+from balancer.controller.layouts import LayoutCache
+from balancer.controller.metrics_bridge import attach_metrics
+from balancer.controller.outcome import Outcome
+from balancer.core.load import BundleLoad
+from balancer.core.partitions import LoneHotTopic, lone_hot_topics
+from balancer.core.report import BatchReport
+from balancer.core.thresholds import BundleLimits
+from balancer.kafka.topics import ensure_topics
+from balancer.ops.exporter import BalancerMetrics
+from balancer.ops.health import HealthServer, standard_checks
+from balancer.pulsar.client import PulsarPeerGroup
+from balancer.pulsar.transport import RequestRecord
+from streaming.errors import root_cause
+
+if TYPE_CHECKING:
+    from streaming.job import StreamSettings
+
+log = logging.getLogger(__name__)
+
+STATS_TOPIC_PARTITIONS = 4
+
+
+@dataclass
+class LiveState:
+    """What the live view and the run summary show; updated by the batch handler."""
+
+    started_at_s: float = field(default_factory=time.monotonic)
+    batches: int = 0
+    events_consumed: int = 0
+    events_rejected: Counter[str] = field(default_factory=Counter)
+    events_late: int = 0
+    last_window_end_ms: int = 0
+    last_batch_duration_s: float = 0.0
+    kafka_lag: int = 0
+    over_threshold: list[tuple[BundleLoad, float]] = field(default_factory=list)
+    bundles_reporting: int = 0
+    outcomes: deque[Outcome] = field(default_factory=lambda: deque(maxlen=200))
+    handler_errors: int = 0
+    kafka_seen_at_s: float | None = None  # monotonic time of the last batch that read Kafka
+    # Topics alone over a bundle limit in the latest window, and every one seen this run
+    # (latest figures per (cluster, topic)) for the summary.
+    lone_hot_topics: list[LoneHotTopic] = field(default_factory=list)
+    lone_hot_seen: dict[tuple[str, str], LoneHotTopic] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def events_rejected_total(self) -> int:
+        return sum(self.events_rejected.values())
+
+
+def max_ratio(load: BundleLoad, limits: BundleLimits) -> float:
+    """The bundle's load as its largest share of any of Pulsar's four limits."""
+    ratios = [
+        load.topic_count / limits.max_topics,
+        load.msg_rate / limits.max_msg_rate,
+        load.throughput_bytes / limits.max_bandwidth_bytes,
+    ]
+    if limits.max_sessions > 0:
+        ratios.append(load.session_count / limits.max_sessions)
+    return max(ratios)
+
+
+class AppHandler:
+    """The stream's BatchHandler: controller first, then metrics, layouts and the live view.
+
+    A controller error is logged and counted, not raised: raising would stop the stream,
+    and the next window decides again (every action is idempotent through the journal).
+    """
+
+    def __init__(
+        self,
+        controller: ControllerHandler,
+        metrics: BalancerMetrics,
+        live: LiveState,
+        limits: Callable[[str], BundleLimits],
+    ) -> None:
+        self.controller = controller
+        self.metrics = metrics
+        self.live = live
+        self.limits = limits
+        # Thresholds are fixed for the life of the process, so this is read once.
+        self.offload_min_bytes: int | None = controller.offload_min_bytes
+
+    def wants_topics(self, bundle: BundleLoad) -> bool:
+        return self.controller.wants_topics(bundle)
+
+    def handle(self, report: BatchReport) -> None:
+        try:
+            self.controller.handle(report)
+        except Exception:
+            log.exception(
+                "controller failed on batch %s; the next window decides again", report.batch_id
+            )
+            with self.live.lock:
+                self.live.handler_errors += 1
+        self.metrics.observe_batch(report)
+        lone: list[LoneHotTopic] = []
+        if report.window_end_ms:
+            lone = lone_hot_topics(
+                report.bundles,
+                limits_for=self.limits,
+                fill_factor=self.controller.detection.fill_factor,
+            )
+            self.metrics.set_lone_hot_topics(lone)
+        ranked = sorted(
+            ((b, max_ratio(b, self.limits(b.namespace))) for b in report.bundles),
+            key=lambda pair: -pair[1],
+        )
+        with self.live.lock:
+            self.live.batches += 1
+            self.live.events_consumed += report.events_consumed
+            self.live.events_rejected.update(report.events_rejected)
+            self.live.events_late += report.events_late
+            self.live.last_batch_duration_s = report.duration_s
+            self.live.kafka_lag = sum(report.kafka_lag.values())
+            if report.kafka_lag:  # the source fetched high-water marks: Kafka answered
+                self.live.kafka_seen_at_s = time.monotonic()
+            if report.window_end_ms:
+                self.live.last_window_end_ms = report.window_end_ms
+                self.live.bundles_reporting = len(report.bundles)
+                self.live.over_threshold = [(b, r) for b, r in ranked if r > 1.0][:8]
+                self.live.lone_hot_topics = lone
+                for hot in lone:
+                    self.live.lone_hot_seen[(hot.cluster, hot.topic)] = hot
+
+    def on_outcome(self, outcome: Outcome) -> None:
+        with self.live.lock:
+            self.live.outcomes.append(outcome)
+
+
+class BalancerApp:
+    """Everything of one balancer process; `start()` then `stop()`."""
+
+    def __init__(
+        self,
+        config: BalancerConfig,
+        *,
+        loopback: bool = True,
+        admin: PulsarPeerGroup | None = None,
+    ) -> None:
+        self.config = config
+        self.loopback = loopback
+        self.live = LiveState()
+        self.registry = CollectorRegistry()
+        thresholds = config.thresholds_model()
+        self._policy_limits: Callable[[str], BundleLimits] = lambda ns: (
+            thresholds.policy_for(ns).limits
+        )
+        self.metrics = BalancerMetrics(
+            self.registry, limits=lambda _cluster, ns: self._policy_limits(ns)
+        )
+        self.admin = admin or peer_group_from_config(config, on_request=self._on_request)
+        self.controller = build_handler(config, self.admin)
+        # The controller stores every layout it reads and each split's result, so the
+        # stream maps topics to the children as soon as a split is applied.
+        self.layouts: LayoutCache = self.controller.layouts
+        self.handler = AppHandler(self.controller, self.metrics, self.live, self._policy_limits)
+        attach_metrics(self.controller.controller, self.metrics)
+        self.controller.controller.add_listener(self.handler.on_outcome)
+        self.metrics.set_mode(config.controller.mode)
+        for cluster in config.clusters:
+            self.metrics.register_cluster(cluster.name)
+        self.health: HealthServer | None = None
+        self.collector: Collector | None = None
+        self._collector_sink: KafkaEventSink | None = None
+        self._collector_thread: threading.Thread | None = None
+        self._dead_letters: Any = None
+        self.spark: Any = None
+        self.query: Any = None
+        self._cluster_ok: dict[str, bool] = {}
+        self._stopped = threading.Event()
+        self._max_batch_age_s = max(120.0, 4.0 * config.spark.trigger_interval_s)
+
+    # -- wiring helpers -------------------------------------------------------------
+    def _on_request(self, record: RequestRecord) -> None:
+        self.metrics.observe_admin_request(
+            record.cluster, record.method, record.status, record.duration_s
+        )
+        reachable = record.status is not None and record.status < 500
+        if self._cluster_ok.get(record.cluster) != reachable:
+            self._cluster_ok[record.cluster] = reachable
+            self.metrics.set_cluster_reachable(record.cluster, reachable)
+
+    def stream_settings(self) -> StreamSettings:
+        return stream_settings(self.config, loopback=self.loopback)
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        from streaming.checkpoint import check_watermark
+        from streaming.job import build_spark, dead_letter_sink, start_stream
+
+        settings = self.stream_settings()
+        try:
+            Path(settings.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise setting_error("spark.checkpoint_dir", settings.checkpoint_dir, exc) from None
+        # A watermark far in the future makes every event late: refuse it, in one line.
+        check_watermark(
+            settings.checkpoint_dir,
+            now_ms=int(time.time() * 1000),
+            max_future_skew_ms=settings.max_future_skew_s * 1000,
+        )
+        ensure_topics(
+            settings.bootstrap_servers,
+            {settings.topic: STATS_TOPIC_PARTITIONS, settings.dead_letter_topic_name: 1},
+            client_kwargs=settings.security.client_kwargs(),
+        )
+        checks = standard_checks(
+            stream_running=self.stream_running,
+            kafka_reachable=self.kafka_reachable,
+            clusters_reachable=lambda: list(self._cluster_ok.values()),
+            last_batch_age_s=self.metrics.last_batch_age_s,
+            max_batch_age_s=self._max_batch_age_s,
+            late_event_share=self.metrics.late_event_share,
+        )
+        checks["collector_publishing"] = self.collector_publishing
+        self.health = HealthServer(
+            registry=self.registry,
+            checks=checks,
+            # What only a restart cures: the stream ended, the collector's thread died.
+            live_checks={
+                "stream_alive": self.stream_alive,
+                "collector_alive": self.collector_alive,
+            },
+            host=self.config.metrics.bind_address,
+            port=self.config.metrics.port,
+        ).start()
+        log.info("metrics on %s/metrics", self.health.url)
+        self.collector = self._start_collector()
+        self.spark = build_spark(settings)
+        self.spark.sparkContext.setLogLevel("ERROR")
+        self._dead_letters = dead_letter_sink(settings)
+        self.query = start_stream(
+            self.spark, settings, self.handler, self.layouts, dead_letters=self._dead_letters
+        )
+
+    def broker_urls(self) -> dict[str, list[str]]:
+        """Each cluster's broker web URLs: from the config, else `GET /admin/v2/brokers/{c}`.
+
+        broker-stats/topics only lists the bundles a broker owns, so every broker is polled.
+        A cluster whose brokers cannot be listed is polled through its admin URL.
+        """
+        out: dict[str, list[str]] = {}
+        for cluster in self.config.clusters:
+            if cluster.brokers:
+                out[cluster.name] = list(cluster.brokers)
+                continue
+            scheme = urlsplit(cluster.admin_url).scheme or "http"
+            try:
+                addresses = self.admin.list_brokers(cluster.name)
+            except Exception as exc:  # never stop the start-up for one cluster
+                log.warning(
+                    "brokers of %s not listed (%s); polling its admin URL",
+                    cluster.name,
+                    type(exc).__name__,
+                )
+                addresses = ()
+            out[cluster.name] = [a if "://" in a else f"{scheme}://{a}" for a in addresses]
+        return out
+
+    def _start_collector(self) -> Any:
+        sink = KafkaEventSink.connect(
+            bootstrap_servers=self.config.kafka.bootstrap_servers,
+            topic=self.config.kafka.stats_topic,
+            client_kwargs=kafka_security(self.config).client_kwargs(),
+            listener=self.metrics.collector,
+        )
+        collector = Collector(
+            targets=targets_for(self.broker_urls()),
+            fetch=admin_fetch(self.admin),
+            sink=sink,
+            metrics=self.metrics,
+        )
+        interval_s = self.config.collector.interval_s
+        thread = threading.Thread(
+            target=collector.run,
+            kwargs={
+                "interval_s": interval_s,
+                "retry_s": min(10.0, interval_s / 2),
+                "should_stop": self._stopped.is_set,
+                "sleep": self._stopped.wait,
+            },
+            name="collector",
+            daemon=True,
+        )
+        thread.start()
+        self._collector_sink = sink
+        self._collector_thread = thread
+        return collector
+
+    def stream_running(self) -> bool:
+        return self.query is not None and bool(self.query.isActive)
+
+    def stream_alive(self) -> bool:
+        """False once the stream ended on its own (an error): the process must restart."""
+        return self.query is None or self._stopped.is_set() or bool(self.query.isActive)
+
+    def collector_alive(self) -> bool:
+        thread = self._collector_thread
+        return thread is None or self._stopped.is_set() or thread.is_alive()
+
+    def collector_publishing(self) -> bool:
+        """The collector's last poll was delivered to Kafka in full."""
+        return self._collector_sink is not None and self._collector_sink.publishing()
+
+    def kafka_reachable(self) -> bool:
+        # kafka-python's bootstrap_connected() is False once metadata is loaded, even while
+        # producing works; the stream reading Kafka's high-water marks is the evidence.
+        with self.live.lock:
+            seen = self.live.kafka_seen_at_s
+        return seen is not None and time.monotonic() - seen <= self._max_batch_age_s
+
+    def stream_error(self) -> str | None:
+        if self.query is None or self.query.isActive:
+            return None
+        error = self.query.exception()
+        return None if error is None else root_cause(str(error))
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        if self._collector_thread is not None:
+            self._collector_thread.join(timeout=30)
+        if self._collector_sink is not None:
+            _quietly("collector", self._collector_sink.close)
+        if self.query is not None:
+            _quietly("stream", lambda: self._stop_query(self.query))
+        if self.spark is not None:
+            _quietly("spark", self.spark.stop)
+        if self._dead_letters is not None:
+            _quietly("dead letters", self._dead_letters.close)
+        _quietly("controller", self.controller.close)
+        if self.health is not None:
+            _quietly("health", self.health.stop)
+        _quietly("admin client", self.admin.close)
+
+    @staticmethod
+    def _stop_query(query: Any, *, grace_s: float = 30.0) -> None:
+        """Let a running micro-batch finish (its actions are journaled), then stop.
+
+        Stopping mid-batch is safe too (the batch is replayed on restart), but it cancels
+        Spark jobs and fills the log with their errors.
+        """
+        deadline = time.monotonic() + grace_s
+        while query.isActive and time.monotonic() < deadline:
+            if not query.status.get("isTriggerActive", False):
+                break
+            time.sleep(0.2)
+        query.stop()
+
+
+def _quietly(name: str, step: Callable[[], Any]) -> None:
+    try:
+        step()
+    except Exception:
+        log.exception("stopping the %s failed", name)

@@ -1,0 +1,177 @@
+"""What `pulsar-balancer run` shows: the live view and the end-of-run summary."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+
+from balancer.app.liveview import RunSummary, render_live, render_summary
+from balancer.app.wiring import LiveState
+from balancer.controller.outcome import Outcome
+from balancer.controller.stats import ActionResult
+from balancer.core.bundles import BundleRange
+from balancer.core.decisions import DecisionKind
+from balancer.core.load import BundleLoad
+
+
+def text_of(renderable: object) -> str:
+    console = Console(width=140, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_live_view_shows_overloaded_bundles_and_decisions() -> None:
+    live = LiveState()
+    live.batches, live.events_consumed = 7, 4200
+    live.events_rejected.update({"bad_json": 3})
+    hot = BundleLoad(
+        "east",
+        "acme/orders",
+        BundleRange(0, 0x40000000),
+        0,
+        msg_rate_in=20_000,
+        msg_rate_out=19_000,
+        topic_count=54,
+    )
+    lone = BundleLoad(
+        "west",
+        "acme/pay",
+        BundleRange(0x40000000, 0x80000000),
+        0,
+        msg_rate_in=21_000,
+        msg_rate_out=21_000,
+        topic_count=1,
+    )
+    live.over_threshold = [(hot, 1.3), (lone, 1.4)]
+    live.outcomes.append(
+        Outcome(
+            "split-1",
+            DecisionKind.SPLIT,
+            "east",
+            "acme/orders",
+            ActionResult.APPLIED,
+            "MsgRate",
+            "split into 3 bundles",
+            0.1,
+        )
+    )
+    text = text_of(render_live(live, mode="apply", elapsed_s=30, duration_s=180))
+    assert "0x00000000_0x40000000" in text and "130 %" in text and "39,000" in text
+    assert "split into 3 bundles" in text and "applied" in text
+    assert "4,200" in text and "30 s of 180 s" in text
+    assert "one broker serves" in text  # the explanation for newcomers
+    assert text.count("no split can help") == 1  # only the single-topic bundle
+
+
+def test_summary_lists_splits_with_boundaries_and_offloads_in_readable_sizes() -> None:
+    summary = RunSummary(
+        bundles_before={"acme/orders": 4},
+        bundles_after={"acme/orders": 6},
+        splits=[
+            {
+                "cluster": "east",
+                "namespace": "acme/orders",
+                "bundle": "0x00000000_0x40000000",
+                "boundaries": ["0x1449156f", "0x15bea2e0"],
+                "children": 3,
+            }
+        ],
+        offloads=[
+            {
+                "cluster": "east",
+                "topic": "persistent://acme/audit/log",
+                "storage_size_bytes": 12 * 1024**3,
+                "threshold_bytes": 10 * 1024**3,
+                "bytes_offloaded": 1024**3,
+                "detail": f"offload up to ledger {n}",
+            }
+            for n in (7, 9)
+        ],
+        events_processed=1000,
+        events_rejected=2,
+        events_rejected_by_reason={"bad_json": 2},
+    )
+    text = text_of(render_summary(summary))
+    assert "0x1449156f 0x15bea2e0" in text
+    # Two offloads of one topic: one row, both counted, the bytes added up.
+    row = next(line for line in text.splitlines() if "acme/audit/log" in line)
+    assert " 2 " in row and "10.0 GiB" in row and "2.0 GiB" in row
+    assert "bad_json: 2" in text
+    data = json.loads(json.dumps(summary.to_dict()))
+    for key in (
+        "bundles_before",
+        "bundles_after",
+        "splits",
+        "offloads",
+        "events_processed",
+        "events_rejected",
+    ):
+        assert key in data
+    assert data["bundles_after"] == {"acme/orders": 6}
+
+
+def test_summary_names_actions_whose_outcome_is_still_unknown() -> None:
+    summary = RunSummary(
+        bundles_before={},
+        bundles_after={},
+        splits=[],
+        offloads=[],
+        events_processed=0,
+        events_rejected=0,
+        unknown=[
+            {
+                "kind": "split",
+                "cluster": "east",
+                "target": "acme/orders/0x00000000_0x40000000",
+                "decision_id": "split-1",
+                "detail": "sent, no answer",
+            }
+        ],
+    )
+    text = text_of(render_summary(summary))
+    assert "outcome unknown" in text and "acme/orders/0x00000000_0x40000000" in text
+    assert json.loads(json.dumps(summary.to_dict()))["unknown"][0]["decision_id"] == "split-1"
+
+
+def test_a_lone_hot_topic_shows_its_remedy_in_the_live_view_and_the_summary() -> None:
+    from balancer.core.partitions import LoneHotTopic
+
+    hot = LoneHotTopic(
+        cluster="west",
+        namespace="acme/pay",
+        topic="persistent://acme/pay/ledger",
+        hot_topic="persistent://acme/pay/ledger",
+        bundle="0x40000000_0x80000000",
+        msg_rate=42_000.0,
+        throughput_bytes=0.0,
+        current_partitions=0,
+        recommended_partitions=2,
+    )
+    live = LiveState()
+    lone = BundleLoad(
+        "west",
+        "acme/pay",
+        BundleRange(0x40000000, 0x80000000),
+        0,
+        msg_rate_in=21_000,
+        msg_rate_out=21_000,
+        topic_count=3,
+    )
+    live.over_threshold = [(lone, 1.4)]
+    live.lone_hot_topics = [hot]
+    text = " ".join(text_of(render_live(live, mode="apply", elapsed_s=1, duration_s=None)).split())
+    assert "no split" in text and "make it 2" in text
+    summary = RunSummary(
+        bundles_before={},
+        bundles_after={},
+        splits=[],
+        offloads=[],
+        events_processed=0,
+        events_rejected=0,
+        lone_hot_topics=[hot.to_dict()],
+    )
+    text = text_of(render_summary(summary))
+    assert "persistent://acme/pay/ledger" in text and "make it 2 partitions" in text
+    assert summary.to_dict()["lone_hot_topics"][0]["recommended_partitions"] == 2

@@ -1,0 +1,161 @@
+"""The collector against the simulated peer group (real HTTP on 127.0.0.1) into a real broker."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from balancer.app.cli import main as cli_main
+from balancer.collector.service import Collector, KafkaEventSink, Target, admin_fetch, targets_for
+from balancer.core.events import TopicStatsEvent, parse_message
+from balancer.pulsar.client import PulsarPeerGroup
+from balancer.pulsar.retry import RetryPolicy
+from balancer.pulsar.routing import ClusterEndpoint
+from balancer.sim import RunningPeerGroup, start_peer_group
+from tests.kafka_broker import Broker
+
+pytestmark = pytest.mark.kafka
+
+SCENARIO = Path(__file__).resolve().parents[2] / "conf" / "scenarios" / "default.yaml"
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[RunningPeerGroup]:
+    with start_peer_group(SCENARIO, seed=7) as group:
+        yield group
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _peer_group(urls: dict[str, str]) -> PulsarPeerGroup:
+    return PulsarPeerGroup(
+        [ClusterEndpoint(n, u) for n, u in urls.items()],
+        retry=RetryPolicy(max_attempts=2, base_delay_s=0, max_delay_s=0),
+        sleep=lambda s: None,
+    )
+
+
+def _events(kafka: Broker, topic: str) -> list[tuple[bytes, TopicStatsEvent]]:
+    out = []
+    for record in kafka.read_all(topic):
+        for result in parse_message(record.value):
+            assert isinstance(result, TopicStatsEvent), result
+            out.append((record.key, result))
+    return out
+
+
+def _expected_topics(sim: RunningPeerGroup) -> set[tuple[str, str]]:
+    """(cluster, topic) of every topic the clusters' brokers report."""
+    out = set()
+    with _peer_group(sim.admin_urls) as pg:
+        for cluster, brokers in sim.broker_urls.items():
+            for url in brokers:
+                out |= {(cluster, e.topic) for e in pg.broker_topic_stats(cluster, url)}
+    return out
+
+
+def test_every_broker_of_every_cluster_is_polled_into_kafka(
+    sim: RunningPeerGroup, kafka: Broker
+) -> None:
+    topic = kafka.new_topic(partitions=2, prefix="collect")
+    now = [sim.clock.now_ms()]
+    sink = KafkaEventSink.connect(bootstrap_servers=[kafka.bootstrap_servers], topic=topic)
+    with _peer_group(sim.admin_urls) as pg:
+        collector = Collector(
+            targets=targets_for(sim.broker_urls),
+            fetch=admin_fetch(pg),
+            sink=sink,
+            clock_ms=lambda: now[0],
+        )
+        assert collector.poll_once() == []
+    sink.close()
+    events = _events(kafka, topic)
+    assert {(e.cluster, e.topic) for _, e in events} == _expected_topics(sim)
+    assert all(key == e.topic.encode() for key, e in events)  # keyed by topic name
+    assert {e.timestamp_ms for _, e in events} == {now[0]}
+    assert all(e.broker and e.broker.startswith("127.0.0.1:") for _, e in events)
+    assert collector.counts.events == len(events) and not collector.counts.failures
+
+
+def test_a_down_cluster_is_counted_and_retried_without_stopping_the_others(
+    sim: RunningPeerGroup, kafka: Broker
+) -> None:
+    topic = kafka.new_topic(prefix="collect-down")
+    urls = {**sim.admin_urls, "gone": f"http://127.0.0.1:{_closed_port()}"}
+    clock = {"t": 0.0}
+    sink = KafkaEventSink.connect(bootstrap_servers=[kafka.bootstrap_servers], topic=topic)
+
+    def sleep(seconds: float) -> None:
+        clock["t"] += seconds
+
+    with _peer_group(urls) as pg:
+        collector = Collector(
+            targets=targets_for({name: [] for name in urls}), fetch=admin_fetch(pg), sink=sink
+        )
+        counts = collector.run(
+            interval_s=60, retry_s=25, sleep=sleep, monotonic=lambda: clock["t"], max_polls=2
+        )
+    sink.close()
+    # Each 60 s round: the try at 0 s and retries at 25 s and 50 s (75 s is the next round's).
+    assert counts.failures == {"gone": 6}
+    assert clock["t"] == 60 + 50  # the last round does not wait for a third
+    clusters = {e.cluster for _, e in _events(kafka, topic)}
+    assert clusters == set(sim.admin_urls)
+
+
+def test_batched_envelopes_carry_every_event(sim: RunningPeerGroup, kafka: Broker) -> None:
+    topic = kafka.new_topic(prefix="collect-env")
+    sink = KafkaEventSink.connect(bootstrap_servers=[kafka.bootstrap_servers], topic=topic)
+    with _peer_group(sim.admin_urls) as pg:
+        collector = Collector(
+            targets=targets_for(sim.broker_urls),
+            fetch=admin_fetch(pg),
+            sink=sink,
+            envelope_max_events=50,
+        )
+        collector.poll_once()
+    sink.close()
+    records = kafka.read_all(topic)
+    assert all(len(json.loads(r.value)["events"]) <= 50 for r in records)
+    events = _events(kafka, topic)
+    assert len(records) < len(events)
+    assert {(e.cluster, e.topic) for _, e in events} == _expected_topics(sim)
+    assert all(key == e.namespace.encode() for key, e in events)
+
+
+def test_collect_command_polls_once_into_kafka(
+    sim: RunningPeerGroup, kafka: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = kafka.new_topic(prefix="collect-cli")
+    args = ["collect", "--bootstrap", kafka.bootstrap_servers, "--topic", topic, "--polls", "1"]
+    for name, url in sim.admin_urls.items():
+        args += ["--admin-url", f"{name}={url}"]
+    assert cli_main(args) == 0
+    events = _events(kafka, topic)
+    assert {e.cluster for _, e in events} == set(sim.admin_urls)
+    err = capsys.readouterr().err
+    assert "failed fetches: none" in err and "no data yet: none" in err
+    # Each cluster's admin URL is one broker, which reports its V1 heartbeat namespace.
+    skipped = ", ".join(f"{name}=1" for name in sorted(sim.admin_urls))
+    assert f"V1 namespaces skipped: {skipped}" in err
+
+
+def test_collect_command_rejects_a_bad_admin_url(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli_main(
+        ["collect", "--bootstrap", "127.0.0.1:1", "--topic", "t", "--admin-url", "nourl"]
+    )
+    assert code == 2
+    assert "--admin-url 'nourl'" in capsys.readouterr().err
+
+
+def test_target_broker_is_host_and_port() -> None:
+    assert Target("a", "http://10.0.0.5:8080").broker == "10.0.0.5:8080"
+    assert Target("a").broker is None

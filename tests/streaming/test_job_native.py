@@ -1,0 +1,80 @@
+"""The native-Kafka path's downstream code: raw records -> mapInArrow parsing -> same job.
+
+Spark's own `kafka` format needs the spark-sql-kafka connector jar, which is not installed
+here; with it, `use_native_kafka=True` reads through it. Without it, the same downstream code
+(raw rows, parsed by `mapInArrow` with the same validator) runs over the Python source in raw
+mode, and must give the same results as parsing in the reader.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from balancer.core.report import StaticLayouts
+from streaming.job import run_available
+from streaming.jsonl_reports import JsonlReportHandler, read_reports
+from tests.kafka_broker import Broker
+from tests.stream_events import BASE_MS, encode, event, expected_windows, local_settings
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+TOPICS = [f"persistent://t/ns/native-{i}" for i in range(6)]
+
+
+def _run(kafka: Broker, spark: Any, work: Path, **settings: Any) -> dict[int, dict[str, Any]]:
+    topic = kafka.new_topic(partitions=2, prefix="native")
+    events = [
+        event(t, BASE_MS + k * 60_000 + i, rate_in=float(k * 10 + i), storage=k * 100 + i)
+        for k in range(10)
+        for i, t in enumerate(TOPICS)
+    ]
+    values = [encode(e) for e in events]
+    values[5:5] = [b"{oops", b"\xff\xfe"]
+    kafka.produce(topic, values)
+    config = local_settings(
+        kafka.bootstrap_servers,
+        topic,
+        work,
+        # expected_windows below is computed for these windows, not the defaults.
+        window_s=300,
+        slide_s=60,
+        watermark_s=120,
+        **settings,
+    )
+    handler = JsonlReportHandler(work / "reports.jsonl", topics_for_all=True)
+    run_available(spark, config, handler, StaticLayouts(), timeout_s=300)
+    reports = read_reports(work / "reports.jsonl")
+    rejected: Counter[str] = Counter()
+    for r in reports.values():
+        rejected.update(r["events_rejected"])
+    assert rejected == Counter({"bad_json": 1, "bad_encoding": 1})
+    assert sum(r["events_consumed"] for r in reports.values()) == len(events) + 2
+    expected = expected_windows(events, window_ms=300_000, slide_ms=60_000)
+    newest = max(reports.values(), key=lambda r: r["window_end_ms"])
+    topics = {t["topic"]: t for b in newest["bundles"] for t in b["topics"]}
+    assert set(topics) == set(TOPICS)
+    for name, got in topics.items():
+        want = expected[("c1", name, newest["window_end_ms"])]
+        assert got["msg_rate_in"] == pytest.approx(want.msg_rate_in)
+        assert got["storage_size"] == want.storage_size
+    return reports
+
+
+def test_raw_records_parsed_by_map_in_arrow_give_the_same_results(
+    kafka: Broker, spark: Any, tmp_path: Path
+) -> None:
+    _run(kafka, spark, tmp_path, parse_in_reader=False)
+
+
+def test_native_kafka_format_when_the_connector_is_installed(
+    kafka: Broker, spark: Any, tmp_path: Path
+) -> None:
+    try:
+        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+    except Exception:
+        pytest.skip("Spark's Kafka connector (spark-sql-kafka-0-10 jar) is not on the classpath")
+    _run(kafka, spark, tmp_path, use_native_kafka=True)

@@ -1,0 +1,85 @@
+"""streaming.errors.root_cause: Spark's multi-line failure text -> the cause in one line.
+
+The texts keep the structure of real failures (frames trimmed): a read task failing while
+Kafka is down (seen in tests/kafka/test_kafka_outage.py) and the latestOffset timeout
+of issue 16.
+"""
+
+from __future__ import annotations
+
+from streaming.errors import MAX_CAUSE_CHARS, root_cause
+
+FOREACH_BATCH = """\
+[STREAM_FAILED] Query pulsar-balancer-stream [id = a448fe01, runId = 90263ffa] terminated \
+with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided \
+function in foreach batch sink. Reason: An exception was raised by the Python Proxy. Return \
+Message: Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/py4j/clientserver.py", line 644, in _call_proxy
+    return_value = getattr(self.pool[obj_id], method)(*params)
+  File "/repo/streaming/batch.py", line 117, in __call__
+    closed = batch_df.toArrow()  # runs the batch: scan, window state, observations
+  File "/venv/lib/python3.11/site-packages/pyspark/errors/exceptions/captured.py", line 285, in x
+    raise converted from None
+pyspark.errors.exceptions.captured.PythonException: An exception was thrown from the Python worker:
+Traceback (most recent call last):
+  File "/repo/streaming/source.py", line 142, in consumer
+    return KafkaConsumer(**kwargs)
+  File "/venv/lib/python3.11/site-packages/kafka/net/manager.py", line 168, in _do_bootstrap
+    raise Errors.KafkaTimeoutError(
+kafka.errors.KafkaTimeoutError: KafkaTimeoutError: Unable to bootstrap from ['127.0.0.1:34035']
+ SQLSTATE: 39000
+\tat org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink.callBatchWriter(x.scala:60)
+"""
+
+LATEST_OFFSET = """\
+[STREAM_FAILED] Query pulsar-balancer-stream [id = 1, runId = 2] terminated with exception: \
+[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source \
+perform latestOffset: Traceback (most recent call last):
+  File "/repo/streaming/source.py", line 251, in latestOffset
+    marks = self._target if self._target is not None else self._marks(begin)
+  File "/repo/streaming/source.py", line 207, in fetch_high_watermarks
+    raise TimeoutError(
+TimeoutError: topic stats: no fetch response for partition(s) [0, 1] in 10.0 s
+ SQLSTATE: 38000
+\tat org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner.latestOffset
+"""
+
+
+def test_the_innermost_python_exception_of_a_nested_failure() -> None:
+    assert root_cause(FOREACH_BATCH) == (
+        "KafkaTimeoutError: Unable to bootstrap from ['127.0.0.1:34035']"
+    )
+
+
+def test_the_latest_offset_timeout_names_the_topic_and_partitions() -> None:
+    assert root_cause(LATEST_OFFSET) == (
+        "TimeoutError: topic stats: no fetch response for partition(s) [0, 1] in 10.0 s"
+    )
+
+
+def test_a_chained_traceback_reports_the_last_exception() -> None:
+    text = (
+        'Traceback (most recent call last):\n  File "a.py", line 1, in f\n'
+        "KeyError: 'x'\n\nDuring handling of the above exception, another exception occurred:\n"
+        '\nTraceback (most recent call last):\n  File "a.py", line 3, in f\n'
+        "ValueError: bad x\n"
+    )
+    assert root_cause(text) == "ValueError: bad x"
+
+
+def test_a_java_failure_reports_its_last_cause() -> None:
+    text = (
+        "[STREAM_FAILED] Query q [id = 1, runId = 2] terminated with exception: Job aborted.\n"
+        "\tat org.apache.spark.Foo.bar(Foo.scala:1)\n"
+        "Caused by: org.apache.spark.SparkException: stage failed\n"
+        "Caused by: java.io.IOException: No space left on device\n"
+        "\t... 12 more\n"
+    )
+    assert root_cause(text) == "IOException: No space left on device"
+
+
+def test_a_plain_message_loses_only_the_query_prefix_and_stays_one_short_line() -> None:
+    text = "[STREAM_FAILED] Query q [id = 1, runId = 2] terminated with exception: boom"
+    assert root_cause(text) == "boom"
+    long = root_cause("x" * 1000 + "\nsecond line")
+    assert len(long) == MAX_CAUSE_CHARS and "\n" not in long

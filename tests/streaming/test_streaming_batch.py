@@ -1,0 +1,170 @@
+"""The foreachBatch step without Spark: observations + closed windows -> BatchReport."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from balancer.core.bundles import NamespaceBundles
+from balancer.core.hashing import hash_position
+from balancer.core.load import BundleLoad, TopicLoad
+from balancer.core.report import BatchReport, StaticLayouts
+from streaming.batch import BatchObservations, BatchProcessor
+from streaming.deadletters import DeadLetter
+from streaming.parse import ReadSummary
+from streaming.rollup_reference import TopicWindow
+from streaming.windows import WindowSpec
+
+NS = "t/ns"
+END = 1_700_000_100_000
+
+
+@dataclass
+class RecordingHandler:
+    offload_min_bytes: int | None = None
+    topics_for: set[str] = field(default_factory=set)  # bundle texts
+    reports: list[BatchReport] = field(default_factory=list)
+
+    def wants_topics(self, bundle: BundleLoad) -> bool:
+        return str(bundle.bundle) in self.topics_for
+
+    def handle(self, report: BatchReport) -> None:
+        self.reports.append(report)
+
+
+@dataclass
+class RecordingSink:
+    written: list[tuple[int, Sequence[DeadLetter]]] = field(default_factory=list)
+
+    def write(self, batch_id: int, letters: Sequence[DeadLetter]) -> None:
+        self.written.append((batch_id, letters))
+
+    def close(self) -> None:
+        pass
+
+
+def tw(topic: str, *, end: int = END, storage: int = 0) -> TopicWindow:
+    name = f"persistent://{NS}/{topic}"
+    load = TopicLoad(name, hash_position(name), 1.0, 1.0, 1.0, 1.0, 1, 1, storage_size=storage)
+    return TopicWindow("c1", NS, end, load)
+
+
+def processor(handler: RecordingHandler, sink: RecordingSink) -> BatchProcessor:
+    return BatchProcessor(
+        spec=WindowSpec(300, 60, 120),
+        handler=handler,
+        layouts=StaticLayouts({("c1", NS): NamespaceBundles.initial(NS, 2)}),
+        dead_letters=sink,
+        clock_ms=lambda: END + 200_000,
+    )
+
+
+def observations(**kwargs: object) -> BatchObservations:
+    summary = ReadSummary(
+        0, 0, 10, high_watermark=15, messages=10, events=9,
+        rejected=Counter({"bad_json": 1}), event_times=Counter({END - 400_000: 2, END: 7}),
+    )  # fmt: skip
+    values: dict[str, object] = {
+        "summaries": (summary, ReadSummary(1, 4, 4, high_watermark=4)),
+        "dead_letters": (DeadLetter(b"{", "bad_json", "not valid JSON", 0, 3),),
+        "watermark_ms": END + 60_000,
+        "late_watermark_ms": END,
+        **kwargs,
+    }
+    return BatchObservations(**values)  # type: ignore[arg-type]
+
+
+def test_a_report_carries_counts_lag_late_and_the_newest_window() -> None:
+    handler, sink = RecordingHandler(), RecordingSink()
+    proc = processor(handler, sink)
+    closed = [tw("a"), tw("b"), tw("a", end=END - 60_000)]
+    report = proc.report(42, closed, observations(), started=0.0)
+    assert report.batch_id == 42 and report.window_end_ms == END
+    assert report.events_consumed == 10 and report.events_rejected == {"bad_json": 1}
+    assert report.events_late == 2  # the two events 400 s before the window end
+    assert report.kafka_lag == {0: 5, 1: 0}
+    assert report.watermark_ms == END + 60_000 and report.watermark_delay_s == 140.0
+    assert report.windows_closed == 2 and report.dead_letters == 1
+    assert sum(b.topic_count for b in report.bundles) == 2  # only the newest window
+    assert sink.written == [(42, observations().dead_letters)]
+
+
+def test_topics_only_for_the_bundles_the_handler_wants() -> None:
+    layout = NamespaceBundles.initial(NS, 2)
+    closed = [tw(f"x{i}") for i in range(20)]
+    wanted = str(layout.find(closed[0].load.position))
+    handler = RecordingHandler(topics_for={wanted})
+    report = processor(handler, RecordingSink()).report(1, closed, observations(), started=0.0)
+    for b in report.bundles:
+        assert (len(b.topics) == b.topic_count) if str(b.bundle) == wanted else b.topics == ()
+
+
+def test_large_topics_need_a_threshold() -> None:
+    closed = [tw("small", storage=10), tw("big", storage=10**12)]
+    none = processor(RecordingHandler(), RecordingSink()).report(1, closed, observations(), 0.0)
+    assert none.large_topics == ()
+    handler = RecordingHandler(offload_min_bytes=10**9)
+    report = processor(handler, RecordingSink()).report(1, closed, observations(), 0.0)
+    assert [(c, t.topic) for c, t in report.large_topics] == [("c1", f"persistent://{NS}/big")]
+
+
+def test_a_batch_without_closed_windows_reports_counts_only() -> None:
+    proc = processor(RecordingHandler(), RecordingSink())
+    report = proc.report(3, [], observations(watermark_ms=0, late_watermark_ms=0), 0.0)
+    assert (report.window_end_ms, report.bundles, report.events_late) == (0, (), 0)
+    assert report.watermark_delay_s == 0.0 and report.events_consumed == 10
+
+
+class FlakyLayouts(StaticLayouts):
+    def layout(self, cluster: str, namespace: str) -> NamespaceBundles:
+        if namespace == "t/down":
+            raise ConnectionError("admin API unreachable")
+        return super().layout(cluster, namespace)
+
+
+def test_a_namespace_without_a_layout_is_skipped_not_fatal() -> None:
+    handler = RecordingHandler()
+    proc = processor(handler, RecordingSink())
+    proc.layouts = FlakyLayouts()
+    down = TopicWindow("c1", "t/down", END, tw("z").load)
+    report = proc.report(5, [tw("a"), down], observations(), 0.0)
+    assert {b.namespace for b in report.bundles} == {NS}
+    assert report.events_consumed == 10
+
+
+def test_only_the_newest_window_is_reported_but_every_topic_is_remembered() -> None:
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+
+    from streaming.packing import WINDOW_SCHEMA
+
+    def ts(ms: int) -> datetime:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+    rows = []
+    for topic, end in (("a", END), ("d", END - 60_000), ("a", END - 60_000)):
+        name = f"persistent://{NS}/{topic}"
+        values: dict[str, object] = dict.fromkeys(WINDOW_SCHEMA.names, 1)
+        values.update(
+            window_start=ts(end - 300_000), window_end=ts(end), cluster="c1", namespace=NS,
+            topic=name, position=hash_position(name), msg_rate_in=2.5,
+        )  # fmt: skip
+        rows.append(values)
+    handler = RecordingHandler(topics_for={str(b) for b in NamespaceBundles.initial(NS, 2).bundles})
+    proc = processor(handler, RecordingSink())
+    report = proc.report(7, pa.Table.from_pylist(rows, WINDOW_SCHEMA), observations(), 0.0)
+    assert (report.windows_closed, report.window_end_ms) == (2, END)
+    assert [(t.topic, t.msg_rate_in) for b in report.bundles for t in b.topics] == [
+        (f"persistent://{NS}/a", 2.5)
+    ]
+    # d (same bundle as a) closed only an older window, yet it is known there.
+    layout = NamespaceBundles.initial(NS, 2)
+    bundle_of = {t: layout.find(hash_position(f"persistent://{NS}/{t}")) for t in ("a", "d")}
+    (reported,) = report.bundles
+    assert reported.bundle == bundle_of["a"]
+    assert bundle_of["a"] == bundle_of["d"] and reported.known_topics == 2
+    assert sorted(proc.known.positions("c1", NS).tolist()) == sorted(
+        hash_position(f"persistent://{NS}/{t}") for t in ("a", "d")
+    )

@@ -1,0 +1,105 @@
+"""Source options, the per-trigger limit split and Kafka security settings (pure)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from balancer.kafka.security import KafkaConfigError, KafkaSecurity
+from streaming.source import SourceOptionError, SourceOptions, split_limit
+
+
+@given(
+    backlog=st.dictionaries(
+        st.integers(0, 15), st.tuples(st.integers(0, 10**6), st.integers(0, 10**4)), min_size=1
+    ),
+    limit=st.integers(1, 10**5),
+)
+def test_split_limit_reads_at_most_the_limit_fairly(
+    backlog: dict[int, tuple[int, int]], limit: int
+) -> None:
+    start = {p: s for p, (s, _) in backlog.items()}
+    available = {p: s + n for p, (s, n) in backlog.items()}
+    end = split_limit(start, available, limit)
+    taken = {p: end[p] - start[p] for p in start}
+    total = sum(n for _, n in backlog.values())
+    assert all(0 <= taken[p] <= available[p] - start[p] for p in start)
+    assert sum(taken.values()) == min(total, limit)  # never more, and no capacity wasted
+    if total > limit:  # nobody takes much more than its share of the limit
+        for p, (_, n) in backlog.items():
+            assert taken[p] <= n * limit / total + 2
+        if limit >= len([n for _, n in backlog.values() if n]):  # and nobody with data starves
+            assert all(taken[p] >= 1 for p, (_, n) in backlog.items() if n)
+
+
+def test_split_limit_starves_no_partition_with_a_backlog() -> None:
+    assert split_limit({0: 0, 1: 0}, {0: 1_000_000, 1: 1}, 10) == {0: 9, 1: 1}
+
+
+def test_options_round_trip_through_spark_option_strings() -> None:
+    options = SourceOptions(
+        "k:9092",
+        "stats",
+        starting_offsets="latest",
+        max_offsets_per_trigger=500,
+        num_buckets=32,
+        max_future_skew_ms=5_000,
+        clusters=("east", "odd,name"),
+        security=KafkaSecurity(
+            "SASL_SSL", "SCRAM-SHA-512", "svc", sasl_password_env="KAFKA_PW", ssl_cafile="/ca.pem"
+        ),
+    )
+    text = options.to_options()
+    assert "KAFKA_PW" in text.values() and all(isinstance(v, str) for v in text.values())
+    # Spark lower-cases option keys; the source reads them back the same.
+    assert SourceOptions.from_options({k.upper(): v for k, v in text.items()}) == options
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"topic": "t"}, "bootstrap_servers and topic are required"),
+        ({"bootstrap_servers": "k:1", "topic": "t", "starting_offsets": "middle"}, "earliest"),
+        ({"bootstrap_servers": "k:1", "topic": "t", "max_offsets_per_trigger": "x"}, "integer"),
+        ({"bootstrap_servers": "k:1", "topic": "t", "max_offsets_per_trigger": "0"}, ">= 1"),
+    ],
+    ids=["missing", "bad-start", "not-a-number", "zero-limit"],
+)
+def test_bad_options_fail_with_a_clear_message(options: dict[str, str], message: str) -> None:
+    with pytest.raises(SourceOptionError, match=message):
+        SourceOptions.from_options(options)
+
+
+def test_passwords_are_read_from_the_environment_only_when_a_client_is_built() -> None:
+    security = KafkaSecurity("SASL_PLAINTEXT", "PLAIN", "svc", sasl_password_env="PW")
+    assert "s3cret" not in repr(security)
+    kwargs = security.client_kwargs({"PW": "s3cret"})
+    assert kwargs["sasl_plain_password"] == "s3cret"
+    assert kwargs["sasl_plain_username"] == "svc"
+    native = security.native_options({"PW": "s3cret"})
+    assert (
+        native["kafka.sasl.mechanism"] == "PLAIN"
+        and 'password="s3cret"' in native["kafka.sasl.jaas.config"]
+    )
+
+
+def test_a_missing_password_variable_is_named_not_shown() -> None:
+    security = KafkaSecurity("SASL_SSL", "PLAIN", "svc", sasl_password_env="NOPE")
+    with pytest.raises(KafkaConfigError, match="NOPE") as info:
+        security.client_kwargs({})
+    assert "svc" not in str(info.value)
+
+
+def test_a_password_file_is_read(tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("from-file\n")
+    security = KafkaSecurity("SASL_SSL", "PLAIN", "svc", sasl_password_file=str(secret))
+    assert security.client_kwargs({})["sasl_plain_password"] == "from-file"
+
+
+def test_sasl_without_a_mechanism_is_refused() -> None:
+    with pytest.raises(KafkaConfigError, match="sasl_mechanism"):
+        KafkaSecurity("SASL_SSL")
