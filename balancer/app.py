@@ -32,6 +32,7 @@ from balancer.load import BundleLoad
 from balancer.partitions import LoneHotTopic, lone_hot_topics
 from balancer.preflight import setting_error
 from balancer.pulsar.client import PulsarPeerGroup
+from balancer.pulsar.settings import ClientSettings
 from balancer.pulsar.transport import RequestRecord
 from balancer.pulsar.wiring import peer_group_from_config
 from balancer.stream_settings import kafka_security, stream_settings
@@ -175,7 +176,9 @@ class BalancerApp:
         self.metrics = BalancerMetrics(
             self.registry, limits=lambda _cluster, ns: self._policy_limits(ns)
         )
-        self.admin = admin or peer_group_from_config(config, on_request=self._on_request)
+        self.admin = admin or peer_group_from_config(
+            config, ClientSettings(on_request=self._on_request)
+        )
         self.controller = build_handler(config, self.admin)
         # The controller stores every layout it reads and each split's result, so the
         # stream maps topics to the children as soon as a split is applied.
