@@ -14,7 +14,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
@@ -40,7 +40,11 @@ from balancer.thresholds import BundleLimits
 from streaming.errors import root_cause
 from streaming.handler import BatchReport
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # Spark is imported when the stream starts, not with the app
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from streaming.deadletters import DeadLetterSink
     from streaming.job import StreamSettings
 
 log = logging.getLogger(__name__)
@@ -193,9 +197,9 @@ class BalancerApp:
         self.collector: Collector | None = None
         self._collector_sink: KafkaEventSink | None = None
         self._collector_thread: threading.Thread | None = None
-        self._dead_letters: Any = None
-        self.spark: Any = None
-        self.query: Any = None
+        self._dead_letters: DeadLetterSink | None = None
+        self.spark: SparkSession | None = None
+        self.query: StreamingQuery | None = None
         self._cluster_ok: dict[str, bool] = {}
         self._stopped = threading.Event()
         self._max_batch_age_s = max(120.0, 4.0 * config.spark.trigger_interval_s)
@@ -256,11 +260,11 @@ class BalancerApp:
         ).start()
         log.info("metrics on %s/metrics", self.health.url)
         self.collector = self._start_collector()
-        self.spark = build_spark(settings)
-        self.spark.sparkContext.setLogLevel("ERROR")
-        self._dead_letters = dead_letter_sink(settings)
+        self.spark = spark = build_spark(settings)
+        spark.sparkContext.setLogLevel("ERROR")
+        self._dead_letters = dead_letters = dead_letter_sink(settings)
         self.query = start_stream(
-            self.spark, settings, self.handler, self.layouts, dead_letters=self._dead_letters
+            spark, settings, self.handler, self.layouts, dead_letters=dead_letters
         )
 
     def broker_urls(self) -> dict[str, list[str]]:
@@ -286,7 +290,7 @@ class BalancerApp:
             ]
         return out
 
-    def _start_collector(self) -> Any:
+    def _start_collector(self) -> Collector:
         sink = KafkaEventSink.connect(
             bootstrap_servers=self.config.kafka.bootstrap_servers,
             topic=self.config.kafka.stats_topic,
@@ -352,8 +356,9 @@ class BalancerApp:
             self._collector_thread.join(timeout=30)
         if self._collector_sink is not None:
             _quietly("collector", self._collector_sink.close)
-        if self.query is not None:
-            _quietly("stream", lambda: self._stop_query(self.query))
+        query = self.query
+        if query is not None:
+            _quietly("stream", lambda: self._stop_query(query))
         if self.spark is not None:
             _quietly("spark", self.spark.stop)
         if self._dead_letters is not None:
@@ -365,7 +370,7 @@ class BalancerApp:
 
 
     @staticmethod
-    def _stop_query(query: Any, *, grace_s: float = 30.0) -> None:
+    def _stop_query(query: StreamingQuery, *, grace_s: float = 30.0) -> None:
         """Let a running micro-batch finish (its actions are journaled), then stop.
 
         Stopping mid-batch is safe too (the batch is replayed on restart), but it cancels
@@ -379,7 +384,7 @@ class BalancerApp:
         query.stop()
 
 
-def _quietly(name: str, step: Callable[[], Any]) -> None:
+def _quietly(name: str, step: Callable[[], object]) -> None:
     try:
         step()
     except Exception:

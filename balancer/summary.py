@@ -11,7 +11,7 @@ from balancer.bundles import format_position
 from balancer.config import BalancerConfig
 from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
-from balancer.decisions import DecisionKind
+from balancer.decisions import SplitDecision
 from balancer.liveview import RunSummary
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.errors import PulsarAdminError
@@ -95,7 +95,7 @@ def actions_of(outcomes: list[Outcome]) -> Actions:
         if outcome.result is not ActionResult.APPLIED or outcome.decision is None:
             continue
         d = outcome.decision
-        if outcome.kind is DecisionKind.SPLIT:
+        if isinstance(d, SplitDecision):
             splits.append({
                 "cluster": d.cluster,
                 "namespace": d.namespace,
@@ -122,4 +122,4 @@ def _target(outcome: Outcome) -> str:
     d = outcome.decision
     if d is None:
         return outcome.namespace
-    return str(d.bundle.key(d.namespace)) if outcome.kind is DecisionKind.SPLIT else str(d.topic)
+    return d.bundle.key(d.namespace) if isinstance(d, SplitDecision) else d.topic

@@ -17,18 +17,22 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.live import Live
 
 from balancer.config import BalancerConfig, load_config
 from balancer.preflight import check_environment, setting_error
 
+if TYPE_CHECKING:  # run_command imports the app when a run starts
+    from balancer.app import BalancerApp, LiveState
+    from balancer.commands import Subparsers
+
 log = logging.getLogger(__name__)
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "run",
         help="run the balancer (no --config: the embedded demo on 127.0.0.1)",
@@ -54,6 +58,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-live", action="store_true",
                         help="plain log lines instead of the live view (default when not a TTY)")
     parser.set_defaults(handler=run_command)
+
+
+class _Render(Protocol):
+    def __call__(
+        self, live: LiveState, *, mode: str, elapsed_s: float, duration_s: float | None
+    ) -> RenderableType: ...
 
 
 class _Stop:
@@ -152,19 +162,19 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _wait(
-    app: Any,
+    app: BalancerApp,
     stop: _Stop,
     duration_s: float | None,
     live_view: bool,
     console: Console,
-    render: Any,
+    render: _Render,
     config: BalancerConfig,
     started: float,
 ) -> None:
     deadline = None if duration_s is None else started + duration_s
     mode = config.controller.mode
 
-    def view() -> Any:
+    def view() -> RenderableType:
         return render(app.live, mode=mode, elapsed_s=time.monotonic() - started,
                       duration_s=duration_s)
 
