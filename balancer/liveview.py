@@ -7,9 +7,9 @@ of a namespace's topics that one broker serves, and loads are shown as a share o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -103,12 +103,40 @@ def _lone_note(hot: LoneHotTopic | None, topic_count: int) -> str:
 
 
 
+class SplitApplied(TypedDict):
+    cluster: str
+    namespace: str
+    bundle: str
+    boundaries: list[str]  # hash points, as 0x... text
+    children: int
+    reason: str
+    algorithm: str
+    detail: str
+
+
+class OffloadTriggered(TypedDict):
+    cluster: str
+    topic: str
+    storage_size_bytes: int
+    threshold_bytes: int
+    bytes_offloaded: int
+    detail: str
+
+
+class UnknownAction(TypedDict):
+    kind: str
+    cluster: str
+    target: str  # the bundle key or the topic
+    decision_id: str
+    detail: str
+
+
 @dataclass
 class RunSummary:
     bundles_before: dict[str, int]
     bundles_after: dict[str, int]
-    splits: list[dict[str, Any]]
-    offloads: list[dict[str, Any]]
+    splits: list[SplitApplied]
+    offloads: list[OffloadTriggered]
     events_processed: int
     events_rejected: int
     events_rejected_by_reason: dict[str, int] = field(default_factory=dict)
@@ -119,8 +147,8 @@ class RunSummary:
     stream_error: str | None = None
     # Actions sent without an answer that Pulsar did not show by the end of the run: the
     # next start rechecks them (never re-sends); their bundles and topics wait until then.
-    unknown: list[dict[str, Any]] = field(default_factory=list)
-    lone_hot_topics: list[dict[str, Any]] = field(default_factory=list)
+    unknown: list[UnknownAction] = field(default_factory=list)
+    lone_hot_topics: list[dict[str, Any]] = field(default_factory=list)  # LoneHotTopic.to_dict
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -184,7 +212,7 @@ def render_summary(summary: RunSummary) -> Group:
                 "moved to tiered storage"):
         offloads.add_column(col)
     # A growing topic is offloaded again each time more ledgers pass the limit: one row each.
-    per_topic: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    per_topic: dict[tuple[str, str], list[OffloadTriggered]] = {}
     for o in summary.offloads:
         per_topic.setdefault((o["cluster"], o["topic"]), []).append(o)
     for (cluster, topic), items in sorted(per_topic.items()):
@@ -198,8 +226,10 @@ def render_summary(summary: RunSummary) -> Group:
     if not summary.offloads:
         offloads.add_row("-", "none", "", "", "")
 
-    parts: list[Any] = [Panel(head, title="pulsar-balancer: summary"), Text(INTRO, style="dim"),
-                        bundles, splits, offloads]
+    parts: list[RenderableType] = [
+        Panel(head, title="pulsar-balancer: summary"), Text(INTRO, style="dim"),
+        bundles, splits, offloads,
+    ]
     if summary.lone_hot_topics:
         lone = Table(title="Topics alone over a bundle limit (no split can help)", expand=True)
         for col in ("cluster", "topic", "msg/s", "partitions", "recommended", "remedy"):

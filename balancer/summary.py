@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from balancer.app import BalancerApp
 from balancer.bundles import format_position
@@ -12,7 +11,7 @@ from balancer.config import BalancerConfig
 from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
 from balancer.decisions import SplitDecision
-from balancer.liveview import RunSummary
+from balancer.liveview import OffloadTriggered, RunSummary, SplitApplied, UnknownAction
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.errors import PulsarAdminError
 from balancer.pulsar.wiring import peer_group_from_config
@@ -75,15 +74,15 @@ def summarize(
     )
 
 
-Actions = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+Actions = tuple[list[SplitApplied], list[OffloadTriggered], list[UnknownAction]]
 
 
 def actions_of(outcomes: list[Outcome]) -> Actions:
     """Applied splits, triggered offloads, and actions still `unknown`, from the outcomes."""
-    splits: list[dict[str, Any]] = []
-    offloads: list[dict[str, Any]] = []
+    splits: list[SplitApplied] = []
+    offloads: list[OffloadTriggered] = []
     settled = {o.decision_id for o in outcomes if o.rechecked}
-    unknown = [
+    unknown: list[UnknownAction] = [
         {"kind": o.kind.value, "cluster": o.cluster, "target": _target(o),
          "decision_id": o.decision_id, "detail": o.detail}
         for o in outcomes

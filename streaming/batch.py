@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -76,7 +76,7 @@ class BatchObservations:
 def windows_table(windows: Sequence[TopicWindow]) -> pa.Table:
     """Closed-window rows as Spark hands them over, from `TopicWindow`s (tests, replays)."""
     loads = [w.load for w in windows]
-    columns: dict[str, Any] = {
+    columns: dict[str, pa.Array] = {
         "window_end": pa.array(
             [w.window_end_ms * 1000 for w in windows], pa.timestamp("us", tz="UTC")
         ),

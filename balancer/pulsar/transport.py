@@ -16,7 +16,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -88,7 +87,7 @@ class Call:
     path: str  # already encoded, from the admin URL's root
     path_template: str
     params: Sequence[tuple[str, str]] = ()
-    json_body: Any = None
+    json_body: object = None  # sent as JSON
     namespace: str | None = None  # routes by owner (learnt from real redirects only)
     cluster: str | None = None  # fixed cluster (cluster-scoped calls)
     url_override: str | None = None  # e.g. one broker's own web URL inside `cluster`
