@@ -17,11 +17,12 @@ public API for a batch's observed metrics inside foreachBatch. It is isolated in
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,6 +39,10 @@ from streaming.rollup_reference import TopicWindow
 from streaming.schema import RATE_COLUMNS
 from streaming.windows import WindowSpec, late_events
 
+if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in tests
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import StreamingQuery
+
 log = logging.getLogger(__name__)
 
 OBSERVATION_NAME = "pulsar_balancer_side"
@@ -51,7 +56,8 @@ class BatchObservations:
     late_watermark_ms: int  # watermark Spark drops late rows against in this batch
 
     @classmethod
-    def of_query(cls, query: Any) -> BatchObservations:
+    def of_query(cls, query: StreamingQuery) -> BatchObservations:
+        """The observations of the batch `query` is running now (call it inside foreachBatch)."""
         execution = query._jsq.streamingQuery().lastExecution()
         metrics = execution.observedMetrics()
         summaries: list[ReadSummary] = []
@@ -70,7 +76,7 @@ class BatchObservations:
 def windows_table(windows: Sequence[TopicWindow]) -> pa.Table:
     """Closed-window rows as Spark hands them over, from `TopicWindow`s (tests, replays)."""
     loads = [w.load for w in windows]
-    columns: dict[str, Any] = {
+    columns: dict[str, pa.Array] = {
         "window_end": pa.array(
             [w.window_end_ms * 1000 for w in windows], pa.timestamp("us", tz="UTC")
         ),
@@ -87,7 +93,7 @@ def windows_table(windows: Sequence[TopicWindow]) -> pa.Table:
 
 
 class BatchProcessor:
-    """The foreachBatch function. Set `query` once the stream has started."""
+    """The foreachBatch function. `attach` the query once the stream has started."""
 
     def __init__(
         self,
@@ -106,14 +112,27 @@ class BatchProcessor:
         self.clock_ms = clock_ms
         # A topic that has not reported for a few slides still belongs to its bundle.
         self.known = KnownTopics(ttl_ms=known_ttl_windows * spec.window_ms)
-        self.query: Any = None
+        self._query: StreamingQuery | None = None
+        self._attached = threading.Event()
 
-    def __call__(self, batch_df: Any, batch_id: int) -> None:
+    def attach(self, query: StreamingQuery) -> None:
+        """The started query, whose batches this processor reads the observations of."""
+        self._query = query
+        self._attached.set()
+
+    def attached_query(self, timeout_s: float = 60.0) -> StreamingQuery:
+        """The query once attached: the first batch may begin before `start()` returns it,
+        so its foreachBatch call waits here (up to `timeout_s`)."""
+        if not self._attached.wait(timeout=timeout_s) or self._query is None:
+            raise RuntimeError("streaming query handle not available")
+        return self._query
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         closed = batch_df.toArrow()  # runs the batch: scan, window state, observations
         spark_s = time.monotonic() - started
         table = decode_windows(closed.column("payload").to_pylist())
-        observed = BatchObservations.of_query(self.query)
+        observed = BatchObservations.of_query(self.attached_query())
         self.handler.handle(self.report(batch_id, table, observed, started, spark_s=spark_s))
 
     def report(

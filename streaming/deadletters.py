@@ -17,9 +17,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from balancer.kafka.clients import close_producer
+
+if TYPE_CHECKING:
+    from kafka import KafkaProducer
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +54,12 @@ class DeadLetterSink(Protocol):
 
 class KafkaDeadLetters:
     def __init__(
-        self, producer: Any, *, topic: str, source_topic: str, flush_timeout_s: float = 30.0
+        self,
+        producer: KafkaProducer,
+        *,
+        topic: str,
+        source_topic: str,
+        flush_timeout_s: float = 30.0,
     ) -> None:
         self.producer = producer
         self.topic = topic

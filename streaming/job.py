@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -153,12 +154,15 @@ def build_spark(settings: StreamSettings) -> SparkSession:
     return spark
 
 
+ArrowMap = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
 def _parse_arrow(
     num_buckets: int, slide_ms: int, max_future_skew_ms: int, clusters: tuple[str, ...]
-) -> Any:
+) -> ArrowMap:
     known = frozenset(clusters) or None
 
-    def parse(batches: Iterator[Any]) -> Iterator[Any]:
+    def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             values = batch.column("value").to_pylist()
             partitions = batch.column("partition").to_pylist()
@@ -260,33 +264,10 @@ def start_stream(
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{settings.trigger_interval_s} seconds")
-    # The processor reads its batch's observations through the query; no batch can run
-    # before start() returns a handle... except the first, so it waits for the handle.
-    holder = _QueryHolder()
-    processor.query = holder
+    # The processor reads each batch's observations through the query: hand it over.
     query = writer.start()
-    holder.set(query)
+    processor.attach(query)
     return query
-
-
-class _QueryHolder:
-    """Forwards to the started query; the first batch may begin before start() returns."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self._ready = threading.Event()
-        self._query: Any = None
-
-    def set(self, query: StreamingQuery) -> None:
-        self._query = query
-        self._ready.set()
-
-    @property
-    def _jsq(self) -> Any:
-        if not self._ready.wait(timeout=60):
-            raise RuntimeError("streaming query handle not available")
-        return self._query._jsq
 
 
 def run_available(

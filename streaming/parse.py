@@ -26,9 +26,10 @@ from balancer.core.events import (
     SIZE_FIELDS,
     Rejection,
     RejectReason,
+    TopicStatsEvent,
     parse_message,
 )
-from streaming.fastparse import TopicInfo, TopicInfoCache, decode_fast
+from streaming.fastparse import FastEvent, TopicInfo, TopicInfoCache, decode_fast
 from streaming.packing import PACK_SCHEMA, pack_events
 from streaming.schema import LATEST_COLUMNS, PARSED_ARROW_SCHEMA, RATE_COLUMNS, RowKind
 
@@ -91,13 +92,18 @@ _PARTITION = _NAMES.index("kafka_partition")
 _OFFSET = _NAMES.index("kafka_offset")
 
 
-def _other_row(kind: RowKind, partition: int, offset: int, **values: Any) -> tuple[Any, ...]:
-    row = [values.get(name) for name in _NAMES]
+# An accepted event from either path: the same field names.
+Accepted = FastEvent | TopicStatsEvent
+Row = tuple[object, ...]  # one parsed row, in PARSED_ARROW_SCHEMA's column order
+
+
+def _other_row(kind: RowKind, partition: int, offset: int, **values: object) -> Row:
+    row: list[object] = [values.get(name) for name in _NAMES]
     row[_KIND], row[_PARTITION], row[_OFFSET] = int(kind), partition, offset
     return tuple(row)
 
 
-def _to_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+def _to_batch(rows: list[Row]) -> pa.RecordBatch:
     # Rows are tuples in schema order; one transpose in C beats appending to 22 lists.
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in _NAMES]
     arrays = [
@@ -146,12 +152,11 @@ class RecordParser:
         # Newest event time accepted on the fast path (the slow path judges anything later).
         self._latest_ms = None if now_ms is None else now_ms + max_future_skew_ms
         self._topics_cache = _TOPICS if topics is None else topics
-        # Accepted events (FastEvent or TopicStatsEvent: the same field names) and their topic
-        # info, in arrival order.
-        self._events: list[Any] = []
+        # Accepted events and their topic info, in arrival order.
+        self._events: list[Accepted] = []
         self._infos: list[TopicInfo] = []
         self._first: tuple[int, int] = (-1, -1)  # (partition, offset) of the first kept event
-        self._rejects: list[tuple[Any, ...]] = []
+        self._rejects: list[Row] = []
 
     def __len__(self) -> int:
         return len(self._events) + len(self._rejects)
@@ -165,7 +170,7 @@ class RecordParser:
             return
         self._add_slow(raw, partition, offset)
 
-    def _accept_all(self, events: list[Any], partition: int, offset: int) -> bool:
+    def _accept_all(self, events: list[FastEvent], partition: int, offset: int) -> bool:
         """Keep `events` if every rule holds (else the slow path judges them, with reasons)."""
         latest_ms = self._latest_ms
         if latest_ms is not None and any(e.timestamp_ms > latest_ms for e in events):
@@ -179,7 +184,9 @@ class RecordParser:
         self._keep(events, infos, partition, offset)  # type: ignore[arg-type]
         return True
 
-    def _keep(self, events: list[Any], infos: list[TopicInfo], partition: int, offset: int) -> None:
+    def _keep(
+        self, events: Sequence[Accepted], infos: Sequence[TopicInfo], partition: int, offset: int
+    ) -> None:
         n = len(events)
         if not self._events:
             self._first = (partition, offset)
@@ -240,7 +247,7 @@ class RecordParser:
         timestamps_ms = list(map(attrgetter("timestamp_ms"), events))
         self.summary.event_times.update(timestamps_ms)
         # map(attrgetter) keeps each column's loop in C.
-        columns: dict[str, Any] = {
+        columns: dict[str, list[object]] = {
             "cluster": list(map(attrgetter("cluster"), events)),
             "namespace": list(map(attrgetter("namespace"), infos)),
             "topic": list(map(attrgetter("full"), infos)),

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -57,8 +56,9 @@ def end_ms(table: pa.Table) -> pa.Array:
     return ends.cast(pa.int64())
 
 
-def _groups(table: pa.Table, keys: tuple[str, ...]) -> list[tuple[tuple[Any, ...], int, int]]:
-    """(key values, start, stop) of each run of equal `keys` in a table sorted by them."""
+def _groups(table: pa.Table, keys: tuple[str, str]) -> list[tuple[tuple[str, str], int, int]]:
+    """(key values, start, stop) of each run of equal `keys` (two string columns, e.g.
+    cluster and namespace) in a table sorted by them."""
     n = table.num_rows
     if n == 0:
         return []
@@ -72,7 +72,7 @@ def _groups(table: pa.Table, keys: tuple[str, ...]) -> list[tuple[tuple[Any, ...
     stops = [*starts[1:], n]
     heads = table.select(list(keys)).take(pa.array(starts)).to_pylist()
     return [
-        (tuple(row[k] for k in keys), start, stop)
+        ((row[keys[0]], row[keys[1]]), start, stop)
         for row, start, stop in zip(heads, starts, stops, strict=True)
     ]
 

@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -43,6 +43,11 @@ from balancer.kafka.clients import close_consumer
 from balancer.kafka.security import KafkaSecurity
 from streaming.parse import ReadSummary, RecordParser
 from streaming.schema import PARSED_SPARK_SCHEMA, RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA
+
+if TYPE_CHECKING:  # kafka-python is imported where a consumer is made
+    from kafka import KafkaConsumer
+    from kafka.consumer.fetcher import ConsumerRecord
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +143,7 @@ class SourceOptions:
             out["max_offsets_per_trigger"] = str(self.max_offsets_per_trigger)
         return out
 
-    def consumer(self, **overrides: Any) -> Any:
+    def consumer(self, **overrides: Any) -> KafkaConsumer:
         """A kafka-python consumer without a group (offsets live in Spark's checkpoint)."""
         from kafka import KafkaConsumer
 
@@ -200,7 +205,7 @@ def split_limit(
 
 
 def fetch_high_watermarks(
-    consumer: Any, topic: str, positions: Mapping[int, int], *, timeout_s: float = 10.0
+    consumer: KafkaConsumer, topic: str, positions: Mapping[int, int], *, timeout_s: float = 10.0
 ) -> dict[int, int]:
     """High-water mark of every partition of `topic`, as the fetch responses report it.
 
@@ -241,11 +246,12 @@ def fetch_high_watermarks(
 class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._consumer: Any = None  # driver side only; dropped when the reader is pickled
+        # Driver side only; dropped when the reader is pickled.
+        self._consumer: KafkaConsumer | None = None
         self._known: dict[int, int] = {}  # last high-water marks seen
         self._target: dict[int, int] | None = None  # Trigger.AvailableNow end
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
         state["_consumer"] = None
         return state
@@ -328,7 +334,9 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             self._consumer = None
 
 
-def _records(options: SourceOptions, task: KafkaRange, consumer: Any) -> Iterator[Any]:
+def _records(
+    options: SourceOptions, task: KafkaRange, consumer: KafkaConsumer
+) -> Iterator[ConsumerRecord]:
     """The records of `task` in offset order (offsets may have gaps: markers, compaction)."""
     from kafka import TopicPartition
 
@@ -421,5 +429,5 @@ class KafkaStatsSource(DataSource):  # type: ignore[misc]  # pyspark is untyped 
         return KafkaStatsStreamReader(SourceOptions.from_options(self.options))
 
 
-def register_source(spark: Any) -> None:
+def register_source(spark: SparkSession) -> None:
     spark.dataSource.register(KafkaStatsSource)

@@ -6,12 +6,11 @@ except the token (file or env var), so a bad source fails at start-up.
 
 from __future__ import annotations
 
-from typing import Any
-
 from balancer.app.config import BalancerConfig, ClusterConfig
 from balancer.pulsar.auth import TlsSettings, TokenSource
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.routing import ClusterEndpoint
+from balancer.pulsar.settings import ClientSettings
 from balancer.pulsar.timeouts import Timeouts
 
 
@@ -35,9 +34,12 @@ def endpoint_from_config(cluster: ClusterConfig) -> ClusterEndpoint:
     )
 
 
-def peer_group_from_config(config: BalancerConfig, **kwargs: Any) -> PulsarPeerGroup:
+def peer_group_from_config(
+    config: BalancerConfig, settings: ClientSettings | None = None
+) -> PulsarPeerGroup:
     """The client for every configured cluster; the first one is the entry cluster.
 
-    `kwargs` go to `PulsarPeerGroup` (retry, max_redirect_hops, on_request, ...).
+    `settings` holds what the config does not (retries, the on_request hook, ...); each
+    cluster's token, TLS and timeouts come from its endpoint.
     """
-    return PulsarPeerGroup([endpoint_from_config(c) for c in config.clusters], **kwargs)
+    return PulsarPeerGroup([endpoint_from_config(c) for c in config.clusters], settings)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from balancer.app.config import BalancerConfig
-from balancer.app.liveview import RunSummary
+from balancer.app.liveview import OffloadTriggered, RunSummary, SplitApplied, UnknownAction
 from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.app.wiring import BalancerApp
 from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
 from balancer.core.bundles import format_position
-from balancer.core.decisions import DecisionKind
+from balancer.core.decisions import SplitDecision
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.errors import PulsarAdminError
 
@@ -75,15 +74,15 @@ def summarize(
     )
 
 
-Actions = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+Actions = tuple[list[SplitApplied], list[OffloadTriggered], list[UnknownAction]]
 
 
 def actions_of(outcomes: list[Outcome]) -> Actions:
     """Applied splits, triggered offloads, and actions still `unknown`, from the outcomes."""
-    splits: list[dict[str, Any]] = []
-    offloads: list[dict[str, Any]] = []
+    splits: list[SplitApplied] = []
+    offloads: list[OffloadTriggered] = []
     settled = {o.decision_id for o in outcomes if o.rechecked}
-    unknown = [
+    unknown: list[UnknownAction] = [
         {"kind": o.kind.value, "cluster": o.cluster, "target": _target(o),
          "decision_id": o.decision_id, "detail": o.detail}
         for o in outcomes
@@ -95,30 +94,26 @@ def actions_of(outcomes: list[Outcome]) -> Actions:
         if outcome.result is not ActionResult.APPLIED or outcome.decision is None:
             continue
         d = outcome.decision
-        if outcome.kind is DecisionKind.SPLIT:
-            splits.append(
-                {
-                    "cluster": d.cluster,
-                    "namespace": d.namespace,
-                    "bundle": str(d.bundle),
-                    "boundaries": [format_position(b) for b in d.boundaries],
-                    "children": len(d.boundaries) + 1,
-                    "reason": outcome.reason,
-                    "algorithm": d.algorithm.value,
-                    "detail": outcome.detail,
-                }
-            )
+        if isinstance(d, SplitDecision):
+            splits.append({
+                "cluster": d.cluster,
+                "namespace": d.namespace,
+                "bundle": str(d.bundle),
+                "boundaries": [format_position(b) for b in d.boundaries],
+                "children": len(d.boundaries) + 1,
+                "reason": outcome.reason,
+                "algorithm": d.algorithm.value,
+                "detail": outcome.detail,
+            })
         else:
-            offloads.append(
-                {
-                    "cluster": d.cluster,
-                    "topic": d.topic,
-                    "storage_size_bytes": d.storage_size_bytes,
-                    "threshold_bytes": d.threshold_bytes,
-                    "bytes_offloaded": outcome.bytes_offloaded,
-                    "detail": outcome.detail,
-                }
-            )
+            offloads.append({
+                "cluster": d.cluster,
+                "topic": d.topic,
+                "storage_size_bytes": d.storage_size_bytes,
+                "threshold_bytes": d.threshold_bytes,
+                "bytes_offloaded": outcome.bytes_offloaded,
+                "detail": outcome.detail,
+            })
     return splits, offloads, unknown
 
 
@@ -126,4 +121,4 @@ def _target(outcome: Outcome) -> str:
     d = outcome.decision
     if d is None:
         return outcome.namespace
-    return str(d.bundle.key(d.namespace)) if outcome.kind is DecisionKind.SPLIT else str(d.topic)
+    return d.bundle.key(d.namespace) if isinstance(d, SplitDecision) else d.topic

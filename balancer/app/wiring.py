@@ -14,7 +14,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
@@ -37,10 +37,15 @@ from balancer.kafka.topics import ensure_topics
 from balancer.ops.exporter import BalancerMetrics
 from balancer.ops.health import HealthServer, standard_checks
 from balancer.pulsar.client import PulsarPeerGroup
+from balancer.pulsar.settings import ClientSettings
 from balancer.pulsar.transport import RequestRecord
 from streaming.errors import root_cause
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # Spark is imported when the stream starts, not with the app
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from streaming.deadletters import DeadLetterSink
     from streaming.job import StreamSettings
 
 log = logging.getLogger(__name__)
@@ -177,7 +182,9 @@ class BalancerApp:
         self.metrics = BalancerMetrics(
             self.registry, limits=lambda _cluster, ns: self._policy_limits(ns)
         )
-        self.admin = admin or peer_group_from_config(config, on_request=self._on_request)
+        self.admin = admin or peer_group_from_config(
+            config, ClientSettings(on_request=self._on_request)
+        )
         self.controller = build_handler(config, self.admin)
         # The controller stores every layout it reads and each split's result, so the
         # stream maps topics to the children as soon as a split is applied.
@@ -192,9 +199,9 @@ class BalancerApp:
         self.collector: Collector | None = None
         self._collector_sink: KafkaEventSink | None = None
         self._collector_thread: threading.Thread | None = None
-        self._dead_letters: Any = None
-        self.spark: Any = None
-        self.query: Any = None
+        self._dead_letters: DeadLetterSink | None = None
+        self.spark: SparkSession | None = None
+        self.query: StreamingQuery | None = None
         self._cluster_ok: dict[str, bool] = {}
         self._stopped = threading.Event()
         self._max_batch_age_s = max(120.0, 4.0 * config.spark.trigger_interval_s)
@@ -255,11 +262,11 @@ class BalancerApp:
         ).start()
         log.info("metrics on %s/metrics", self.health.url)
         self.collector = self._start_collector()
-        self.spark = build_spark(settings)
-        self.spark.sparkContext.setLogLevel("ERROR")
-        self._dead_letters = dead_letter_sink(settings)
+        self.spark = spark = build_spark(settings)
+        spark.sparkContext.setLogLevel("ERROR")
+        self._dead_letters = dead_letters = dead_letter_sink(settings)
         self.query = start_stream(
-            self.spark, settings, self.handler, self.layouts, dead_letters=self._dead_letters
+            spark, settings, self.handler, self.layouts, dead_letters=dead_letters
         )
 
     def broker_urls(self) -> dict[str, list[str]]:
@@ -286,7 +293,7 @@ class BalancerApp:
             out[cluster.name] = [a if "://" in a else f"{scheme}://{a}" for a in addresses]
         return out
 
-    def _start_collector(self) -> Any:
+    def _start_collector(self) -> Collector:
         sink = KafkaEventSink.connect(
             bootstrap_servers=self.config.kafka.bootstrap_servers,
             topic=self.config.kafka.stats_topic,
@@ -352,8 +359,9 @@ class BalancerApp:
             self._collector_thread.join(timeout=30)
         if self._collector_sink is not None:
             _quietly("collector", self._collector_sink.close)
-        if self.query is not None:
-            _quietly("stream", lambda: self._stop_query(self.query))
+        query = self.query
+        if query is not None:
+            _quietly("stream", lambda: self._stop_query(query))
         if self.spark is not None:
             _quietly("spark", self.spark.stop)
         if self._dead_letters is not None:
@@ -364,7 +372,7 @@ class BalancerApp:
         _quietly("admin client", self.admin.close)
 
     @staticmethod
-    def _stop_query(query: Any, *, grace_s: float = 30.0) -> None:
+    def _stop_query(query: StreamingQuery, *, grace_s: float = 30.0) -> None:
         """Let a running micro-batch finish (its actions are journaled), then stop.
 
         Stopping mid-batch is safe too (the batch is replayed on restart), but it cancels
@@ -378,7 +386,7 @@ class BalancerApp:
         query.stop()
 
 
-def _quietly(name: str, step: Callable[[], Any]) -> None:
+def _quietly(name: str, step: Callable[[], object]) -> None:
     try:
         step()
     except Exception:

@@ -19,11 +19,16 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from balancer.core.events import TopicStatsEvent
 from balancer.kafka.clients import close_producer
+
+if TYPE_CHECKING:  # kafka-python is imported when a sink connects
+    from kafka import KafkaProducer
+
+    from balancer.pulsar.models import BrokerTopicStats
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +260,7 @@ class SinkCounts:
 
 
 # Builds a KafkaProducer: idempotent or not.
-ProducerFactory = Callable[[bool], Any]
+ProducerFactory = Callable[[bool], "KafkaProducer"]
 
 
 class KafkaEventSink:
@@ -272,7 +277,7 @@ class KafkaEventSink:
 
     def __init__(
         self,
-        producer: Any,
+        producer: KafkaProducer,
         topic: str,
         *,
         factory: ProducerFactory | None = None,
@@ -282,7 +287,7 @@ class KafkaEventSink:
         max_backoff_s: float = 60.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.producer: Any = producer
+        self.producer: KafkaProducer | None = producer
         self.topic = topic
         self.idempotent = bool(getattr(producer, "config", {}).get("enable_idempotence", False))
         self.counts = SinkCounts()
@@ -322,10 +327,10 @@ class KafkaEventSink:
             **(client_kwargs or {}),
         }
 
-        def build(enable_idempotence: bool, **extra: Any) -> Any:
+        def build(enable_idempotence: bool, **extra: Any) -> KafkaProducer:
             return KafkaProducer(**{**kwargs, "enable_idempotence": enable_idempotence, **extra})
 
-        def rebuild(enable_idempotence: bool) -> Any:
+        def rebuild(enable_idempotence: bool) -> KafkaProducer:
             # Kafka may still be away: wait for it no longer than a send waits for metadata
             # (the default bootstrap wait, 30 s, would stall the polls and the shutdown).
             return build(enable_idempotence, bootstrap_timeout_ms=max_block_ms)
@@ -387,7 +392,7 @@ class KafkaEventSink:
             close_producer(producer)
 
     # -- producer lifecycle -------------------------------------------------------------
-    def _current_producer(self) -> Any:
+    def _current_producer(self) -> KafkaProducer | None:
         if self.producer is not None or self._factory is None:
             return self.producer
         if self._monotonic() < self._rebuild_at:
@@ -430,7 +435,15 @@ def _record_error(exc: Exception) -> bool:
     return isinstance(exc, (MessageSizeTooLargeError, ValueError, TypeError))
 
 
-def admin_fetch(peer_group: Any) -> Fetch:
+class BrokerStatsSource(Protocol):
+    """What the collector asks: `balancer.pulsar.PulsarPeerGroup` is one."""
+
+    def broker_topic_stats(
+        self, cluster: str, broker_url: str | None = None
+    ) -> BrokerTopicStats: ...
+
+
+def admin_fetch(peer_group: BrokerStatsSource) -> Fetch:
     """A `Fetch` over `balancer.pulsar.PulsarPeerGroup.broker_topic_stats`."""
 
     def fetch(target: Target) -> Fetched:

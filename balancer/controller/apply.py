@@ -21,7 +21,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers, BreakerStatus
@@ -70,6 +70,8 @@ from balancer.pulsar.routing import routed_to
 log = logging.getLogger(__name__)
 
 Mode = Literal["dry-run", "apply"]
+_D = TypeVar("_D", SplitDecision, OffloadDecision)
+_T = TypeVar("_T")
 OffloadPointFn = Callable[[InternalStats, int], MessageId | None]
 
 
@@ -160,10 +162,10 @@ class Controller:
 
     def _run(
         self,
-        decision: Any,
+        decision: _D,
         batch_id: str | None,
         reason: str,
-        steps: Callable[[Any, str | None], _Step],
+        steps: Callable[[_D, str | None], _Step],
     ) -> Outcome:
         started = self.clock.monotonic()
         # Every admin call of the decision goes to the cluster its stats came from.
@@ -220,10 +222,10 @@ class Controller:
         self,
         cluster: str,
         what: str,
-        fn: Callable[[], Any],
+        fn: Callable[[], _T],
         *,
         on_conflict: ActionResult = ActionResult.FAILED,
-    ) -> Any:
+    ) -> _T:
         """One admin call: feed the breaker, turn 404 into stale and other errors into failed.
 
         4xx answers show the cluster is up (breaker success); 5xx and no answer, after the
@@ -254,7 +256,7 @@ class Controller:
         return value
 
     def _layout(self, decision: SplitDecision) -> NamespaceBundles:
-        layout: NamespaceBundles = self._call(
+        layout = self._call(
             decision.cluster, "get bundles", lambda: self.admin.get_bundles(decision.namespace)
         )
         self.layouts.put(decision.cluster, layout)

@@ -15,7 +15,7 @@ _BEARER = re.compile(r"(?i)bearer\s+[^\s\"',]+")
 MASK = "***"
 
 
-def scrub(value: Any) -> Any:
+def scrub(value: object) -> object:
     """Mask values under secret-looking keys and any `Bearer <token>` text, recursively."""
     if isinstance(value, dict):
         return {

@@ -15,7 +15,7 @@ from balancer.controller.audit import AuditLog
 from balancer.controller.journal import JournalEntry
 from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
 from balancer.core.bundles import format_position
-from balancer.core.decisions import DecisionKind, OffloadDecision, SplitDecision
+from balancer.core.decisions import Decision, DecisionKind, OffloadDecision, SplitDecision
 from balancer.pulsar.errors import PulsarAdminError
 from balancer.pulsar.models import InternalStats, MessageId
 
@@ -36,7 +36,7 @@ class Outcome:
     children: int = 0  # bundles created by an applied split
     bytes_offloaded: int = 0  # bytes a triggered offload moves (closed ledgers before the point)
     # The decision itself, for listeners that report what was done (e.g. the run summary).
-    decision: Any = field(default=None, compare=False, repr=False)
+    decision: Decision | None = field(default=None, compare=False, repr=False)
     # A later recheck settling an earlier `unknown` outcome (not a new decision).
     rechecked: bool = False
 
@@ -122,7 +122,12 @@ def offload_action_key(decision: OffloadDecision, point: MessageId) -> str:
 
 
 def rechecked_outcome(
-    entry: JournalEntry, result: ActionResult, detail: str, *, age_s: float, decision: Any
+    entry: JournalEntry,
+    result: ActionResult,
+    detail: str,
+    *,
+    age_s: float,
+    decision: Decision | None,
 ) -> Outcome:
     """The Outcome that settles an earlier `unknown` one (`decision` None after a restart)."""
     call = entry.payload.get("call", {})

@@ -19,8 +19,8 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
-from typing import Any
+from functools import lru_cache, partial
+from typing import Any, TypeGuard
 
 from balancer.core.hashing import hash_position
 from balancer.core.topics import InvalidTopicName, parse_topic
@@ -259,19 +259,17 @@ def parse_message(
         obj = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         return [_reject(RejectReason.BAD_JSON, f"not valid JSON: {str(exc)[:120]}")]
-    rules: dict[str, Any] = {
-        "now_ms": now_ms,
-        "max_future_skew_ms": max_future_skew_ms,
-        "clusters": clusters,
-    }
+    validate = partial(
+        validate_event, now_ms=now_ms, max_future_skew_ms=max_future_skew_ms, clusters=clusters
+    )
     if isinstance(obj, dict) and "events" in obj and "topic" not in obj:
         if isinstance(obj, _DuplicateKeys):  # two "events" lists: neither can be trusted
             return [validate_event(obj)]
         batch = obj["events"]
         if not isinstance(batch, list) or len(obj) != 1:
             return [_reject(RejectReason.WRONG_TYPE, 'an envelope is {"events": [event, ...]}')]
-        return [validate_event(item, **rules) for item in batch]
-    return [validate_event(obj, **rules)]
+        return [validate(item) for item in batch]
+    return [validate(obj)]
 
 
 def _reject_constant(name: str) -> float:
@@ -317,9 +315,9 @@ def _is_unicode_text(text: str) -> bool:
     return True
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     return "null" if value is None else type(value).__name__

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 __all__ = [
     "InvalidInternalStats",
@@ -121,5 +121,5 @@ def offload_point_from_stats(
     return offload_point(ledgers, current, threshold_bytes)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)

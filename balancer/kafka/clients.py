@@ -10,14 +10,17 @@ or not Kafka answers; the records it could not deliver fail their futures.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kafka import KafkaConsumer, KafkaProducer
 
 log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT_S = 5.0  # every producer and consumer close in the process waits at most this
 
 
-def close_producer(producer: Any, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+def close_producer(producer: KafkaProducer, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
     """Close a KafkaProducer within about `timeout_s`, dropping what Kafka has not taken."""
     from kafka.errors import KafkaTimeoutError
 
@@ -38,6 +41,6 @@ def close_producer(producer: Any, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         log.warning("Kafka producer still had undelivered records after a forced close")
 
 
-def close_consumer(consumer: Any, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+def close_consumer(consumer: KafkaConsumer, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
     """Close a KafkaConsumer within about `timeout_s` (no group: nothing to commit)."""
     consumer.close(autocommit=False, timeout_ms=int(timeout_s * 1000))

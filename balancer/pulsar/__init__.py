@@ -38,6 +38,7 @@ from balancer.pulsar.models import (
 )
 from balancer.pulsar.retry import RetryPolicy
 from balancer.pulsar.routing import ClusterEndpoint, RoutingConfigError, routed_to
+from balancer.pulsar.settings import ClientSettings
 from balancer.pulsar.timeouts import Timeouts
 from balancer.pulsar.transport import RequestKey, RequestRecord
 
@@ -48,6 +49,7 @@ __all__ = [
     "BrokerTopicStats",
     "BrokerTopicStatsEntry",
     "ClientError",
+    "ClientSettings",
     "ClusterData",
     "ClusterEndpoint",
     "ConflictError",

@@ -2,8 +2,10 @@
 
     group = PulsarPeerGroup(
         {"a": ClusterEndpoint("a", "https://pulsar-a:8443"), "b": ClusterEndpoint(...)},
-        token=TokenSource(file=Path("/var/run/secrets/pulsar/token")),
-        tls=TlsSettings(ca_bundle=Path("/etc/pulsar/ca.pem")),
+        ClientSettings(
+            token=TokenSource(file=Path("/var/run/secrets/pulsar/token")),
+            tls=TlsSettings(ca_bundle=Path("/etc/pulsar/ca.pem")),
+        ),
     )
     layout = group.get_bundles("tenant/ns", cluster="a")   # "a": where its stats came from
     group.split_bundle("tenant/ns", layout.bundles[0], cluster="a",
@@ -21,9 +23,7 @@ failure (see `balancer.pulsar.errors`).
 
 from __future__ import annotations
 
-import random
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -33,7 +33,6 @@ import httpx
 
 from balancer.core.bundles import BundleRange, InvalidBundle, NamespaceBundles
 from balancer.core.topics import TopicDomain, TopicName, parse_topic
-from balancer.pulsar.auth import TlsSettings, TokenSource
 from balancer.pulsar.models import (
     BrokerTopicStats,
     ClusterData,
@@ -45,10 +44,9 @@ from balancer.pulsar.models import (
     TopicStats,
     parse_string_list,
 )
-from balancer.pulsar.retry import RetryPolicy
 from balancer.pulsar.routing import ClusterEndpoint
-from balancer.pulsar.timeouts import Timeouts
-from balancer.pulsar.transport import AdminTransport, Call, RequestHook, RequestKey
+from balancer.pulsar.settings import ClientSettings
+from balancer.pulsar.transport import AdminTransport, Call, RequestKey
 
 _T = TypeVar("_T")
 _NAME = re.compile(r"^[-=:.\w]+$")  # Pulsar's rule for tenant, namespace and cluster names
@@ -112,58 +110,30 @@ def _topic_path(topic: TopicName, suffix: str) -> tuple[str, str]:
 class PulsarPeerGroup:
     """Admin client for one or more Pulsar clusters forming a peer group.
 
-    `clusters` maps each cluster name to its endpoint (a list of endpoints works too).
-    `entry_cluster` (default: the first) is asked for a namespace call that names no cluster
-    (no `cluster=`, no enclosing `routed_to`) and whose owner no redirect has shown yet.
-    A 307 is followed with the same method and body, at most `max_redirect_hops` times; a
-    redirect back to a cluster already visited raises RedirectLoopError. `sleep`, `rng` and
-    `monotonic` are injectable so tests do not wait on a real clock.
+    `clusters` maps each cluster name to its endpoint (a list of endpoints works too);
+    `settings` holds the group's defaults (token, TLS, timeouts, retries, the entry cluster,
+    redirect limits) and the injectable clock and transport. A redirect back to a cluster
+    already visited raises RedirectLoopError.
     """
 
     def __init__(
         self,
         clusters: Mapping[str, ClusterEndpoint] | Iterable[ClusterEndpoint],
-        *,
-        token: TokenSource | None = None,
-        tls: TlsSettings | None = None,
-        timeouts: Timeouts | None = None,
-        retry: RetryPolicy | None = None,
-        max_redirect_hops: int = 3,
-        entry_cluster: str | None = None,
-        follow_unlisted_redirects: bool = True,
-        on_request: RequestHook | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
-        environ: Mapping[str, str] | None = None,
-        http_transport: httpx.BaseTransport | None = None,
+        settings: ClientSettings | None = None,
     ) -> None:
         if not isinstance(clusters, Mapping):
             endpoints = list(clusters)
             clusters = {e.name: e for e in endpoints}
             if len(clusters) != len(endpoints):
                 raise ValueError("cluster names in a peer group must be unique")
-        self._t = AdminTransport(
-            clusters,
-            token=token,
-            tls=tls,
-            timeouts=timeouts,
-            retry=retry,
-            max_redirect_hops=max_redirect_hops,
-            entry_cluster=entry_cluster,
-            follow_unlisted_redirects=follow_unlisted_redirects,
-            on_request=on_request,
-            sleep=sleep,
-            rng=rng,
-            monotonic=monotonic,
-            environ=environ,
-            http_transport=http_transport,
-        )
+        self._t = AdminTransport(clusters, settings)
 
     @classmethod
-    def single(cls, name: str, admin_url: str, **kwargs: Any) -> PulsarPeerGroup:
+    def single(
+        cls, name: str, admin_url: str, settings: ClientSettings | None = None
+    ) -> PulsarPeerGroup:
         """A client for one cluster (a peer group of one)."""
-        return cls({name: ClusterEndpoint(name, admin_url)}, **kwargs)
+        return cls({name: ClusterEndpoint(name, admin_url)}, settings)
 
     def close(self) -> None:
         self._t.close()
@@ -215,7 +185,7 @@ class PulsarPeerGroup:
     def _parse(self, call: Call, parse: Callable[[Any], _T]) -> _T:
         return self._decode(call, self._t.send(call), parse)
 
-    def _decode(self, call: Call, response: Any, parse: Callable[[Any], _T]) -> _T:
+    def _decode(self, call: Call, response: httpx.Response, parse: Callable[[Any], _T]) -> _T:
         try:
             body = response.json()
             return parse(body)

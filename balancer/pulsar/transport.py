@@ -13,16 +13,14 @@ import json
 import logging
 import random
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from balancer.pulsar.auth import BearerTokenAuth, TlsSettings, TokenSource
+from balancer.pulsar.auth import BearerTokenAuth, TlsSettings
 from balancer.pulsar.errors import (
     InvalidResponseError,
     OutcomeUnknownError,
@@ -32,7 +30,7 @@ from balancer.pulsar.errors import (
     error_class_for,
 )
 from balancer.pulsar.models import ClusterData
-from balancer.pulsar.retry import RetryPolicy, is_retryable_status, parse_retry_after_s
+from balancer.pulsar.retry import is_retryable_status, parse_retry_after_s
 from balancer.pulsar.routing import (
     ClusterEndpoint,
     Hop,
@@ -41,6 +39,7 @@ from balancer.pulsar.routing import (
     routing_hint,
     safe_url,
 )
+from balancer.pulsar.settings import ClientSettings
 from balancer.pulsar.timeouts import Timeouts
 
 log = logging.getLogger("balancer.pulsar")
@@ -88,7 +87,7 @@ class Call:
     path: str  # already encoded, from the admin URL's root
     path_template: str
     params: Sequence[tuple[str, str]] = ()
-    json_body: Any = None
+    json_body: object = None  # sent as JSON
     namespace: str | None = None  # routes by owner (learnt from real redirects only)
     cluster: str | None = None  # fixed cluster (cluster-scoped calls)
     url_override: str | None = None  # e.g. one broker's own web URL inside `cluster`
@@ -105,33 +104,17 @@ class AdminTransport:
     """Sends calls to a peer group; see the module docstring."""
 
     def __init__(
-        self,
-        clusters: Mapping[str, ClusterEndpoint],
-        *,
-        token: TokenSource | None = None,
-        tls: TlsSettings | None = None,
-        timeouts: Timeouts | None = None,
-        retry: RetryPolicy | None = None,
-        max_redirect_hops: int = 3,
-        entry_cluster: str | None = None,
-        follow_unlisted_redirects: bool = True,
-        on_request: RequestHook | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
-        environ: Mapping[str, str] | None = None,
-        http_transport: httpx.BaseTransport | None = None,
+        self, clusters: Mapping[str, ClusterEndpoint], settings: ClientSettings | None = None
     ) -> None:
-        if max_redirect_hops < 0:
-            raise ValueError(f"max_redirect_hops must be >= 0, got {max_redirect_hops}")
-        self.router = PeerRouter(clusters, entry_cluster=entry_cluster)
-        self._retry = retry if retry is not None else RetryPolicy()
-        self._max_redirect_hops = max_redirect_hops
-        self._follow_unlisted = follow_unlisted_redirects
-        self._on_request = on_request
-        self._sleep = sleep
-        self._rng = rng if rng is not None else random.Random()
-        self._monotonic = monotonic
+        s = settings if settings is not None else ClientSettings()
+        self.router = PeerRouter(clusters, entry_cluster=s.entry_cluster)
+        self._retry = s.retry
+        self._max_redirect_hops = s.max_redirect_hops
+        self._follow_unlisted = s.follow_unlisted_redirects
+        self._on_request = s.on_request
+        self._sleep = s.sleep
+        self._rng = s.rng if s.rng is not None else random.Random()
+        self._monotonic = s.monotonic
         self._counts: Counter[RequestKey] = Counter()
         self._lock = threading.Lock()
         self._aliases_read_at: float | None = None
@@ -141,16 +124,16 @@ class AdminTransport:
         self._http: dict[str, httpx.Client] = {}
         try:
             for name, endpoint in self.router.clusters.items():
-                source = endpoint.token if endpoint.token is not None else token
-                auth = BearerTokenAuth(source, environ=environ) if source is not None else None
-                settings = endpoint.tls or tls or TlsSettings()
+                source = endpoint.token if endpoint.token is not None else s.token
+                auth = BearerTokenAuth(source, environ=s.environ) if source is not None else None
+                tls = endpoint.tls or s.tls or TlsSettings()
                 self._auths[name] = auth
                 self._http[name] = httpx.Client(
                     auth=auth,
-                    verify=settings.httpx_verify(),
-                    timeout=(endpoint.timeouts or timeouts or Timeouts()).httpx(),
+                    verify=tls.httpx_verify(),
+                    timeout=(endpoint.timeouts or s.timeouts or Timeouts()).httpx(),
                     follow_redirects=False,  # we follow 307s ourselves, across clusters
-                    transport=http_transport,
+                    transport=s.http_transport,
                     headers={"Accept": "application/json"},
                 )
         except BaseException:

@@ -54,7 +54,7 @@ class Request:
 @dataclass
 class Response:
     status: int
-    body: Any = None  # JSON-serialisable, or str for text/plain
+    body: object = None  # JSON-serialisable, RawJson, or str for text/plain
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -69,7 +69,7 @@ class RawJson:
 Handler = Callable[[SimModel, Request], Response]
 
 
-def _ok(body: Any) -> Response:
+def _ok(body: object) -> Response:
     return Response(200, body)
 
 

@@ -9,6 +9,7 @@ import pytest
 from balancer.app.config import BalancerConfig
 from balancer.app.pulsar_wiring import endpoint_from_config, peer_group_from_config
 from balancer.pulsar import AuthConfigError, TokenSource
+from balancer.pulsar.settings import ClientSettings
 
 TOKEN = "wiring-secret-token"
 
@@ -47,9 +48,9 @@ def test_each_cluster_keeps_its_own_settings(tmp_path: Path) -> None:
 
 def test_the_peer_group_reads_every_token_at_start(tmp_path: Path) -> None:
     config = _config(tmp_path)
-    with peer_group_from_config(config, environ={"W_TOK": "west-token"}) as group:
+    with peer_group_from_config(config, ClientSettings(environ={"W_TOK": "west-token"})) as group:
         assert list(group.clusters) == ["east", "west", "lab"]
         assert group.entry_cluster == "east"
         assert TOKEN not in repr(group) and "west-token" not in repr(group)
     with pytest.raises(AuthConfigError, match="W_TOK is not set"):
-        peer_group_from_config(config, environ={})
+        peer_group_from_config(config, ClientSettings(environ={}))

@@ -15,6 +15,7 @@ from balancer.core.events import TopicStatsEvent, parse_message
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.retry import RetryPolicy
 from balancer.pulsar.routing import ClusterEndpoint
+from balancer.pulsar.settings import ClientSettings
 from balancer.sim import RunningPeerGroup, start_peer_group
 from tests.kafka_broker import Broker
 
@@ -38,8 +39,9 @@ def _closed_port() -> int:
 def _peer_group(urls: dict[str, str]) -> PulsarPeerGroup:
     return PulsarPeerGroup(
         [ClusterEndpoint(n, u) for n, u in urls.items()],
-        retry=RetryPolicy(max_attempts=2, base_delay_s=0, max_delay_s=0),
-        sleep=lambda s: None,
+        ClientSettings(
+            retry=RetryPolicy(max_attempts=2, base_delay_s=0, max_delay_s=0), sleep=lambda s: None
+        ),
     )
 
 

@@ -22,6 +22,7 @@ from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.retry import RetryPolicy
 from balancer.pulsar.routing import ClusterEndpoint
+from balancer.pulsar.settings import ClientSettings
 from balancer.sim import RunningPeerGroup, start_peer_group
 from tests.kafka_broker import Broker
 
@@ -69,8 +70,10 @@ def test_the_collector_rebuilds_its_producer_after_a_broker_restart(
     assert sink.idempotent  # the producer kind that cannot recover from the restart alone
     peers = PulsarPeerGroup(
         [ClusterEndpoint(n, u) for n, u in sim.admin_urls.items()],
-        retry=RetryPolicy(max_attempts=2, base_delay_s=0, max_delay_s=0),
-        sleep=lambda s: None,
+        ClientSettings(
+            retry=RetryPolicy(max_attempts=2, base_delay_s=0, max_delay_s=0),
+            sleep=lambda s: None,
+        ),
     )
     collector = Collector(targets=targets_for(sim.broker_urls), fetch=admin_fetch(peers), sink=sink)
     try:

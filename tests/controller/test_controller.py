@@ -29,6 +29,7 @@ from balancer.core.detect import DetectionSettings
 from balancer.core.load import BundleLoad, TopicLoad, roll_up
 from balancer.core.thresholds import NamespacePolicy, Thresholds
 from balancer.pulsar import (
+    ClientSettings,
     ClusterEndpoint,
     OffloadState,
     OffloadStatus,
@@ -87,9 +88,11 @@ def sim() -> Iterator[RunningPeerGroup]:
 def make_client(sim: RunningPeerGroup, **kwargs: Any) -> PulsarPeerGroup:
     return PulsarPeerGroup(
         [ClusterEndpoint(name, url) for name, url in sim.admin_urls.items()],
-        retry=RetryPolicy(max_attempts=2, base_delay_s=0.0, max_delay_s=0.0),
-        sleep=lambda _s: None,
-        **kwargs,
+        ClientSettings(
+            retry=RetryPolicy(max_attempts=2, base_delay_s=0.0, max_delay_s=0.0),
+            sleep=lambda _s: None,
+            **kwargs,
+        ),
     )
 
 
@@ -488,7 +491,7 @@ def test_audit_log_and_journal_hold_no_token(
         for name, url in sim.admin_urls.items()
     ]
     retry = RetryPolicy(max_attempts=1)
-    with PulsarPeerGroup(endpoints, retry=retry, sleep=lambda _s: None) as client:
+    with PulsarPeerGroup(endpoints, ClientSettings(retry=retry, sleep=lambda _s: None)) as client:
         handler = rig.handler(rig.controller(client))
         handler.handle(report(sim, 1, 60_000))
         sim.faults.configure(error_rate_503=1.0)

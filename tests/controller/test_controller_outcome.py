@@ -15,6 +15,7 @@ from balancer.controller.reconcile import offload_verdict, split_verdict
 from balancer.controller.stats import ActionResult
 from balancer.core.bundles import NamespaceBundles
 from balancer.pulsar import (
+    ClientSettings,
     ClusterEndpoint,
     OutcomeUnknownError,
     PulsarPeerGroup,
@@ -42,9 +43,11 @@ MID = PARENT.lower + PARENT.width // 2
 def _group(answer: Callable[[httpx.Request], httpx.Response]) -> PulsarPeerGroup:
     return PulsarPeerGroup(
         [ClusterEndpoint("a", "http://a.example")],
-        retry=RetryPolicy(max_attempts=3, base_delay_s=0.0, max_delay_s=0.0),
-        sleep=lambda _s: None,
-        http_transport=httpx.MockTransport(answer),
+        ClientSettings(
+            retry=RetryPolicy(max_attempts=3, base_delay_s=0.0, max_delay_s=0.0),
+            sleep=lambda _s: None,
+            http_transport=httpx.MockTransport(answer),
+        ),
     )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from balancer.pulsar import (
+    ClientSettings,
     ClusterEndpoint,
     NotFoundError,
     PulsarAdminError,
@@ -60,7 +61,9 @@ def _split(client: PulsarPeerGroup, namespace: str) -> None:
 def test_the_token_from_a_file_is_sent_on_every_hop(
     sim: RunningPeerGroup, token_file: Path
 ) -> None:
-    with PulsarPeerGroup(_endpoints(sim), token=TokenSource(file=token_file)) as client:
+    with PulsarPeerGroup(
+        _endpoints(sim), ClientSettings(token=TokenSource(file=token_file))
+    ) as client:
         assert client.get_bundles("acme/east-ns").num_bundles == 4
         _split(client, "acme/west-ns")  # via a 307 to west
         assert client.owner_of("acme/west-ns") == "west"
@@ -71,8 +74,9 @@ def test_the_token_from_a_file_is_sent_on_every_hop(
 def test_the_token_from_an_environment_variable_is_sent(sim: RunningPeerGroup) -> None:
     with PulsarPeerGroup(
         _endpoints(sim),
-        token=TokenSource(env_var="PULSAR_ADMIN_TOKEN"),
-        environ={"PULSAR_ADMIN_TOKEN": TOKEN},
+        ClientSettings(
+            token=TokenSource(env_var="PULSAR_ADMIN_TOKEN"), environ={"PULSAR_ADMIN_TOKEN": TOKEN}
+        ),
     ) as client:
         assert client.list_clusters() == ("east", "south", "west")
     assert sim.unauthorized_requests == 0
@@ -85,7 +89,7 @@ def test_without_the_right_token_the_answer_is_401_and_not_retried(
     source = TokenSource(env_var="T") if token is not None else None
     with (
         PulsarPeerGroup(
-            _endpoints(sim), token=source, environ={"T": token} if token else {}
+            _endpoints(sim), ClientSettings(token=source, environ={"T": token} if token else {})
         ) as client,
         pytest.raises(UnauthorizedError) as info,
     ):
@@ -99,7 +103,8 @@ def test_each_cluster_gets_its_own_token(sim: RunningPeerGroup, token_file: Path
     # not east's.
     endpoints = _endpoints(sim, west=TokenSource(env_var="WEST_TOKEN"))
     with PulsarPeerGroup(
-        endpoints, token=TokenSource(file=token_file), environ={"WEST_TOKEN": "west-only"}
+        endpoints,
+        ClientSettings(token=TokenSource(file=token_file), environ={"WEST_TOKEN": "west-only"}),
     ) as client:
         with pytest.raises(UnauthorizedError) as info:
             _split(client, "acme/west-ns")
@@ -115,10 +120,12 @@ def test_the_token_never_appears_in_logs_errors_or_reprs(
     errors: list[PulsarAdminError] = []
     client = PulsarPeerGroup(
         _endpoints(sim),
-        token=TokenSource(file=token_file),
-        retry=RetryPolicy(max_attempts=2, base_delay_s=0.0),
-        sleep=lambda _: None,
-        rng=random.Random(0),
+        ClientSettings(
+            token=TokenSource(file=token_file),
+            retry=RetryPolicy(max_attempts=2, base_delay_s=0.0),
+            sleep=lambda _: None,
+            rng=random.Random(0),
+        ),
     )
     with client:
         _split(client, "acme/west-ns")  # a redirect

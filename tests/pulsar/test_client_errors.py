@@ -16,6 +16,7 @@ import pytest
 from balancer.core.bundles import BundleRange
 from balancer.pulsar import (
     ClientError,
+    ClientSettings,
     ClusterEndpoint,
     NotFoundError,
     PreconditionFailedError,
@@ -79,7 +80,8 @@ def _client(sim: RunningPeerGroup, rec: Recorder, **kwargs: Any) -> PulsarPeerGr
     }
     options.update(kwargs)
     return PulsarPeerGroup(
-        [ClusterEndpoint(name, url) for name, url in sim.admin_urls.items()], **options
+        [ClusterEndpoint(name, url) for name, url in sim.admin_urls.items()],
+        ClientSettings(**options),
     )
 
 
@@ -202,8 +204,7 @@ def test_a_closed_port_is_unavailable(rec: Recorder) -> None:
     with (
         PulsarPeerGroup(
             [ClusterEndpoint("gone", f"http://127.0.0.1:{port}")],
-            retry=RetryPolicy(max_attempts=3, base_delay_s=0.01),
-            sleep=rec.sleep,
+            ClientSettings(retry=RetryPolicy(max_attempts=3, base_delay_s=0.01), sleep=rec.sleep),
         ) as client,
         pytest.raises(UnavailableError) as info,
     ):

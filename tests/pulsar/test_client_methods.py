@@ -11,6 +11,7 @@ from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.hashing import hash_position
 from balancer.core.topics import TopicDomain
 from balancer.pulsar import (
+    ClientSettings,
     ClusterEndpoint,
     ConflictError,
     MessageId,
@@ -59,7 +60,7 @@ def sim() -> Iterator[RunningPeerGroup]:
 def client(sim: RunningPeerGroup) -> Iterator[PulsarPeerGroup]:
     with PulsarPeerGroup(
         [ClusterEndpoint(name, url) for name, url in sim.admin_urls.items()],
-        retry=RetryPolicy(max_attempts=1),
+        ClientSettings(retry=RetryPolicy(max_attempts=1)),
     ) as group:
         yield group
 

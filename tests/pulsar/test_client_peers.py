@@ -17,6 +17,7 @@ import pytest
 
 from balancer.core.bundles import BundleRange
 from balancer.pulsar import (
+    ClientSettings,
     ClusterEndpoint,
     PreconditionFailedError,
     PulsarPeerGroup,
@@ -50,10 +51,12 @@ def _client(
 ) -> PulsarPeerGroup:
     return PulsarPeerGroup(
         {name: ClusterEndpoint(name, url) for name, url in sim.admin_urls.items()},
-        entry_cluster=entry,
-        retry=RetryPolicy(max_attempts=1),
-        max_redirect_hops=max_redirect_hops,
-        on_request=records.append if records is not None else None,
+        ClientSettings(
+            entry_cluster=entry,
+            retry=RetryPolicy(max_attempts=1),
+            max_redirect_hops=max_redirect_hops,
+            on_request=records.append if records is not None else None,
+        ),
     )
 
 

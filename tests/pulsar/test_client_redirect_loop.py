@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from balancer.pulsar import (
+    ClientSettings,
     ClusterEndpoint,
     PulsarPeerGroup,
     RedirectLoopError,
@@ -90,14 +91,16 @@ def servers() -> Iterator[list[_Redirector]]:
         s.stop()
 
 
-def _group(servers: list[_Redirector], **kwargs: object) -> PulsarPeerGroup:
+def _group(servers: list[_Redirector], *, max_redirect_hops: int = 3) -> PulsarPeerGroup:
     names = "abcd"
     return PulsarPeerGroup(
         [ClusterEndpoint(names[i], s.url) for i, s in enumerate(servers)],
-        token=TokenSource(env_var="LOOP_TOKEN"),
-        environ={"LOOP_TOKEN": TOKEN},
-        retry=RetryPolicy(max_attempts=1),
-        **kwargs,  # type: ignore[arg-type]
+        ClientSettings(
+            token=TokenSource(env_var="LOOP_TOKEN"),
+            environ={"LOOP_TOKEN": TOKEN},
+            retry=RetryPolicy(max_attempts=1),
+            max_redirect_hops=max_redirect_hops,
+        ),
     )
 
 
@@ -151,9 +154,11 @@ def test_unlisted_redirects_are_refused_when_configured(servers: list[_Redirecto
     with (
         PulsarPeerGroup(
             [ClusterEndpoint("a", a.url)],
-            token=TokenSource(env_var="LOOP_TOKEN"),
-            environ={"LOOP_TOKEN": TOKEN},
-            follow_unlisted_redirects=False,
+            ClientSettings(
+                token=TokenSource(env_var="LOOP_TOKEN"),
+                environ={"LOOP_TOKEN": TOKEN},
+                follow_unlisted_redirects=False,
+            ),
         ) as group,
         pytest.raises(RedirectRefusedError, match="outside the peer group"),
     ):

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from balancer.pulsar import (
+    ClientSettings,
     ClusterEndpoint,
     InvalidResponseError,
     PulsarPeerGroup,
@@ -93,11 +94,13 @@ LAYOUT = _json({"boundaries": ["0x00000000", "0x80000000", "0xffffffff"], "numBu
 def _client(scripted: Scripted, sleeps: list[float], attempts: int = 3) -> PulsarPeerGroup:
     return PulsarPeerGroup(
         [ClusterEndpoint("s", scripted.url)],
-        token=TokenSource(env_var="TOK"),
-        environ={"TOK": TOKEN},
-        retry=RetryPolicy(max_attempts=attempts, base_delay_s=0.01, max_delay_s=5.0),
-        sleep=sleeps.append,
-        rng=random.Random(3),
+        ClientSettings(
+            token=TokenSource(env_var="TOK"),
+            environ={"TOK": TOKEN},
+            retry=RetryPolicy(max_attempts=attempts, base_delay_s=0.01, max_delay_s=5.0),
+            sleep=sleeps.append,
+            rng=random.Random(3),
+        ),
     )
 
 

@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from balancer.pulsar import (
+    ClientSettings,
     ClusterEndpoint,
     PulsarPeerGroup,
     RedirectRefusedError,
@@ -21,10 +22,12 @@ LAYOUT = {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1}
 def _group(handler: httpx.MockTransport) -> PulsarPeerGroup:
     return PulsarPeerGroup(
         [ClusterEndpoint("a", "https://a.example")],
-        token=TokenSource(env_var="T"),
-        environ={"T": TOKEN},
-        retry=RetryPolicy(max_attempts=1),
-        http_transport=handler,
+        ClientSettings(
+            token=TokenSource(env_var="T"),
+            environ={"T": TOKEN},
+            retry=RetryPolicy(max_attempts=1),
+            http_transport=handler,
+        ),
     )
 
 

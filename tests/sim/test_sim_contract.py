@@ -18,6 +18,7 @@ from balancer.core.events import TopicStatsEvent, parse_message
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.retry import RetryPolicy
 from balancer.pulsar.routing import ClusterEndpoint
+from balancer.pulsar.settings import ClientSettings
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pulsar"
@@ -153,8 +154,10 @@ def test_simulator_answers_have_pulsars_keys_and_types(http: httpx.Client) -> No
 def peer_group(group: RunningPeerGroup) -> PulsarPeerGroup:
     return PulsarPeerGroup(
         [ClusterEndpoint(n, u) for n, u in group.admin_urls.items()],
-        retry=RetryPolicy(max_attempts=1, base_delay_s=0, max_delay_s=0),
-        sleep=lambda s: None,
+        ClientSettings(
+            retry=RetryPolicy(max_attempts=1, base_delay_s=0, max_delay_s=0),
+            sleep=lambda s: None,
+        ),
     )
 
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from balancer.pulsar import ClusterEndpoint, PulsarPeerGroup, RedirectLoopError, RetryPolicy
+from balancer.pulsar.settings import ClientSettings
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
 
 SCENARIO: dict[str, Any] = {
@@ -116,7 +117,7 @@ def test_a_redirect_loop_fault_is_caught_by_the_client(group: RunningPeerGroup) 
     r = httpx.get(f"{group.admin_urls['c1']}{PATH}?x=1")
     assert r.status_code == 307 and r.headers["location"] == f"{group.admin_urls['c1']}{PATH}?x=1"
     endpoints = [ClusterEndpoint(name, url) for name, url in group.admin_urls.items()]
-    with PulsarPeerGroup(endpoints, retry=RetryPolicy(max_attempts=1)) as client:
+    with PulsarPeerGroup(endpoints, ClientSettings(retry=RetryPolicy(max_attempts=1))) as client:
         with pytest.raises(RedirectLoopError) as info:
             client.get_bundles("t/ns", cluster="c1")
         assert info.value.visited == ("c1",)

@@ -6,6 +6,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pytest
+
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.hashing import hash_position
 from balancer.core.load import BundleLoad, TopicLoad
@@ -168,3 +170,20 @@ def test_only_the_newest_window_is_reported_but_every_topic_is_remembered() -> N
     assert sorted(proc.known.positions("c1", NS).tolist()) == sorted(
         hash_position(f"persistent://{NS}/{t}") for t in ("a", "d")
     )
+
+
+def test_a_batch_waits_for_the_query_handle_and_fails_without_one() -> None:
+    import threading
+
+    proc = processor(RecordingHandler(), RecordingSink())
+    with pytest.raises(RuntimeError, match="query handle not available"):
+        proc.attached_query(timeout_s=0.0)
+    query = object()
+    # The first batch can call in before start() has returned the query: it gets it once
+    # attached, whichever thread runs first.
+    seen: list[object] = []
+    waiter = threading.Thread(target=lambda: seen.append(proc.attached_query(timeout_s=30.0)))
+    waiter.start()
+    proc.attach(query)  # type: ignore[arg-type]
+    waiter.join()
+    assert seen == [query]

@@ -8,8 +8,15 @@ the entry point turns into a one-line `error: ...` and exit code 2.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from balancer.support.yamlfile import read_text
+
+if TYPE_CHECKING:
+    import argparse
+
+    # What `register` is given (argparse's action is generic only in its type stubs).
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def read_input(path: str) -> str:

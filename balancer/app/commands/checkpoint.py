@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from balancer.app.config import load_config
+
+if TYPE_CHECKING:
+    from balancer.app.commands import Subparsers
 
 NAME = "reset-watermark"
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         NAME,
         help="reset a checkpoint's event-time watermark, keeping its offsets",

@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
@@ -29,11 +29,14 @@ from balancer.collector.service import Collector, KafkaEventSink, admin_fetch, t
 from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.ops.health import HealthServer
 
+if TYPE_CHECKING:
+    from balancer.app.commands import Subparsers
+
 NAME = "collect"
 log = logging.getLogger(__name__)
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         NAME,
         help="poll Pulsar broker-stats and send topic-stats events to Kafka",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from balancer.app.commands import read_input
 from balancer.app.commands.output import (
@@ -26,10 +26,13 @@ from balancer.core.sizes import format_size, parse_size
 from balancer.core.split import SplitAlgorithm, SplitOptions, SplitResult, compute_split
 from balancer.core.topics import check_topic_text, parse_topic
 
+if TYPE_CHECKING:
+    from balancer.app.commands import Subparsers
+
 _DEFAULTS = SplitOptions()
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     _register_topic_info(subparsers)
     _register_split_points(subparsers)
     _register_offload_point(subparsers)
@@ -38,7 +41,7 @@ def register(subparsers: Any) -> None:
 # --- topic-info -------------------------------------------------------------------------
 
 
-def _register_topic_info(subparsers: Any) -> None:
+def _register_topic_info(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "topic-info",
         help="normalised name, hash position, bundle, bucket and metadata path of topics",
@@ -123,7 +126,7 @@ def topic_info(args: argparse.Namespace) -> int:
 # --- split-points -----------------------------------------------------------------------
 
 
-def _register_split_points(subparsers: Any) -> None:
+def _register_split_points(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "split-points",
         help="the boundaries a split algorithm gives for a bundle and its topics' stats",
@@ -328,7 +331,7 @@ def _print_split(result: SplitResult) -> None:
 # --- offload-point ----------------------------------------------------------------------
 
 
-def _register_offload_point(subparsers: Any) -> None:
+def _register_offload_point(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "offload-point",
         help="the message id to offload up to, keeping SIZE bytes in BookKeeper",

@@ -9,9 +9,8 @@ import json
 import sys
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 
 # Width used when stdout is not a terminal (pipes, tests), so rows are not folded.
@@ -37,12 +36,14 @@ def wants_json(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "output", OutputFormat.TABLE) == OutputFormat.JSON)
 
 
-def print_json(document: Any) -> None:
+def print_json(document: object) -> None:
     """One JSON document on stdout (NaN/Infinity refused: they are not JSON)."""
     sys.stdout.write(json.dumps(document, indent=2, allow_nan=False) + "\n")
 
 
-def make_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+def make_table(
+    title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]]
+) -> Table:
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column, overflow="fold")
@@ -51,7 +52,7 @@ def make_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequenc
     return table
 
 
-def print_tables(*renderables: Any) -> None:
+def print_tables(*renderables: RenderableType) -> None:
     """Rich renderables (tables, lines of text) on stdout."""
     console = Console(
         file=sys.stdout,

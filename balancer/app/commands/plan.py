@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from balancer.app.commands.output import (
@@ -53,6 +53,14 @@ from balancer.collector.service import Target, targets_for
 from balancer.controller.apply import ControllerSettings, default_offload_point
 from balancer.core.planning import Plan, TopicSample, make_plan, window_loads
 
+if TYPE_CHECKING:  # the admin client is imported when a cluster is asked
+    from balancer.app.commands import Subparsers
+    from balancer.core.decisions import OffloadDecision
+    from balancer.pulsar.client import PulsarPeerGroup
+    from balancer.pulsar.errors import PulsarAdminError
+
+_T = TypeVar("_T")
+
 __all__ = ["EXIT_ERROR", "EXIT_NOTHING", "EXIT_PROPOSALS", "live_plan", "register", "take_samples"]
 
 NAME = "plan"
@@ -62,7 +70,7 @@ DEFAULT_INTERVAL_S = 60.0
 DEFAULT_SAMPLES = 2
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         NAME,
         help="read-only: the splits and offloads the balancer would make now (exit 3: some)",
@@ -238,7 +246,7 @@ NO_POINT = "no ledger to offload above the threshold"
 
 
 def take_samples(
-    admin: Any,
+    admin: PulsarPeerGroup,
     config: BalancerConfig,
     *,
     samples: int,
@@ -256,7 +264,7 @@ def take_samples(
     return taken
 
 
-def _targets(admin: Any, config: BalancerConfig) -> list[Target]:
+def _targets(admin: PulsarPeerGroup, config: BalancerConfig) -> list[Target]:
     clusters: dict[str, list[str]] = {}
     for c in config.clusters:
         if c.brokers:
@@ -268,7 +276,7 @@ def _targets(admin: Any, config: BalancerConfig) -> list[Target]:
     return targets_for(clusters)
 
 
-def _poll(admin: Any, target: Target) -> list[TopicSample]:
+def _poll(admin: PulsarPeerGroup, target: Target) -> list[TopicSample]:
     """One broker's broker-stats as samples (the collector's event conversion)."""
     poll_ms = int(time.time() * 1000)
     stats = _ask(
@@ -289,7 +297,7 @@ def _poll(admin: Any, target: Target) -> list[TopicSample]:
     ]
 
 
-def _ask(cluster: str, call: Callable[[], Any]) -> Any:
+def _ask(cluster: str, call: Callable[[], _T]) -> _T:
     from balancer.pulsar.errors import PulsarAdminError
     from balancer.pulsar.routing import routed_to
 
@@ -304,7 +312,7 @@ def _ask(cluster: str, call: Callable[[], Any]) -> Any:
         raise ValueError(f"cluster {cluster}: {exc}") from None
 
 
-def _describe(exc: Any) -> str:
+def _describe(exc: PulsarAdminError) -> str:
     # The client's URLs and messages never carry credentials.
     if exc.status is None:  # no answer: the client's message names the request and cause
         return f"cluster {exc.cluster}: {exc}"
@@ -312,7 +320,7 @@ def _describe(exc: Any) -> str:
     return f"cluster {exc.cluster}:{where}: HTTP {exc.status} {exc.reason or exc}".rstrip()
 
 
-def _offload_point(admin: Any, offload: Any) -> OffloadPoint:
+def _offload_point(admin: PulsarPeerGroup, offload: OffloadDecision) -> OffloadPoint:
     """The controller's own checks before an offload: status, then the size rule."""
     from balancer.pulsar.models import OffloadState
 

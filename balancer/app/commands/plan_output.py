@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rich.console import RenderableType
+
 from balancer.app.commands.output import make_table, print_tables
 from balancer.core.planning import Plan
 from balancer.core.sizes import format_size
@@ -62,7 +64,7 @@ def print_plan(plan: Plan, points: dict[str, OffloadPoint], *, source: str, exit
         f"`run` acts once a bundle stays over for {plan.hit_count_threshold} consecutive "
         "windows; this plan assumes the load seen persists that long."
     )
-    parts: list[Any] = [head]
+    parts: list[RenderableType] = [head]
     for s in plan.splits:
         parts.append(
             f"split {s.cluster} {s.namespace} {s.bundle} ({s.reason.value}; over: "

@@ -17,16 +17,19 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from balancer.sim.group import PeerGroup
 from balancer.sim.scenarios import ScenarioError, load_scenario
+
+if TYPE_CHECKING:
+    from balancer.app.commands import Subparsers
 
 NAME = "simulate"
 DEFAULT_TIME_SCALE = 60.0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         NAME,
         help="serve a simulated Pulsar peer group from a scenario file",

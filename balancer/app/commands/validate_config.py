@@ -13,15 +13,18 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from balancer.app.config import ConfigError, load_config
 from balancer.app.preflight import check_environment
 
+if TYPE_CHECKING:
+    from balancer.app.commands import Subparsers
+
 NAME = "validate-config"
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         NAME,
         help="validate a balancer config file",
