@@ -29,6 +29,7 @@ from balancer.core.report import BatchHandler, LayoutProvider
 from balancer.kafka.security import KafkaSecurity
 from streaming.batch import OBSERVATION_NAME, BatchProcessor
 from streaming.deadletters import DeadLetterSink, DirectoryDeadLetters, KafkaDeadLetters
+from streaming.kafka_connector import KAFKA_SOURCES, KafkaSource, connector_problem
 from streaming.parse import parse_records
 from streaming.schema import PARSED_SPARK_SCHEMA, RowKind
 from streaming.source import SOURCE_NAME, SourceOptions, register_source
@@ -65,8 +66,9 @@ class StreamSettings:
     max_offsets_per_trigger: int | None = None
     trigger_interval_s: float = 30.0
     spark_master: str = "local[*]"
-    use_native_kafka: bool = False  # Spark's `kafka` format (needs the connector jar)
-    parse_in_reader: bool = True  # False: raw rows + mapInArrow (the native path's parsing)
+    # "python": our kafka-python source, parsing in its read tasks. "native": Spark's `kafka`
+    # format (needs the connector jars, streaming.kafka_connector) + mapInArrow parsing.
+    kafka_source: KafkaSource = "python"
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
     # PIP-157 topic buckets: the state key is (bucket, window). Each key costs 10-20 ms per
     # batch in the stateful operator, so a few per shuffle partition (docs/pipeline.md).
@@ -96,6 +98,10 @@ class StreamSettings:
             raise StreamConfigError(f"dead_letter_topic must differ from topic {self.topic!r}")
         if self.max_future_skew_s <= 0:
             raise StreamConfigError("max_future_skew_s must be > 0")
+        if self.kafka_source not in KAFKA_SOURCES:
+            raise StreamConfigError(
+                f"kafka_source must be one of {', '.join(KAFKA_SOURCES)}, got {self.kafka_source!r}"
+            )
 
     @property
     def window_spec(self) -> WindowSpec:
@@ -177,27 +183,39 @@ def _parse_arrow(
 
 
 def read_parsed(spark: SparkSession, settings: StreamSettings) -> DataFrame:
-    """The parsed stream (all row kinds), from whichever Kafka reader the settings choose."""
-    if settings.parse_in_reader and not settings.use_native_kafka:
-        options = settings.source_options().to_options()
-        return spark.readStream.format(SOURCE_NAME).options(**options).load()
-    if settings.use_native_kafka:
-        reader = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", settings.bootstrap_servers)
-            .option("subscribe", settings.topic)
-            .option("startingOffsets", settings.starting_offsets)
-            .option("failOnDataLoss", "true")
-            .options(**settings.security.native_options())
+    """The parsed stream (all row kinds), from the Kafka reader the settings choose."""
+    if settings.kafka_source == "native":
+        return parse_raw(read_native_raw(spark, settings), settings)
+    options = settings.source_options().to_options()
+    return spark.readStream.format(SOURCE_NAME).options(**options).load()
+
+
+def read_native_raw(spark: SparkSession, settings: StreamSettings) -> DataFrame:
+    """Spark's `kafka` format, projected to the raw columns `(partition, offset, value)`."""
+    problem = connector_problem()
+    if problem is not None:
+        # Spark would fail only when the query starts, with a Java traceback.
+        raise StreamConfigError(
+            "kafka_source 'native' needs Spark's Kafka connector, not installed here: "
+            f"{problem} (add those jars there, or use kafka_source 'python')"
         )
-        if settings.max_offsets_per_trigger is not None:
-            reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
-        raw = reader.load().select(
-            F.col("partition").cast("int"), F.col("offset").cast("long"), F.col("value")
-        )
-    else:
-        options = settings.source_options(raw=True).to_options()
-        raw = spark.readStream.format(SOURCE_NAME).options(**options).load()
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        .option("subscribe", settings.topic)
+        .option("startingOffsets", settings.starting_offsets)
+        .option("failOnDataLoss", "true")
+        .options(**settings.security.native_options())
+    )
+    if settings.max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+    return reader.load().select(
+        F.col("partition").cast("int"), F.col("offset").cast("long"), F.col("value")
+    )
+
+
+def parse_raw(raw: DataFrame, settings: StreamSettings) -> DataFrame:
+    """Raw rows parsed by `mapInArrow` with the read task's validator (the native path)."""
     parse = _parse_arrow(
         settings.num_buckets,
         settings.slide_s * 1000,

@@ -33,6 +33,7 @@ from balancer.core.thresholds import (
 )
 from balancer.core.window_rules import check_hit_count, check_windows
 from balancer.support.yamlfile import read_yaml
+from streaming.kafka_connector import KafkaSource
 from streaming.spark_master import SparkMasterError, check_master
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -129,6 +130,10 @@ class KafkaConfig(_Model):
     stats_topic: str = Field(default="pulsar-topic-stats", min_length=1)
     dead_letter_topic: str = Field(default="pulsar-topic-stats-dlq", min_length=1)
     security: KafkaSecurity = KafkaSecurity()
+    # How the stream reads stats_topic: "python", the kafka-python source parsing in its read
+    # tasks (works everywhere); "native", Spark's own `kafka` format, which needs the
+    # spark-sql-kafka-0-10 jars in Spark's jars directory (checked by validate-config).
+    source: KafkaSource = "python"
 
     @field_validator("bootstrap_servers", mode="before")
     @classmethod

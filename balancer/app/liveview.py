@@ -6,16 +6,26 @@ of a namespace's topics that one broker serves, and loads are shown as a share o
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypedDict
 
-from rich.console import Console, Group, RenderableType
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.live import Live
 from rich.panel import Panel
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from balancer.app.wiring import LiveState
+from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
+from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic
 from balancer.core.sizes import format_size
 
@@ -23,6 +33,8 @@ LOAD_CAPTION = (
     "load: the bundle's traffic as a share of its limit (Pulsar's defaults: 30,000 msg/s "
     "in+out, 100 MiB/s, 1,000 topics, 1,000 producers+consumers); over 100 % is overloaded"
 )
+# Narrower than this, the tables' eight columns wrap into an unreadable column of words.
+MIN_TABLE_WIDTH = 60
 INTRO = (
     "Pulsar spreads each namespace's topics over 'bundles' (hash ranges); one broker serves "
     "a whole bundle. When a bundle carries more than its limit, the balancer splits it - "
@@ -36,64 +48,235 @@ def _pct(ratio: float) -> Text:
     return Text(f"{ratio * 100:5.0f} %", style=style)
 
 
-def render_live(live: LiveState, *, mode: str, elapsed_s: float, duration_s: float | None) -> Group:
+@dataclass(frozen=True)
+class LiveFrame:
+    """What one frame of the live view shows, read from `LiveState` under its lock once."""
+
+    mode: str
+    clock: str
+    batches: int
+    consumed: int
+    rejected: int
+    late: int
+    lag: int
+    reporting: int
+    errors: int
+    over: list[tuple[BundleLoad, float]]  # most loaded first
+    lone: dict[tuple[str, str], LoneHotTopic]
+    outcomes: list[Outcome]  # oldest first
+
+
+def render_live(
+    live: LiveState, *, mode: str, elapsed_s: float, duration_s: float | None
+) -> LiveView:
     with live.lock:
-        batches = live.batches
-        consumed = live.events_consumed
-        rejected = live.events_rejected_total
-        late = live.events_late
-        lag = live.kafka_lag
-        over = list(live.over_threshold)
-        lone = {(h.cluster, h.bundle): h for h in live.lone_hot_topics}
-        reporting = live.bundles_reporting
-        outcomes = list(live.outcomes)[-8:]
-        errors = live.handler_errors
-    clock = f"{elapsed_s:5.0f} s" + (f" of {duration_s:.0f} s" if duration_s else "")
-    stream = Table.grid(padding=(0, 2))
-    stream.add_row("running", clock, "mode", mode)
-    stream.add_row("micro-batches", str(batches), "events processed", f"{consumed:,}")
-    stream.add_row("events rejected", f"{rejected:,}", "late events", f"{late:,}")
-    stream.add_row("Kafka lag", f"{lag:,}", "bundles reporting", str(reporting))
-    if errors:
-        stream.add_row("controller errors", Text(str(errors), style="red"), "", "")
-
-    hot = Table(
-        title="Bundles over their limit (latest window)",
-        caption=LOAD_CAPTION,
-        expand=True,
-    )
-    for col in ("cluster", "namespace", "bundle", "msg/s", "MiB/s", "topics", "load", "note"):
-        hot.add_column(col)
-    for load, ratio in over:
-        hot.add_row(
-            load.cluster,
-            load.namespace,
-            str(load.bundle),
-            f"{load.msg_rate:,.0f}",
-            f"{load.throughput_bytes / 1048576:,.1f}",
-            str(load.topic_count),
-            _pct(ratio),
-            _lone_note(lone.get((load.cluster, str(load.bundle))), load.topic_count),
+        frame = LiveFrame(
+            mode=mode,
+            clock=f"{elapsed_s:5.0f} s" + (f" of {duration_s:.0f} s" if duration_s else ""),
+            batches=live.batches,
+            consumed=live.events_consumed,
+            rejected=live.events_rejected_total,
+            late=live.events_late,
+            lag=live.kafka_lag,
+            reporting=live.bundles_reporting,
+            errors=live.handler_errors,
+            over=list(live.over_threshold),
+            lone={(h.cluster, h.bundle): h for h in live.lone_hot_topics},
+            outcomes=list(live.outcomes)[-8:],
         )
-    if not over:
-        hot.add_row("-", "none", "", "", "", "", "", "")
+    return LiveView(frame)
 
-    acts = Table(title="Latest decisions", expand=True)
-    for col in ("kind", "cluster", "namespace", "result", "why", "detail"):
-        acts.add_column(col)
-    for o in outcomes:
-        style = "green" if o.result is ActionResult.APPLIED else (
-            "red" if o.result is ActionResult.FAILED else "")
-        acts.add_row(o.kind.value, o.cluster, o.namespace, Text(o.result.value, style=style),
-                     o.reason, o.detail)
-    if not outcomes:
-        acts.add_row("-", "", "", "waiting for 3 windows over the limit", "", "")
-    return Group(
-        Text(INTRO, style="dim"),
-        Panel(stream, title="pulsar-balancer", subtitle="Ctrl-C stops"),
-        hot,
-        acts,
+
+@dataclass(frozen=True)
+class _Layout:
+    intro: bool = True  # the explanation for newcomers
+    caption: bool = True  # what "load" means
+    dense: bool = False  # one line per table row, light table borders
+    hot_rows: int | None = None  # bundles over their limit shown (None: all)
+    decision_rows: int | None = None  # latest decisions shown (None: all)
+
+
+class LiveView:
+    """The live view, drawn to fit the terminal it is shown on.
+
+    Rich redraws a live display by moving the cursor up over the previous frame and writing
+    the new one: a frame must never take more rows than the terminal has (Rich would cut it
+    with a bare "..."). On a terminal the view fits itself to the height at each redraw:
+    the introduction goes first, then the table caption, then the tables go dense (one line
+    a row, light borders), then rows (the most loaded bundles and the latest decisions stay,
+    a "... N more" line counts the rest), and when not even one row of each fits, or the
+    terminal is too narrow for tables, a compact view of a few one-line summaries. Rich
+    renders every line to the terminal's width, so no line wraps into an extra row.
+    Anywhere else (a file, a pipe) it is drawn whole.
+    """
+
+    def __init__(self, frame: LiveFrame) -> None:
+        self.frame = frame
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not options.is_terminal:
+            yield from self._parts(_Layout())
+            return
+        for i, line in enumerate(self.fitted_lines(console, options)):
+            if i:
+                yield Segment.line()
+            yield from line
+
+    def fitted_lines(self, console: Console, options: ConsoleOptions) -> list[list[Segment]]:
+        """The rendered lines of the richest layout that fits `options.size.height` rows."""
+        options = options.update(height=None)  # parts take their natural height
+        height = options.size.height
+
+        def lines(*parts: RenderableType) -> list[list[Segment]]:
+            out: list[list[Segment]] = []
+            for part in parts:
+                out += console.render_lines(part, options, pad=False)
+            return out
+
+        if options.max_width >= MIN_TABLE_WIDTH:
+            for layout in (
+                _Layout(),
+                _Layout(intro=False),
+                _Layout(intro=False, caption=False),
+                _Layout(intro=False, caption=False, dense=True),
+            ):
+                whole = lines(*self._parts(layout))
+                if len(whole) <= height:
+                    return whole
+            # Dense tables, fewer rows: the panel and each table are rendered apart.
+            panel = lines(self._panel())
+            hot_rows, decision_rows = len(self.frame.over), len(self.frame.outcomes)
+            hot: dict[int, list[list[Segment]]] = {}
+            acts: dict[int, list[list[Segment]]] = {}
+            while hot_rows > 1 or decision_rows > 1:
+                # A row less in the longer table; each keeps at least one.
+                if hot_rows > 1 and (hot_rows >= decision_rows or decision_rows <= 1):
+                    hot_rows -= 1
+                else:
+                    decision_rows -= 1
+                if hot_rows not in hot:
+                    hot[hot_rows] = lines(*self._hot(_Layout(False, False, True, hot_rows)))
+                if decision_rows not in acts:
+                    layout = _Layout(False, False, True, decision_rows=decision_rows)
+                    acts[decision_rows] = lines(*self._decisions(layout))
+                if len(panel) + len(hot[hot_rows]) + len(acts[decision_rows]) <= height:
+                    return panel + hot[hot_rows] + acts[decision_rows]
+        # A terminal of a few rows shows the first lines, the most important first.
+        return lines(*self._compact())[:height]
+
+    # -- parts --------------------------------------------------------------------------
+    def _parts(self, layout: _Layout) -> list[RenderableType]:
+        parts: list[RenderableType] = [Text(INTRO, style="dim")] if layout.intro else []
+        return [*parts, self._panel(), *self._hot(layout), *self._decisions(layout)]
+
+    def _panel(self) -> Panel:
+        f = self.frame
+        stream = Table.grid(padding=(0, 2))
+        stream.add_row("running", f.clock, "mode", f.mode)
+        stream.add_row("micro-batches", str(f.batches), "events processed", f"{f.consumed:,}")
+        stream.add_row("events rejected", f"{f.rejected:,}", "late events", f"{f.late:,}")
+        stream.add_row("Kafka lag", f"{f.lag:,}", "bundles reporting", str(f.reporting))
+        if f.errors:
+            stream.add_row("controller errors", Text(str(f.errors), style="red"), "", "")
+        return Panel(stream, title="pulsar-balancer", subtitle="Ctrl-C stops")
+
+    def _hot(self, layout: _Layout) -> list[RenderableType]:
+        """The bundles over their limit, the most loaded first."""
+        f = self.frame
+        rows = layout.hot_rows
+        shown = f.over if rows is None else f.over[: max(rows, 1)]
+        # Dense: the load's share of the limits stands for the traffic and topic figures.
+        figures = ("msg/s", "load") if layout.dense else ("msg/s", "MiB/s", "topics", "load")
+        hot = _table(
+            "Bundles over their limit (latest window)",
+            ("cluster", "namespace", "bundle", *figures),
+            "note",
+            layout,
+        )
+        if layout.caption:
+            hot.caption = LOAD_CAPTION
+        for load, ratio in shown:
+            cells: list[RenderableType] = [load.cluster, load.namespace, str(load.bundle)]
+            cells.append(f"{load.msg_rate:,.0f}")
+            if not layout.dense:
+                cells += [f"{load.throughput_bytes / 1048576:,.1f}", str(load.topic_count)]
+            note = _lone_note(f.lone.get((load.cluster, str(load.bundle))), load.topic_count)
+            hot.add_row(*cells, _pct(ratio), _free_text(note, layout))
+        if not f.over:
+            hot.add_row("-", "none")
+        return [hot, *_more(len(f.over) - len(shown), "bundles over their limit")]
+
+    def _decisions(self, layout: _Layout) -> list[RenderableType]:
+        """The latest decisions, the most recent last."""
+        f = self.frame
+        rows = layout.decision_rows
+        shown = f.outcomes if rows is None else f.outcomes[len(f.outcomes) - max(rows, 1) :]
+        acts = _table(
+            "Latest decisions", ("kind", "cluster", "namespace", "result", "why"), "detail", layout
+        )
+        for o in shown:
+            result = Text(o.result.value, style=_result_style(o.result))
+            acts.add_row(
+                o.kind.value, o.cluster, o.namespace, result, o.reason, _free_text(o.detail, layout)
+            )
+        if not f.outcomes:
+            acts.add_row("-", "", "", "waiting for 3 windows over the limit")
+        return [acts, *_more(len(f.outcomes) - len(shown), "decisions (older)")]
+
+    def _compact(self) -> list[RenderableType]:
+        """One-line summaries, most important first, each cut to the terminal's width."""
+        f = self.frame
+        lines = [
+            f"pulsar-balancer  running {f.clock.strip()}  mode {f.mode}  (Ctrl-C stops)",
+            f"micro-batches {f.batches}  events processed {f.consumed:,}  rejected "
+            f"{f.rejected:,}  late {f.late:,}  Kafka lag {f.lag:,}  bundles reporting "
+            f"{f.reporting}",
+        ]
+        if f.errors:
+            lines.append(f"controller errors {f.errors}")
+        over = ", ".join(
+            f"{load.cluster} {load.namespace} {load.bundle} {ratio * 100:.0f} %"
+            for load, ratio in f.over
+        )
+        lines.append(f"bundles over their limit: {len(f.over)}" + (f" ({over})" if over else ""))
+        if f.outcomes:
+            o = f.outcomes[-1]
+            lines.append(
+                f"latest decision: {o.kind.value} {o.cluster} {o.namespace} {o.result.value}: "
+                f"{o.reason} {o.detail}"
+            )
+        else:
+            lines.append("decisions: waiting for 3 windows over the limit")
+        return [Text(line, no_wrap=True, overflow="ellipsis") for line in lines]
+
+
+def _table(title: str, columns: tuple[str, ...], free_text: str, layout: _Layout) -> Table:
+    """A table whose identifiers and figures never wrap: only the last, free-text column
+    gives way (dense: light borders, and that column is cut, not wrapped: `_free_text`)."""
+    table = Table(
+        title=title,
+        expand=True,
+        box=box.SIMPLE_HEAD if layout.dense else box.HEAVY_HEAD,
+        show_edge=not layout.dense,
     )
+    for name in columns:
+        table.add_column(name, no_wrap=True)
+    table.add_column(free_text)
+    return table
+
+
+def _free_text(text: str, layout: _Layout) -> Text:
+    return Text(text, no_wrap=True, overflow="ellipsis") if layout.dense else Text(text)
+
+
+def _more(count: int, what: str) -> list[RenderableType]:
+    return [Text(f"... {count} more {what}", style="dim")] if count > 0 else []
+
+
+def _result_style(result: ActionResult) -> str:
+    if result is ActionResult.APPLIED:
+        return "green"
+    return "red" if result is ActionResult.FAILED else ""
 
 
 def _lone_note(hot: LoneHotTopic | None, topic_count: int) -> str:
@@ -101,6 +284,37 @@ def _lone_note(hot: LoneHotTopic | None, topic_count: int) -> str:
         return "one topic alone is over: no split can help" if topic_count == 1 else ""
     return f"one topic alone is over, no split can help: {hot.remedy}"
 
+
+def live_display(console: Console, first: RenderableType) -> Live:
+    """The live display of `run`: redrawn in place twice a second, the last frame kept."""
+    return Live(first, console=console, refresh_per_second=2, transient=False)
+
+
+@contextmanager
+def children_stderr_to(path: Path) -> Iterator[None]:
+    """Child processes started inside write their stderr to `path`, not to the terminal.
+
+    The Spark JVM and its Python workers inherit file descriptor 2 and write to it directly
+    (log4j, "Streaming TransformWithStateInPandas Python worker ..." lines): text the live
+    display does not know of, which pushes its frame down so the next redraw starts below
+    it and a stale copy stays behind. Python's own `sys.stderr` keeps the terminal (the
+    live display prints it above the frame); both are restored on exit.
+    """
+    sys.stderr.flush()
+    terminal_fd = os.dup(2)
+    log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    python_stderr = sys.stderr
+    sys.stderr = open(terminal_fd, "w", buffering=1, closefd=False)  # noqa: SIM115
+    try:
+        os.dup2(log_fd, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(terminal_fd, 2)
+        sys.stderr.close()
+        sys.stderr = python_stderr
+        os.close(log_fd)
+        os.close(terminal_fd)
 
 
 class SplitApplied(TypedDict):
@@ -171,10 +385,18 @@ class RunSummary:
 
 def render_summary(summary: RunSummary) -> Group:
     head = Table.grid(padding=(0, 2))
-    head.add_row("ran", f"{summary.duration_s:.0f} s in {summary.mode} mode",
-                 "micro-batches", str(summary.batches))
-    head.add_row("events processed", f"{summary.events_processed:,}",
-                 "events rejected", f"{summary.events_rejected:,}")
+    head.add_row(
+        "ran",
+        f"{summary.duration_s:.0f} s in {summary.mode} mode",
+        "micro-batches",
+        str(summary.batches),
+    )
+    head.add_row(
+        "events processed",
+        f"{summary.events_processed:,}",
+        "events rejected",
+        f"{summary.events_rejected:,}",
+    )
     if summary.events_rejected_by_reason:
         by_reason = sorted(summary.events_rejected_by_reason.items())
         reasons = ", ".join(f"{k}: {v}" for k, v in by_reason)
@@ -182,9 +404,12 @@ def render_summary(summary: RunSummary) -> Group:
     if summary.stream_error:
         head.add_row(Text("stream error", style="red"), summary.stream_error, "", "")
     for u in summary.unknown:
-        head.add_row(Text("outcome unknown", style="yellow"),
-                     f"{u['kind']} {u['target']} on {u['cluster']}: rechecked at the next start",
-                     "", "")
+        head.add_row(
+            Text("outcome unknown", style="yellow"),
+            f"{u['kind']} {u['target']} on {u['cluster']}: rechecked at the next start",
+            "",
+            "",
+        )
 
     bundles = Table(title="Bundles per namespace", expand=True)
     for col in ("namespace", "before", "after"):
@@ -193,23 +418,36 @@ def render_summary(summary: RunSummary) -> Group:
         before = summary.bundles_before.get(ns)
         after = summary.bundles_after.get(ns)
         style = "bold" if before != after else ""
-        bundles.add_row(ns, str(before if before is not None else "?"),
-                        Text(str(after if after is not None else "?"), style=style))
+        bundles.add_row(
+            ns,
+            str(before if before is not None else "?"),
+            Text(str(after if after is not None else "?"), style=style),
+        )
 
-    splits = Table(title="Splits applied (each bundle split once, at these hash points)",
-                   expand=True)
+    splits = Table(
+        title="Splits applied (each bundle split once, at these hash points)", expand=True
+    )
     for col in ("cluster", "namespace", "bundle", "children", "split points"):
         splits.add_column(col)
     for s in summary.splits:
-        splits.add_row(s["cluster"], s["namespace"], s["bundle"], str(s["children"]),
-                       " ".join(s["boundaries"]) or s.get("detail", ""))
+        splits.add_row(
+            s["cluster"],
+            s["namespace"],
+            s["bundle"],
+            str(s["children"]),
+            " ".join(s["boundaries"]) or s.get("detail", ""),
+        )
     if not summary.splits:
         splits.add_row("-", "none", "", "", "")
 
-    offloads = Table(title="Offloads triggered (old ledgers moved to tiered storage)",
-                     expand=True)
-    for col in ("cluster", "topic", "offloads", "limit kept in BookKeeper",
-                "moved to tiered storage"):
+    offloads = Table(title="Offloads triggered (old ledgers moved to tiered storage)", expand=True)
+    for col in (
+        "cluster",
+        "topic",
+        "offloads",
+        "limit kept in BookKeeper",
+        "moved to tiered storage",
+    ):
         offloads.add_column(col)
     # A growing topic is offloaded again each time more ledgers pass the limit: one row each.
     per_topic: dict[tuple[str, str], list[OffloadTriggered]] = {}
@@ -227,17 +465,25 @@ def render_summary(summary: RunSummary) -> Group:
         offloads.add_row("-", "none", "", "", "")
 
     parts: list[RenderableType] = [
-        Panel(head, title="pulsar-balancer: summary"), Text(INTRO, style="dim"),
-        bundles, splits, offloads,
+        Panel(head, title="pulsar-balancer: summary"),
+        Text(INTRO, style="dim"),
+        bundles,
+        splits,
+        offloads,
     ]
     if summary.lone_hot_topics:
         lone = Table(title="Topics alone over a bundle limit (no split can help)", expand=True)
         for col in ("cluster", "topic", "msg/s", "partitions", "recommended", "remedy"):
             lone.add_column(col)
         for h in summary.lone_hot_topics:
-            lone.add_row(h["cluster"], h["topic"], f"{h['msg_rate']:,.0f}",
-                         str(h["current_partitions"] or "not partitioned"),
-                         str(h["recommended_partitions"]), h["remedy"])
+            lone.add_row(
+                h["cluster"],
+                h["topic"],
+                f"{h['msg_rate']:,.0f}",
+                str(h["current_partitions"] or "not partitioned"),
+                str(h["recommended_partitions"]),
+                h["remedy"],
+            )
         parts.append(lone)
     return Group(*parts)
 

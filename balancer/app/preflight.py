@@ -2,9 +2,10 @@
 
 The config file alone can be valid and still fail here: a token or CA file missing, a state
 directory that cannot be written, an environment variable not set, a listen address that
-is not this host's. `validate-config` reports these too (unless `--schema-only`), and `run`
-refuses to start on them, each as one line naming the setting. Nothing is created or
-written, and no secret is read: files are checked with stat and access(2).
+is not this host's, Spark's Kafka connector missing for `kafka.source: native`.
+`validate-config` reports these too (unless `--schema-only`), and `run` refuses to start on
+them, each as one line naming the setting. Nothing is created or written, and no secret is
+read: files are checked with stat and access(2).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from balancer.app.config import BalancerConfig, ConfigError
+from streaming.kafka_connector import connector_problem
 
 _SEARCH = os.W_OK | os.X_OK  # create entries in a directory
 
@@ -37,6 +39,13 @@ def environment_problems(
     _writable_file(problems, "controller.audit_log_path", config.controller.audit_log_path)
     metrics = config.metrics
     _listen(problems, metrics.bind_address, metrics.port if probe_port else 0)
+    if config.kafka.source == "native":
+        connector = connector_problem(environ)
+        if connector is not None:
+            problems.append(
+                "kafka.source: native needs Spark's Kafka connector, not installed here: "
+                f"{connector} (add those jars there, or set kafka.source: python)"
+            )
     return problems
 
 

@@ -46,6 +46,7 @@ def stream_settings(config: BalancerConfig, *, loopback: bool = True) -> StreamS
         trigger_interval_s=float(spark.trigger_interval_s),
         spark_master=spark.master,
         security=kafka_security(config),
+        kafka_source=kafka.source,
         loopback=loopback,
         max_future_skew_s=spark.max_future_skew_s,
         clusters=tuple(c.name for c in config.clusters),

@@ -64,6 +64,7 @@ def configs(password: str) -> st.SearchStrategy[dict[str, Any]]:
         "kafka.stats_topic": maybe(st.sampled_from(TOPICS)),
         "kafka.dead_letter_topic": maybe(st.sampled_from(TOPICS)),
         "kafka.security": st.none() | security(password) | security(password),
+        "kafka.source": maybe(st.sampled_from(["python", "native"]) | st.text(max_size=8)),
         "metrics.bind_address": maybe(st.sampled_from(ADDRESSES)),
     }
     return st.fixed_dictionaries(values).map(present)
@@ -95,6 +96,7 @@ def test_generated_configs_never_drift_from_the_stream(password_file: Path) -> N
         assert (spec.window_s, spec.slide_s) == (config.spark.window_s, config.spark.slide_s)
         assert built.spark_master == config.spark.master
         assert built.dead_letter_topic_name != built.topic
+        assert built.kafka_source == config.kafka.source
         # The Kafka clients can be built: the password comes from its file or variable.
         built.security.client_kwargs(environ={PASSWORD_ENV: "pw"})
 

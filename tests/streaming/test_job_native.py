@@ -1,9 +1,10 @@
-"""The native-Kafka path's downstream code: raw records -> mapInArrow parsing -> same job.
+"""`kafka.source: native`: raw records -> mapInArrow parsing -> the same job and results.
 
-Spark's own `kafka` format needs the spark-sql-kafka connector jar, which is not installed
-here; with it, `use_native_kafka=True` reads through it. Without it, the same downstream code
-(raw rows, parsed by `mapInArrow` with the same validator) runs over the Python source in raw
-mode, and must give the same results as parsing in the reader.
+Spark's own `kafka` format needs the spark-sql-kafka connector jars, which are not installed
+here (streaming.kafka_connector says which); with them, `kafka_source="native"` reads
+through it. Without them, the native path's own code after the reader (raw rows, parsed by
+`mapInArrow` with the same validator) runs over the Python source in raw mode, swapped in
+for Spark's reader, and must give the same results as parsing in the reader.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from typing import Any
 
 import pytest
 
+import streaming.job
 from balancer.core.report import StaticLayouts
-from streaming.job import run_available
+from streaming.job import StreamSettings, run_available
 from streaming.jsonl_reports import JsonlReportHandler, read_reports
+from streaming.kafka_connector import connector_problem
+from streaming.source import SOURCE_NAME
 from tests.kafka_broker import Broker
 from tests.stream_events import BASE_MS, encode, event, expected_windows, local_settings
 
@@ -64,17 +68,23 @@ def _run(kafka: Broker, spark: Any, work: Path, **settings: Any) -> dict[int, di
     return reports
 
 
+def _python_source_raw(spark: Any, settings: StreamSettings) -> Any:
+    """The raw rows Spark's `kafka` format gives, read by our source in raw mode."""
+    options = settings.source_options(raw=True).to_options()
+    return spark.readStream.format(SOURCE_NAME).options(**options).load()
+
+
 def test_raw_records_parsed_by_map_in_arrow_give_the_same_results(
-    kafka: Broker, spark: Any, tmp_path: Path
+    kafka: Broker, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _run(kafka, spark, tmp_path, parse_in_reader=False)
+    monkeypatch.setattr(streaming.job, "read_native_raw", _python_source_raw)
+    _run(kafka, spark, tmp_path, kafka_source="native")
 
 
 def test_native_kafka_format_when_the_connector_is_installed(
     kafka: Broker, spark: Any, tmp_path: Path
 ) -> None:
-    try:
-        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
-    except Exception:
-        pytest.skip("Spark's Kafka connector (spark-sql-kafka-0-10 jar) is not on the classpath")
-    _run(kafka, spark, tmp_path, use_native_kafka=True)
+    missing = connector_problem()
+    if missing is not None:
+        pytest.skip(f"Spark's Kafka connector is not installed: {missing}")
+    _run(kafka, spark, tmp_path, kafka_source="native")

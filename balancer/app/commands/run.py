@@ -15,12 +15,12 @@ import signal
 import sys
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console, RenderableType
-from rich.live import Live
 
 from balancer.app.config import BalancerConfig, load_config
 from balancer.app.preflight import check_environment, setting_error
@@ -92,7 +92,7 @@ def _logging(state_dir: Path | None, live: bool) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     from balancer.app.embedded import EmbeddedStack
-    from balancer.app.liveview import RunSummary, print_summary, render_live
+    from balancer.app.liveview import RunSummary, children_stderr_to, print_summary, render_live
     from balancer.app.summary import census, summarize
     from balancer.app.wiring import BalancerApp
 
@@ -124,9 +124,14 @@ def run_command(args: argparse.Namespace) -> int:
             metrics_port=args.metrics_port,
         )
         config = stack.config
-        _logging(stack.state_dir, live_view)
-        console.print(f"state and logs in {stack.state_dir}")
+        state_dir = stack.state_dir
+        _logging(state_dir, live_view)
+        console.print(f"state and logs in {state_dir}")
 
+    spark_output = ExitStack()
+    if live_view:
+        # Spark writes to the terminal behind the live view's back: to a file instead.
+        spark_output.enter_context(children_stderr_to(state_dir / "spark.log"))
     stop = _Stop()
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
@@ -153,6 +158,7 @@ def run_command(args: argparse.Namespace) -> int:
             app.stop()
         if stack is not None:
             stack.stop()
+        spark_output.close()
     assert summary is not None  # set on every path that reaches here
     print_summary(summary, console)
     if args.summary_json:
@@ -186,7 +192,9 @@ def _wait(
         return app.stream_error() is not None
 
     if live_view:
-        with Live(view(), console=console, refresh_per_second=2, transient=False) as live:
+        from balancer.app.liveview import live_display
+
+        with live_display(console, view()) as live:
             while not should_stop():
                 stop.event.wait(0.5)
                 live.update(view())
