@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from balancer.app.config import BalancerConfig
-from balancer.controller.apply import Controller, ControllerSettings
+from balancer.controller.apply import Controller
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers
 from balancer.controller.clock import Clock, SystemClock
@@ -13,6 +13,7 @@ from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
 from balancer.controller.ports import AdminPort
 from balancer.controller.rate_limits import ActionLimits
+from balancer.controller.settings import ControllerSettings
 
 
 def controller_settings(config: BalancerConfig) -> ControllerSettings:

@@ -16,18 +16,18 @@ never re-sent; no new action touches its bundle or topic until it is settled.
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers, BreakerStatus
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal, JournalEntry
 from balancer.controller.layouts import LayoutCache
+from balancer.controller.offload_point import OffloadPointFn, default_offload_point
 from balancer.controller.outcome import Finish as _Finish
 from balancer.controller.outcome import (
     Outcome,
@@ -51,8 +51,8 @@ from balancer.controller.reconcile import (
     split_done,
     split_verdict,
 )
+from balancer.controller.settings import ControllerSettings
 from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
-from balancer.core import offload
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.decisions import Decision, OffloadDecision, SplitDecision
 from balancer.core.split import SplitAlgorithm
@@ -69,38 +69,8 @@ from balancer.pulsar.routing import routed_to
 
 log = logging.getLogger(__name__)
 
-Mode = Literal["dry-run", "apply"]
 _D = TypeVar("_D", SplitDecision, OffloadDecision)
 _T = TypeVar("_T")
-OffloadPointFn = Callable[[InternalStats, int], MessageId | None]
-
-
-def ledger_sizes(stats: InternalStats) -> list[offload.LedgerSize]:
-    """The admin client's ledgers as the core's offload rule takes them."""
-    return [offload.LedgerSize(lg.ledger_id, lg.size, lg.offloaded) for lg in stats.ledgers]
-
-
-def default_offload_point(stats: InternalStats, threshold_bytes: int) -> MessageId | None:
-    """The core's size-threshold rule (`balancer.core.offload`) over the admin client's stats:
-    the point comes from the bytes still in BookKeeper (offloaded ledgers count nothing)."""
-    return offload.offload_point(ledger_sizes(stats), stats.current_ledger_size, threshold_bytes)
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerSettings:
-    mode: Mode = "dry-run"
-    allow_namespaces: tuple[str, ...] = ("*",)
-    deny_namespaces: tuple[str, ...] = ()
-    unload_after_split: bool = True
-    # How long after the call an unanswered action that Pulsar does not show is taken as
-    # never applied (`failed`); before that it stays `unknown`, as it may still be in flight.
-    unknown_settle_s: float = 60.0
-
-    def allows(self, namespace: str) -> bool:
-        """Allow-listed and not deny-listed (fnmatch globs over `tenant/namespace`)."""
-        allowed = any(fnmatch.fnmatchcase(namespace, p) for p in self.allow_namespaces)
-        denied = any(fnmatch.fnmatchcase(namespace, p) for p in self.deny_namespaces)
-        return allowed and not denied
 
 
 class Controller:

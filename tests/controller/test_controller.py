@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import pytest
 
-from balancer.controller.apply import Controller, ControllerSettings
+from balancer.controller.apply import Controller
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers, BreakerState
 from balancer.controller.clock import FakeClock
@@ -22,6 +22,7 @@ from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
 from balancer.controller.outcome import Outcome
 from balancer.controller.rate_limits import ActionLimits
+from balancer.controller.settings import ControllerSettings
 from balancer.controller.stats import ActionResult
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.decisions import OffloadDecision, SplitDecision, offload_decision_id

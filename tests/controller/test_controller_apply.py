@@ -11,7 +11,7 @@ import pytest
 
 from balancer.app.config import BalancerConfig
 from balancer.app.controller_wiring import build_handler
-from balancer.controller.apply import Controller, ControllerSettings, default_offload_point
+from balancer.controller.apply import Controller
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers, BreakerState
 from balancer.controller.clock import FakeClock
@@ -19,7 +19,9 @@ from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.metrics_bridge import attach_metrics
+from balancer.controller.offload_point import default_offload_point
 from balancer.controller.rate_limits import ActionLimits
+from balancer.controller.settings import ControllerSettings
 from balancer.controller.stats import ActionResult
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.decisions import (

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from balancer.controller.apply import ControllerSettings
 from balancer.controller.audit import AuditLog, scrub
 from balancer.controller.breaker import BreakerState, CircuitBreaker
 from balancer.controller.clock import FakeClock
 from balancer.controller.journal import Journal
 from balancer.controller.rate_limits import ActionLimits, SlidingWindowLimiter
+from balancer.controller.settings import ControllerSettings
 from balancer.core.decisions import DecisionKind
 
 

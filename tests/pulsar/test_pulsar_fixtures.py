@@ -11,7 +11,7 @@ import pytest
 
 from balancer.app.commands.inspect import topic_loads
 from balancer.collector.service import Collector, Target, admin_fetch
-from balancer.controller.apply import default_offload_point, ledger_sizes
+from balancer.controller.offload_point import default_offload_point, ledger_sizes
 from balancer.core.bundles import BundleRange
 from balancer.core.decisions import SplitReason
 from balancer.core.detect import DetectionSettings, DetectorState, detect

@@ -50,7 +50,8 @@ from balancer.app.commands.plan_output import (
 from balancer.app.config import BalancerConfig, load_config
 from balancer.app.controller_wiring import controller_settings
 from balancer.collector.service import Target, targets_for
-from balancer.controller.apply import ControllerSettings, default_offload_point
+from balancer.controller.offload_point import default_offload_point
+from balancer.controller.settings import ControllerSettings
 from balancer.core.planning import Plan, TopicSample, make_plan, window_loads
 
 if TYPE_CHECKING:  # the admin client is imported when a cluster is asked
