@@ -11,11 +11,11 @@ import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from balancer.app.config import BalancerConfig
 from balancer.kafka.embedded import EmbeddedKafka
 from balancer.sim import PeerGroup, RunningPeerGroup
+from balancer.support.lifecycle import StopsOnExit
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def default_scenario_path() -> Path:
 
 
 @dataclass
-class EmbeddedStack:
+class EmbeddedStack(StopsOnExit):
     peers: RunningPeerGroup
     kafka: EmbeddedKafka
     config: BalancerConfig
@@ -78,14 +78,3 @@ class EmbeddedStack:
     def stop(self) -> None:
         self.kafka.stop()
         self.peers.stop()
-
-    def __enter__(self) -> EmbeddedStack:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

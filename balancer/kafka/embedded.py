@@ -14,7 +14,8 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
+
+from balancer.support.lifecycle import StopsOnExit
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float
 
 
 @dataclass
-class EmbeddedKafka:
+class EmbeddedKafka(StopsOnExit):
     """A running tansu broker; use as a context manager or call `stop()`."""
 
     port: int
@@ -115,14 +116,3 @@ class EmbeddedKafka:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-    def __enter__(self) -> EmbeddedKafka:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

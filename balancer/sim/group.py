@@ -14,7 +14,6 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from balancer.core.bundles import BundleRange, NamespaceBundles
@@ -26,6 +25,7 @@ from balancer.sim.server import BrokerServer
 from balancer.sim.sim_clock import SimClock
 from balancer.sim.state import NamespaceState, SimError, SplitRecord
 from balancer.sim.stats import Ledger
+from balancer.support.lifecycle import StopsOnExit
 
 LOOPBACK = "127.0.0.1"
 
@@ -99,7 +99,7 @@ class PeerGroup:
 SimulatedPeerGroup = PeerGroup
 
 
-class RunningPeerGroup:
+class RunningPeerGroup(StopsOnExit):
     """A started peer group; `stop()` (or leaving the `with` block) stops every server."""
 
     def __init__(self, group: PeerGroup, servers: list[BrokerServer]) -> None:
@@ -192,17 +192,6 @@ class RunningPeerGroup:
             return
         self._stopped = True
         _stop_all([s for s in self._servers if s.serving])
-
-    def __enter__(self) -> RunningPeerGroup:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _stop_all(servers: list[BrokerServer]) -> None:
