@@ -67,9 +67,11 @@ def start_job(
         "--window-s", str(WINDOW_S), "--slide-s", str(SLIDE_S), "--watermark-s", str(WATERMARK_S),
         *extra,
     ]  # fmt: skip
+    # The driver's scratch space in `work`: a SIGKILLed driver cannot remove it itself.
+    env = {**os.environ, "SPARK_LOCAL_DIRS": str(work / "spark-local")}
     with (work / "job.log").open("ab") as log:
         return subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ)
+            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
         )
 
 

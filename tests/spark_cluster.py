@@ -100,7 +100,8 @@ class SparkCluster:
             time.sleep(0.25)
 
     def stop(self, grace_s: float = 10.0) -> None:
-        # Workers first: the master would otherwise log each one as lost.
+        # Workers first: the master would otherwise log each one as lost. A worker stopped
+        # by SIGTERM stops its executors too.
         for _, process in reversed(self.processes):
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
@@ -111,6 +112,10 @@ class SparkCluster:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+            # Whatever a daemon left in its process group (an executor of a killed worker,
+            # its Python workers) goes with it: each daemon leads a session of its own.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
         self.processes.clear()
         shutil.rmtree(self.work_dir, ignore_errors=True)
 
