@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.hashing import hash_position
 from streaming.job import StreamSettings
@@ -136,3 +138,20 @@ def expected_bundles(
         agg["topics"] += 1
         agg["sessions"] += v.producer_count + v.consumer_count
     return out
+
+
+def check_bundles(
+    report: dict[str, Any], expected: dict[str, dict[str, float]], namespace: str
+) -> None:
+    """A JSON report's bundles (one namespace of cluster c1) equal `expected_bundles`."""
+    got = {b["bundle"]: b for b in report["bundles"]}
+    assert set(got) == set(expected)
+    for bundle, want in expected.items():
+        b = got[bundle]
+        assert b["cluster"] == "c1" and b["namespace"] == namespace
+        assert b["window_end_ms"] == report["window_end_ms"]
+        assert b["msg_rate_in"] == pytest.approx(want["msg_rate_in"])
+        assert b["msg_throughput_out"] == pytest.approx(want["msg_throughput_out"])
+        assert b["topic_count"] == want["topics"]
+        assert b["session_count"] == want["sessions"]
+        assert b["reported_topics"] == b["known_topics"] == want["topics"]

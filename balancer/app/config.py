@@ -18,6 +18,8 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from balancer.core.detect import DetectionSettings
+from balancer.core.envelopes import DEFAULT_ENVELOPE_MAX_BYTES, DEFAULT_ENVELOPE_MAX_EVENTS
+from balancer.core.events import MAX_MESSAGE_BYTES
 from balancer.core.sizes import parse_size
 from balancer.core.split import SplitAlgorithm
 from balancer.core.thresholds import (
@@ -45,6 +47,8 @@ _HOSTNAME = re.compile(
 _MASK = "***"
 # Fields that point at a secret: their values are masked by as_dict().
 SECRET_REFERENCE_FIELDS = frozenset({"token_file", "token_env", "password_file", "password_env"})
+# An event is ~300 B plus its topic name: a smaller cap would drop events of long names.
+MIN_ENVELOPE_MAX_BYTES = 4096
 
 
 class ConfigError(ValueError):
@@ -226,6 +230,16 @@ class ClusterConfig(_Model):
 
 class CollectorConfig(_Model):
     interval_s: float = Field(default=60.0, gt=0)  # Pulsar refreshes broker stats every 60 s
+    # Events per Kafka message, as {"events": [...]} keyed by namespace; 0 or 1: one event per
+    # message keyed by topic. Why 500: balancer.core.envelopes.DEFAULT_ENVELOPE_MAX_EVENTS.
+    envelope_max_events: int = Field(default=DEFAULT_ENVELOPE_MAX_EVENTS, ge=0)
+    # No message (key, value and Kafka's framing) larger: keep it at most the stats topic's
+    # max.message.bytes. At least one long event; at most what the stream accepts.
+    envelope_max_bytes: int = Field(
+        default=DEFAULT_ENVELOPE_MAX_BYTES, ge=MIN_ENVELOPE_MAX_BYTES, le=MAX_MESSAGE_BYTES
+    )
+
+    check_size = field_validator("envelope_max_bytes", mode="before")(_parse_size)
 
 
 class ThresholdDefaults(_Model):

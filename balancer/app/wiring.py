@@ -299,11 +299,14 @@ class BalancerApp:
             topic=self.config.kafka.stats_topic,
             client_kwargs=kafka_security(self.config).client_kwargs(),
             listener=self.metrics.collector,
+            max_message_bytes=self.config.collector.envelope_max_bytes,
         )
         collector = Collector(
             targets=targets_for(self.broker_urls()),
             fetch=admin_fetch(self.admin),
             sink=sink,
+            envelope_max_events=self.config.collector.envelope_max_events,
+            envelope_max_bytes=self.config.collector.envelope_max_bytes,
             metrics=self.metrics,
         )
         interval_s = self.config.collector.interval_s

@@ -2,17 +2,20 @@
 
 Each poll asks every target (a cluster's admin URL, or each of its brokers' URLs) for
 `GET /admin/v2/broker-stats/topics`, turns each topic's stats into a `TopicStatsEvent` whose
-event time is the poll time of that broker, and sends them to a Kafka topic keyed by the
-topic name (one event per message), or in batched envelopes `{"events": [...]}` keyed by
-the namespace. A target that fails is counted and retried (after `retry_s`, until the next
-poll is due); it never stops the others. An empty answer (a broker before its first stats
-update) is "no data yet", and V1 namespace keys (a broker's heartbeat) are skipped: both are
-counted, neither is a failure. Clock and sleep are injected.
+event time is the poll time of that broker, and sends them to a Kafka topic in envelopes
+`{"events": [...]}` keyed by the namespace (at most `envelope_max_events` events and
+`envelope_max_bytes` bytes each), or one event per message keyed by the topic name
+(`envelope_max_events` 0 or 1). No message is ever larger than `envelope_max_bytes`: an
+envelope that would be is cut, and an event too large on its own is not sent but counted
+(`oversized`) and logged once per topic. A target that fails is counted and retried (after
+`retry_s`, until the next poll is due); it never stops the others. An empty answer (a
+broker before its first stats update) is "no data yet", and V1 namespace keys (a broker's
+heartbeat) are skipped: both are counted, neither is a failure. Clock and sleep are
+injected.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -22,6 +25,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+from balancer.core.envelopes import (
+    DEFAULT_ENVELOPE_MAX_BYTES,
+    DEFAULT_ENVELOPE_MAX_EVENTS,
+    RECORD_OVERHEAD_BYTES,
+    Oversized,
+    pack,
+)
 from balancer.core.events import TopicStatsEvent
 from balancer.kafka.clients import close_producer
 
@@ -82,7 +92,12 @@ class CollectorMetrics(Protocol):
     """Where the collector reports what an answer held besides stats (the exporter)."""
 
     def record_collector_answer(
-        self, cluster: str, *, skipped_namespaces: int = 0, no_data: bool = False
+        self,
+        cluster: str,
+        *,
+        skipped_namespaces: int = 0,
+        no_data: bool = False,
+        oversized_events: int = 0,
     ) -> None: ...
 
 
@@ -102,6 +117,8 @@ class CollectorCounts:
     no_data: Counter[str] = field(default_factory=Counter)
     # cluster -> V1 namespace keys skipped (each key once per answer holding it)
     skipped_namespaces: Counter[str] = field(default_factory=Counter)
+    # cluster -> events not sent: larger than envelope_max_bytes on their own
+    oversized: Counter[str] = field(default_factory=Counter)
     last_success_ms: dict[str, int] = field(default_factory=dict)  # cluster -> poll time
 
 
@@ -113,21 +130,26 @@ class Collector:
         fetch: Fetch,
         sink: EventSink,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-        envelope_max_events: int = 0,
+        envelope_max_events: int = DEFAULT_ENVELOPE_MAX_EVENTS,
+        envelope_max_bytes: int = DEFAULT_ENVELOPE_MAX_BYTES,
         metrics: CollectorMetrics | None = None,
     ) -> None:
         if not targets:
             raise ValueError("the collector needs at least one cluster to poll")
         if envelope_max_events < 0:
-            raise ValueError("envelope_max_events must be >= 0 (0: one event per message)")
+            raise ValueError("envelope_max_events must be >= 0 (0 or 1: one event per message)")
+        if envelope_max_bytes <= RECORD_OVERHEAD_BYTES:
+            raise ValueError(f"envelope_max_bytes must be > {RECORD_OVERHEAD_BYTES}")
         self.targets = tuple(targets)
         self.fetch = fetch
         self.sink = sink
         self.clock_ms = clock_ms
         self.envelope_max_events = envelope_max_events
+        self.envelope_max_bytes = envelope_max_bytes
         self.counts = CollectorCounts()
         self.metrics = metrics
         self._logged_skips: set[tuple[str, str]] = set()  # (cluster, namespace) logged once
+        self._logged_oversized: set[tuple[str, str]] = set()  # (cluster, topic) logged once
 
     def poll_once(self, targets: Sequence[Target] | None = None) -> list[Target]:
         """Poll `targets` (default: all) once; returns the ones that failed."""
@@ -154,18 +176,19 @@ class Collector:
                 log.warning("collector: polling %s failed: %s", target, _describe(exc))
                 continue
             self._note_skipped(target, fetched.skipped_namespaces)
+            oversized = 0 if fetched.no_data else self._send(target.cluster, events)
             if self.metrics is not None:
                 self.metrics.record_collector_answer(
                     target.cluster,
                     skipped_namespaces=len(fetched.skipped_namespaces),
                     no_data=fetched.no_data,
+                    oversized_events=oversized,
                 )
             if fetched.no_data:
                 self.counts.no_data[target.cluster] += 1
                 log.info("collector: %s has no stats yet (before its first stats update)", target)
                 continue
-            self._send(events)
-            self.counts.events += len(events)
+            self.counts.events += len(events) - oversized
             self.counts.last_success_ms[target.cluster] = poll_ms
         self.sink.flush()
         return failed
@@ -182,25 +205,32 @@ class Collector:
                     namespace,
                 )
 
-    def _send(self, events: Sequence[TopicStatsEvent]) -> None:
-        if self.envelope_max_events <= 1:
-            for e in events:
-                self.sink.send(key=e.topic.encode(), value=e.to_json().encode(), events=1)
-                self.counts.messages += 1
-            return
-        by_namespace: dict[str, list[TopicStatsEvent]] = {}
-        for e in events:
-            by_namespace.setdefault(e.namespace, []).append(e)
-        for namespace, items in by_namespace.items():
-            for i in range(0, len(items), self.envelope_max_events):
-                chunk = items[i : i + self.envelope_max_events]
-                body = {"events": [e.to_dict() for e in chunk]}
-                self.sink.send(
-                    key=namespace.encode(),
-                    value=json.dumps(body, separators=(",", ":")).encode(),
-                    events=len(chunk),
-                )
-                self.counts.messages += 1
+    def _send(self, cluster: str, events: Sequence[TopicStatsEvent]) -> int:
+        """Send `events` as messages within the caps; returns the events too large to send."""
+        oversized = 0
+        for item in pack(
+            events, max_events=self.envelope_max_events, max_bytes=self.envelope_max_bytes
+        ):
+            if isinstance(item, Oversized):
+                self._note_oversized(cluster, item.event, item.size_bytes)
+                oversized += 1
+                continue
+            self.sink.send(key=item.key, value=item.value, events=item.events)
+            self.counts.messages += 1
+        return oversized
+
+    def _note_oversized(self, cluster: str, event: TopicStatsEvent, size_bytes: int) -> None:
+        self.counts.oversized[cluster] += 1
+        if (cluster, event.topic) not in self._logged_oversized:
+            self._logged_oversized.add((cluster, event.topic))
+            log.warning(
+                "collector: the event of %s (%s) needs a message of %d bytes, more than "
+                "collector.envelope_max_bytes (%d): not sent, counted, logged once",
+                event.topic,
+                cluster,
+                size_bytes,
+                self.envelope_max_bytes,
+            )
 
     def run(
         self,
@@ -313,6 +343,7 @@ class KafkaEventSink:
         idempotent: bool = True,
         listener: SinkListener | None = None,
         max_block_ms: int = 5000,
+        max_message_bytes: int = DEFAULT_ENVELOPE_MAX_BYTES,
     ) -> KafkaEventSink:
         from kafka import KafkaProducer
 
@@ -324,6 +355,8 @@ class KafkaEventSink:
             "retries": 5,
             # send() waits this long for metadata: short, or an outage stalls every poll.
             "max_block_ms": max_block_ms,
+            # The producer refuses records over this (framing included): the collector's cap.
+            "max_request_size": max_message_bytes,
             **(client_kwargs or {}),
         }
 

@@ -18,7 +18,8 @@ class CollectorMetrics:
     """The stats collector's counters: on the balancer's registry, or the `collect` command's.
 
     Counts are of events (an envelope carries several): `sent` acknowledged by Kafka, `failed`
-    handed to the producer but not acknowledged, `dropped` never handed to a producer.
+    handed to the producer but not acknowledged, `dropped` never handed to a producer,
+    `oversized` (per cluster) too large to send on their own (balancer.collector.service).
     """
 
     def __init__(self, registry: CollectorRegistry, *, clock: Callable[[], float] = time.time):
@@ -38,6 +39,11 @@ class CollectorMetrics:
             "Collected events never handed to a producer (Kafka unreachable, producer rebuilding).",
             registry=reg,
         )
+        self._oversized = Counter(
+            f"{PREFIX}_collector_events_oversized",
+            "Collected events not sent: larger than collector.envelope_max_bytes on their own.",
+            ["cluster"], registry=reg,
+        )  # fmt: skip
         self._rebuilds = Counter(
             f"{PREFIX}_collector_producer_rebuilds",
             "Kafka producers the collector replaced after a fatal producer error.", registry=reg,
@@ -61,6 +67,21 @@ class CollectorMetrics:
     def events_dropped(self, count: int) -> None:
         if count > 0:
             self._dropped.inc(count)
+
+    def events_oversized(self, cluster: str, count: int) -> None:
+        if count > 0:
+            self._oversized.labels(cluster=cluster).inc(count)
+
+    def record_collector_answer(
+        self,
+        cluster: str,
+        *,
+        skipped_namespaces: int = 0,
+        no_data: bool = False,
+        oversized_events: int = 0,
+    ) -> None:
+        """The `collect` command's view of an answer: only what these counters hold."""
+        self.events_oversized(cluster, oversized_events)
 
     def producer_rebuilt(self) -> None:
         self._rebuilds.inc()

@@ -488,9 +488,15 @@ class BalancerMetrics:
             self._mode.labels(mode=seen).set(1 if seen == mode else 0)
 
     def record_collector_answer(
-        self, cluster: str, *, skipped_namespaces: int = 0, no_data: bool = False
+        self,
+        cluster: str,
+        *,
+        skipped_namespaces: int = 0,
+        no_data: bool = False,
+        oversized_events: int = 0,
     ) -> None:
         """Count what one broker-stats answer held besides topic stats."""
+        self.collector.events_oversized(cluster, oversized_events)
         if skipped_namespaces:
             self._collector_skipped.labels(cluster=cluster).inc(skipped_namespaces)
         if no_data:

@@ -269,3 +269,37 @@ def test_binary_config_file_is_named(tmp_path: Path) -> None:
     assert str(info.value) == (
         f"{path}: cannot read the config file: not UTF-8 text (byte 0x89 at offset 0)"
     )
+
+
+def test_the_collector_sends_envelopes_by_default_under_a_1_mib_cap(tmp_path: Path) -> None:
+    collector = load_config(write(tmp_path, MINIMAL)).collector
+    assert (collector.envelope_max_events, collector.envelope_max_bytes) == (500, 1024 * 1024)
+    # The shipped example states the defaults (and k8s/base is byte-equal to it).
+    example = load_config(EXAMPLE).collector
+    assert (example.envelope_max_events, example.envelope_max_bytes) == (500, 1048576)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("512K", 512 * 1024), (4096, 4096), ("8M", 8 * 1024 * 1024)]
+)
+def test_the_envelope_byte_cap_takes_sizes(tmp_path: Path, value: Any, expected: int) -> None:
+    config = load_config(write(tmp_path, with_("collector.envelope_max_bytes", value)))
+    assert config.collector.envelope_max_bytes == expected
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("collector.envelope_max_bytes", 4095, "greater than or equal to 4096"),
+        # The stream rejects larger messages whole (too_large).
+        ("collector.envelope_max_bytes", "9M", "less than or equal to 8388608"),
+        ("collector.envelope_max_bytes", "lots", "invalid size"),
+        ("collector.envelope_max_events", -1, "greater than or equal to 0"),
+    ],
+)
+def test_envelope_caps_out_of_range_are_refused(
+    tmp_path: Path, key: str, value: Any, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, with_(key, value)))
+    assert f"  {key}: " in str(info.value) and fragment in str(info.value)

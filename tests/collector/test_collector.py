@@ -76,6 +76,7 @@ def test_every_broker_of_every_cluster_is_polled_into_kafka(
             fetch=admin_fetch(pg),
             sink=sink,
             clock_ms=lambda: now[0],
+            envelope_max_events=1,  # one event per message, as other producers send them
         )
         assert collector.poll_once() == []
     sink.close()
@@ -143,6 +144,11 @@ def test_collect_command_polls_once_into_kafka(
     assert cli_main(args) == 0
     events = _events(kafka, topic)
     assert {e.cluster for _, e in events} == set(sim.admin_urls)
+    # Envelopes by default (collector.envelope_max_events), keyed by namespace.
+    records = kafka.read_all(topic)
+    assert len(records) < len(events)
+    assert all(len(json.loads(r.value)["events"]) <= 500 for r in records)
+    assert all(key == e.namespace.encode() for key, e in events)
     err = capsys.readouterr().err
     assert "failed fetches: none" in err and "no data yet: none" in err
     # Each cluster's admin URL is one broker, which reports its V1 heartbeat namespace.
@@ -156,6 +162,16 @@ def test_collect_command_rejects_a_bad_admin_url(capsys: pytest.CaptureFixture[s
     )
     assert code == 2
     assert "--admin-url 'nourl'" in capsys.readouterr().err
+
+
+def test_collect_command_refuses_an_envelope_cap_under_one_event(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["collect", "--bootstrap", "127.0.0.1:1", "--topic", "t"]
+    args += ["--admin-url", "a=http://127.0.0.1:1", "--envelope-max-bytes", "1000"]
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert "envelope_max_bytes" in err and "4096" in err
 
 
 def test_target_broker_is_host_and_port() -> None:

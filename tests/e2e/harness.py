@@ -175,3 +175,18 @@ def committed_offsets(checkpoint: Path) -> dict[str, int]:
     lines = (checkpoint / "offsets" / str(commits[-1])).read_text().splitlines()
     offsets: dict[str, int] = json.loads(lines[-1])
     return offsets
+
+
+def events_between(records: list[Any], start: dict[str, int], end: dict[str, int]) -> int:
+    """Events (valid or not) in the Kafka `records` from offsets `start` up to `end`.
+
+    An envelope counts each of its events, as the stream does (`events_consumed`); a message
+    that is not even JSON counts one.
+    """
+    from balancer.core.events import parse_message
+
+    return sum(
+        len(parse_message(r.value))
+        for r in records
+        if start.get(str(r.partition), 0) <= r.offset < end.get(str(r.partition), 0)
+    )

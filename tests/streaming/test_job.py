@@ -27,6 +27,7 @@ from tests.kafka_broker import Broker
 from tests.stream_events import (
     BASE_MS,
     Expected,
+    check_bundles,
     encode,
     event,
     expected_bundles,
@@ -189,24 +190,11 @@ def test_topic_window_values_equal_plain_python(scenario: Scenario) -> None:
             assert got["consumer_count"] == want.consumer_count
 
 
-def _check_bundles(report: dict[str, Any], expected: dict[str, dict[str, float]]) -> None:
-    got = {b["bundle"]: b for b in report["bundles"]}
-    assert set(got) == set(expected)
-    for bundle, want in expected.items():
-        b = got[bundle]
-        assert b["cluster"] == "c1" and b["namespace"] == NAMESPACE
-        assert b["window_end_ms"] == report["window_end_ms"]
-        assert b["msg_rate_in"] == pytest.approx(want["msg_rate_in"])
-        assert b["msg_throughput_out"] == pytest.approx(want["msg_throughput_out"])
-        assert b["topic_count"] == want["topics"]
-        assert b["session_count"] == want["sessions"]
-        assert b["reported_topics"] == b["known_topics"] == want["topics"]
-
-
 def test_bundle_roll_up_equals_plain_python(scenario: Scenario) -> None:
     report = _report_with_window(scenario.reports, scenario.stage1_batches)
     initial = NamespaceBundles.initial(NAMESPACE)
-    _check_bundles(report, expected_bundles(_expected(scenario), report["window_end_ms"], initial))
+    expected = expected_bundles(_expected(scenario), report["window_end_ms"], initial)
+    check_bundles(report, expected, NAMESPACE)
 
 
 def test_after_a_split_later_windows_map_to_the_children(scenario: Scenario) -> None:
@@ -219,7 +207,7 @@ def test_after_a_split_later_windows_map_to_the_children(scenario: Scenario) -> 
     }
     assert children & bundles, "no topic reported in the children of the split bundle"
     expected = expected_bundles(_expected(scenario), report["window_end_ms"], scenario.split_layout)
-    _check_bundles(report, expected)
+    check_bundles(report, expected, NAMESPACE)
 
 
 def test_every_bad_message_is_dead_lettered_with_its_reason(scenario: Scenario) -> None:

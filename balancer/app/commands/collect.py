@@ -24,7 +24,9 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
+from pydantic import ValidationError
 
+from balancer.app.config import CollectorConfig, format_errors
 from balancer.collector.service import Collector, KafkaEventSink, admin_fetch, targets_for
 from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.ops.health import HealthServer
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 
 NAME = "collect"
 log = logging.getLogger(__name__)
+_DEFAULTS = CollectorConfig()  # the config's defaults, the only ones
 
 
 def register(subparsers: Subparsers) -> None:
@@ -65,9 +68,16 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--envelope",
         type=int,
-        default=0,
         metavar="N",
-        help="send up to N events per message as {'events': [...]} (default: one per message)",
+        help="send up to N events per message as {'events': [...]}; 0 or 1: one per message "
+        f"(default: collector.envelope_max_events, {_DEFAULTS.envelope_max_events})",
+    )
+    parser.add_argument(
+        "--envelope-max-bytes",
+        type=int,
+        metavar="BYTES",
+        help="no message larger, Kafka's framing included (default: "
+        f"collector.envelope_max_bytes, {_DEFAULTS.envelope_max_bytes})",
     )
     parser.add_argument(
         "--metrics-port",
@@ -91,6 +101,19 @@ def _pairs(values: list[str], what: str) -> list[tuple[str, str]]:
     return out
 
 
+def _with_flags(config: CollectorConfig, args: argparse.Namespace) -> CollectorConfig:
+    """The envelope flags over the config, with the config's checks."""
+    values = config.model_dump()
+    flags = {"envelope": "envelope_max_events", "envelope_max_bytes": "envelope_max_bytes"}
+    for flag, key in flags.items():
+        if getattr(args, flag) is not None:
+            values[key] = getattr(args, flag)
+    try:
+        return CollectorConfig.model_validate(values)
+    except ValidationError as exc:
+        raise ValueError(f"envelope flags:\n{format_errors(exc)}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from balancer.kafka.security import KafkaSecurity
     from balancer.pulsar.client import PulsarPeerGroup
@@ -100,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     broker_urls = _pairs(args.broker_url, "--broker-url")
     security = KafkaSecurity()
     interval_s = args.interval_s
+    collector_config = _DEFAULTS
     bind_address = "127.0.0.1"
     if args.config is not None:
         from balancer.app.config import load_config
@@ -114,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         topic = args.topic or config.kafka.stats_topic
         security = kafka_security(config)
         interval_s = interval_s or config.collector.interval_s
+        collector_config = config.collector
         bind_address = config.metrics.bind_address
         clusters = {c.name: list(c.brokers) for c in config.clusters}
     else:
@@ -126,18 +151,23 @@ def run(args: argparse.Namespace) -> int:
         if name not in clusters:
             raise ValueError(f"--broker-url {name}={url}: unknown cluster {name!r}")
         clusters[name].append(url)
+    collector_config = _with_flags(collector_config, args)
     registry = CollectorRegistry()
+    metrics = CollectorMetrics(registry)
     sink = KafkaEventSink.connect(
         bootstrap_servers=bootstrap.split(","),
         topic=topic,
         client_kwargs=security.client_kwargs(),
-        listener=CollectorMetrics(registry),
+        listener=metrics,
+        max_message_bytes=collector_config.envelope_max_bytes,
     )
     collector = Collector(
         targets=targets_for(clusters),
         fetch=admin_fetch(peer_group),
         sink=sink,
-        envelope_max_events=args.envelope,
+        envelope_max_events=collector_config.envelope_max_events,
+        envelope_max_bytes=collector_config.envelope_max_bytes,
+        metrics=metrics,
     )
     stop = threading.Event()
 
@@ -186,9 +216,10 @@ def run(args: argparse.Namespace) -> int:
         f"collected {counts.events} events in {counts.messages} messages over {counts.polls} "
         f"polls; failed fetches: {per_cluster(counts.failures)}; no data yet: "
         f"{per_cluster(counts.no_data)}; V1 namespaces skipped: "
-        f"{per_cluster(counts.skipped_namespaces)}; events sent {sent.sent}, failed "
+        f"{per_cluster(counts.skipped_namespaces)}; too large to send: "
+        f"{per_cluster(counts.oversized)}; events sent {sent.sent}, failed "
         f"{sent.failed}, dropped {sent.dropped}; producers rebuilt {sent.rebuilds}",
         file=sys.stderr,
     )
     # Events Kafka never took are lost (the next poll sends fresh stats): say so.
-    return 1 if sent.failed or sent.dropped else 0
+    return 1 if sent.failed or sent.dropped or counts.oversized.total() else 0
