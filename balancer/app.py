@@ -29,13 +29,13 @@ from balancer.exporter import BalancerMetrics
 from balancer.health import HealthServer, standard_checks
 from balancer.kafka_topics import ensure_topics
 from balancer.load import BundleLoad
+from balancer.load_limits import BundleLimits, is_over, max_ratio
 from balancer.partitions import LoneHotTopic, lone_hot_topics
 from balancer.preflight import setting_error
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.transport import RequestRecord
 from balancer.pulsar.wiring import peer_group_from_config
 from balancer.stream_settings import kafka_security, stream_settings
-from balancer.thresholds import BundleLimits
 from streaming.errors import root_cause
 from streaming.handler import BatchReport
 
@@ -73,18 +73,6 @@ class LiveState:
     @property
     def events_rejected_total(self) -> int:
         return sum(self.events_rejected.values())
-
-
-def max_ratio(load: BundleLoad, limits: BundleLimits) -> float:
-    """The bundle's load as its largest share of any of Pulsar's four limits."""
-    ratios = [
-        load.topic_count / limits.max_topics,
-        load.msg_rate / limits.max_msg_rate,
-        load.throughput_bytes / limits.max_bandwidth_bytes,
-    ]
-    if limits.max_sessions > 0:
-        ratios.append(load.session_count / limits.max_sessions)
-    return max(ratios)
 
 
 class AppHandler:
@@ -144,7 +132,9 @@ class AppHandler:
             if report.window_end_ms:
                 self.live.last_window_end_ms = report.window_end_ms
                 self.live.bundles_reporting = len(report.bundles)
-                self.live.over_threshold = [(b, r) for b, r in ranked if r > 1.0][:8]
+                self.live.over_threshold = [
+                    (b, r) for b, r in ranked if is_over(b, self.limits(b.namespace))
+                ][:8]
                 self.live.lone_hot_topics = lone
                 for hot in lone:
                     self.live.lone_hot_seen[(hot.cluster, hot.topic)] = hot

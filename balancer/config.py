@@ -18,19 +18,16 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from balancer.detect import DetectionSettings
-from balancer.sizes import parse_size
-from balancer.split import SplitAlgorithm
-from balancer.thresholds import (
+from balancer.load_limits import (
     DEFAULT_MAX_BANDWIDTH_MBYTES,
-    DEFAULT_MAX_BUNDLES,
     DEFAULT_MAX_MSG_RATE,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_TOPICS,
     BundleLimits,
-    NamespacePolicy,
-    PolicyOverride,
-    Thresholds,
 )
+from balancer.sizes import parse_size
+from balancer.split import SplitAlgorithm
+from balancer.thresholds import DEFAULT_MAX_BUNDLES, NamespacePolicy, PolicyOverride, Thresholds
 from balancer.window_rules import check_hit_count, check_windows
 from balancer.yamlfile import read_yaml
 from streaming.spark_master import SparkMasterError, check_master

@@ -33,10 +33,9 @@ from prometheus_client.registry import Collector
 from balancer.collector_metrics import PREFIX, CollectorMetrics
 from balancer.decisions import SplitReason
 from balancer.load import BundleLoad
+from balancer.load_limits import BundleLimits, is_over, ratios
 from balancer.partitions import LoneHotTopic
 from balancer.split import SplitAlgorithm
-
-BYTES_PER_MIB = 1024 * 1024
 
 
 class SplitResult(StrEnum):
@@ -65,31 +64,6 @@ class OffloadResult(StrEnum):
     DUPLICATE = "duplicate"
     ABANDONED = "abandoned"
     UNKNOWN = "unknown"  # sent, no answer, not visible yet: counted again once it settles
-
-
-class Limit(StrEnum):
-    """The four per-bundle thresholds of Pulsar's load manager, in its priority order."""
-
-    TOPICS = "topics"
-    SESSIONS = "sessions"
-    MSG_RATE = "msg_rate"
-    BANDWIDTH = "bandwidth"
-
-
-class BundleLimits(Protocol):
-    """Per-bundle split thresholds of one namespace (a value <= 0 disables that limit)."""
-
-    @property
-    def max_topics(self) -> int: ...
-
-    @property
-    def max_sessions(self) -> int: ...
-
-    @property
-    def max_msg_rate(self) -> float: ...  # msgRateIn + msgRateOut, messages/s
-
-    @property
-    def max_bandwidth_bytes(self) -> float: ...  # throughput in + out, bytes/s
 
 
 # (cluster, namespace) -> that namespace's limits, or None when none are known.
@@ -137,20 +111,6 @@ class BatchReportLike(Protocol):
 LATE_SHARE_SPAN_S = 600.0
 
 
-def limit_ratios(load: BundleLoad, limits: BundleLimits) -> dict[Limit, float]:
-    """Each enabled limit's load / limit; a bundle is over a threshold when a ratio is > 1.
-
-    Purely computational, with no side effects.
-    """
-    pairs = (
-        (Limit.TOPICS, float(load.topic_count), float(limits.max_topics)),
-        (Limit.SESSIONS, float(load.session_count), float(limits.max_sessions)),
-        (Limit.MSG_RATE, load.msg_rate, float(limits.max_msg_rate)),
-        (Limit.BANDWIDTH, load.throughput_bytes, float(limits.max_bandwidth_bytes)),
-    )
-    return {limit: value / maximum for limit, value, maximum in pairs if maximum > 0}
-
-
 @dataclass(frozen=True, slots=True)
 class _Snapshot:
     bundles: tuple[BundleLoad, ...] = ()
@@ -184,11 +144,11 @@ class _SnapshotCollector(Collector):
             sessions.add_metric(key, load.session_count)
             completeness.add_metric(key, load.completeness)
             limits = self._limits(load.cluster, load.namespace)
-            ratios = limit_ratios(load, limits) if limits is not None else {}
-            for limit, value in ratios.items():
+            if limits is None:
+                continue
+            for limit, value in ratios(load, limits).items():
                 ratio.add_metric([*key, limit.value], value)
-            if limits is not None:
-                over.add_metric(key, 1.0 if any(v > 1.0 for v in ratios.values()) else 0.0)
+            over.add_metric(key, 1.0 if is_over(load, limits) else 0.0)
         for partition, lag_records in snap.kafka_lag:
             lag.add_metric([str(partition)], lag_records)
         return families

@@ -64,10 +64,11 @@ from balancer.bundles import BundleRange, NamespaceBundles
 from balancer.config import SparkConfig
 from balancer.detect import DetectionSettings, DetectorState, detect, over_threshold
 from balancer.load import BundleLoad, TopicLoad
+from balancer.load_limits import BundleLimits
 from balancer.sim.scenarios import Scenario, load_scenario, parse_scenario
 from balancer.sim.traffic import TrafficModel
 from balancer.split import SplitAlgorithm, SplitOptions, compute_split
-from balancer.thresholds import DEFAULT_MAX_BUNDLES, BundleLimits, Thresholds
+from balancer.thresholds import DEFAULT_MAX_BUNDLES, Thresholds
 from bench.common import header, markdown_table, print_result, scenario_files
 
 FloatArray = npt.NDArray[np.float64]

@@ -15,9 +15,14 @@ import numpy as np
 
 from balancer.bundles import BundleRange
 from balancer.load import TopicLoad
+from balancer.load_limits import (
+    DEFAULT_MAX_BANDWIDTH_MBYTES,
+    DEFAULT_MAX_MSG_RATE,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_TOPICS,
+    BundleLimits,
+)
 from balancer.split.columns import TopicColumns
-
-MIB_BYTES = 1024 * 1024
 
 
 class SplitAlgorithm(StrEnum):
@@ -42,10 +47,10 @@ class SplitOptions:
     bundle is under every threshold), `difference_threshold_pct` by flow_or_qps_equally_divide.
     """
 
-    max_msg_rate: float = 30000
-    max_bandwidth_mbytes: float = 100
-    max_topics: int = 1000
-    max_sessions: int = 1000
+    max_msg_rate: float = DEFAULT_MAX_MSG_RATE
+    max_bandwidth_mbytes: float = DEFAULT_MAX_BANDWIDTH_MBYTES
+    max_topics: int = DEFAULT_MAX_TOPICS
+    max_sessions: int = DEFAULT_MAX_SESSIONS
     difference_threshold_pct: float = 10
     fill_factor: float = 0.8
     max_children: int | None = None
@@ -72,10 +77,30 @@ class SplitOptions:
         ):
             raise SplitError(f"max_children must be an integer >= 1, got {self.max_children!r}")
 
+    @classmethod
+    def from_limits(cls, limits: BundleLimits) -> SplitOptions:
+        """Pulsar's defaults for every knob, with a namespace's four thresholds."""
+        return cls(
+            max_msg_rate=limits.max_msg_rate,
+            max_bandwidth_mbytes=limits.max_bandwidth_mbytes,
+            max_topics=limits.max_topics,
+            max_sessions=limits.max_sessions,
+        )
+
+    @property
+    def limits(self) -> BundleLimits:
+        """The four thresholds, read by the rule of `balancer.load_limits`."""
+        return BundleLimits(
+            max_topics=self.max_topics,
+            max_sessions=self.max_sessions,
+            max_msg_rate=self.max_msg_rate,
+            max_bandwidth_mbytes=self.max_bandwidth_mbytes,
+        )
+
     @property
     def max_bandwidth_bytes(self) -> float:
         """The bandwidth threshold in bytes/s (Pulsar's MiB, in + out)."""
-        return self.max_bandwidth_mbytes * MIB_BYTES
+        return self.limits.max_bandwidth_bytes
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from balancer.bundles import BundleRange
 from balancer.exporter import BalancerMetrics
 from balancer.health import HealthServer
 from balancer.load import BundleLoad
+from balancer.load_limits import BundleLimits
 from tests.prometheus_server import (
     DASHBOARD_DIR,
     PrometheusServer,
@@ -95,14 +96,6 @@ def test_panels_use_no_topic_label_and_only_exported_metrics() -> None:
 
 
 @dataclass(frozen=True)
-class Limits:
-    max_topics: int = 1000
-    max_sessions: int = 1000
-    max_msg_rate: float = 30_000.0
-    max_bandwidth_bytes: float = 100 * 1024 * 1024
-
-
-@dataclass(frozen=True)
 class Report:
     batch_id: int
     window_end_ms: int
@@ -166,7 +159,7 @@ needs_prometheus = pytest.mark.skipif(
 @needs_prometheus
 def test_every_panel_query_returns_series_from_a_real_prometheus() -> None:
     registry = CollectorRegistry()
-    metrics = BalancerMetrics(registry, limits=lambda cluster, namespace: Limits())
+    metrics = BalancerMetrics(registry, limits=lambda cluster, namespace: BundleLimits())
     for cluster in ("east", "west"):
         metrics.register_cluster(cluster)
         metrics.set_cluster_reachable(cluster, True)

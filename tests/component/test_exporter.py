@@ -12,20 +12,13 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
 from balancer.bundles import BundleRange
-from balancer.exporter import BalancerMetrics, Limit, limit_ratios, snapshot_family_names
+from balancer.exporter import BalancerMetrics, snapshot_family_names
 from balancer.load import BundleLoad
+from balancer.load_limits import BundleLimits
 
 NS = "acme/orders"
 B0 = BundleRange.parse("0x00000000_0x80000000")
 B1 = BundleRange.parse("0x80000000_0xffffffff")
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_topics: int = 1000
-    max_sessions: int = 1000
-    max_msg_rate: float = 30000.0
-    max_bandwidth_bytes: float = 100 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -71,7 +64,12 @@ def load(bundle: BundleRange = B0, *, cluster: str = "east", **kw: float) -> Bun
     )
 
 
-def make(limits: Limits | None = Limits()) -> tuple[BalancerMetrics, CollectorRegistry, FakeClock]:
+PULSAR_LIMITS = BundleLimits()
+
+
+def make(
+    limits: BundleLimits | None = PULSAR_LIMITS,
+) -> tuple[BalancerMetrics, CollectorRegistry, FakeClock]:
     registry = CollectorRegistry()
     clock = FakeClock()
     metrics = BalancerMetrics(registry, limits=lambda c, n: limits, clock=clock)
@@ -157,19 +155,21 @@ def test_no_topic_label_anywhere() -> None:
             assert "topic" not in sample.labels, sample
 
 
-@pytest.mark.parametrize(
-    ("limits", "expected"),
-    [
-        (Limits(), {Limit.TOPICS: 0.01, Limit.SESSIONS: 0.02, Limit.MSG_RATE: 0.01,
-                    Limit.BANDWIDTH: 4096 / (100 * 1024 * 1024)}),
-        (Limits(max_topics=0, max_sessions=-1), {Limit.MSG_RATE: 0.01,
-                                                 Limit.BANDWIDTH: 4096 / (100 * 1024 * 1024)}),
-    ],
-    ids=["all-enabled", "non-positive-limits-disabled"],
-)  # fmt: skip
-def test_limit_ratios(limits: Limits, expected: dict[Limit, float]) -> None:
-    bundle = load(msg_throughput_in=1024.0, msg_throughput_out=3072.0)
-    assert limit_ratios(bundle, limits) == pytest.approx(expected)
+def test_a_disabled_limit_has_no_ratio_series() -> None:
+    metrics, registry, _ = make(limits=BundleLimits(max_topics=0, max_sessions=-1))
+    metrics.set_bundle_snapshot(
+        [load(topic_count=5000, msg_throughput_in=1024.0, msg_throughput_out=3072.0)]
+    )
+    ratios = {
+        s.labels["limit"]: s.value
+        for family in registry.collect()
+        for s in family.samples
+        if s.name == "pulsar_balancer_bundle_threshold_ratio"
+    }
+    assert ratios == pytest.approx({"msg_rate": 0.01, "bandwidth": 4096 / (100 * 1024 * 1024)})
+    # 5000 topics over a disabled topic limit: not over.
+    over = registry.get_sample_value("pulsar_balancer_bundle_over_threshold", bundle_labels())
+    assert over == 0.0
 
 
 @given(

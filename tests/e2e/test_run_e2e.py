@@ -25,9 +25,9 @@ from balancer.bundles import BundleRange
 from balancer.detect import over_threshold
 from balancer.kafka_topics import ensure_topics
 from balancer.load import roll_up
+from balancer.load_limits import BundleLimits
 from balancer.sim import PeerGroup, RunningPeerGroup
 from balancer.split import SplitAlgorithm, SplitOptions, compute_split
-from balancer.thresholds import BundleLimits
 from tests.e2e.harness import (
     SCENARIO,
     SECRET_TOKEN,

@@ -30,10 +30,11 @@ from balancer.decisions import (
 )
 from balancer.detect import DetectionSettings
 from balancer.load import BundleLoad, TopicLoad, roll_up
+from balancer.load_limits import BundleLimits
 from balancer.pulsar import ForbiddenError, ServerError, UnavailableError
 from balancer.pulsar.models import InternalStats, LedgerInfo, MessageId, OffloadState, OffloadStatus
 from balancer.split import ChildLoad, SplitAlgorithm
-from balancer.thresholds import BundleLimits, NamespacePolicy, PolicyOverride, Thresholds
+from balancer.thresholds import NamespacePolicy, PolicyOverride, Thresholds
 from streaming.handler import BatchHandler, BatchReport, LayoutProvider
 
 NS = "acme/orders"

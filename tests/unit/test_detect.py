@@ -18,8 +18,9 @@ from balancer.detect import (
     over_threshold,
 )
 from balancer.load import BundleLoad, TopicLoad, roll_up
+from balancer.load_limits import BundleLimits
 from balancer.split import SplitAlgorithm
-from balancer.thresholds import BundleLimits, NamespacePolicy, PolicyOverride, Thresholds
+from balancer.thresholds import NamespacePolicy, PolicyOverride, Thresholds
 
 NS = "acme/orders"
 FULL = BundleRange(0x00000000, 0x40000000)

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from balancer.bundles import BundleRange
 from balancer.hashing import hash_position
 from balancer.load import TopicLoad, roll_up
+from balancer.load_limits import MIB_BYTES, BundleLimits
 from balancer.partitions import lone_hot_topics, recommended_partitions
-from balancer.thresholds import MIB_BYTES, BundleLimits
 
 LIMITS = BundleLimits(max_msg_rate=1000.0, max_bandwidth_mbytes=10.0)
 

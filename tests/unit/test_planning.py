@@ -5,8 +5,9 @@ from __future__ import annotations
 from balancer.bundles import BundleRange
 from balancer.detect import DetectionSettings
 from balancer.events import TopicStatsEvent
+from balancer.load_limits import BundleLimits
 from balancer.planning import DENIED, TopicSample, make_plan, window_loads
-from balancer.thresholds import BundleLimits, NamespacePolicy, Thresholds
+from balancer.thresholds import NamespacePolicy, Thresholds
 
 B = BundleRange(0, 0x80000000)
 

@@ -17,9 +17,10 @@ from balancer.decisions import SplitReason
 from balancer.detect import DetectionSettings, DetectorState, detect
 from balancer.events import TopicStatsEvent, parse_message
 from balancer.load import roll_up
+from balancer.load_limits import BundleLimits
 from balancer.offload import bookkeeper_bytes
 from balancer.pulsar.models import BrokerTopicStats, InternalStats, TopicStats
-from balancer.thresholds import BundleLimits, NamespacePolicy, Thresholds
+from balancer.thresholds import NamespacePolicy, Thresholds
 from balancer.topics import TopicDomain
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pulsar"
