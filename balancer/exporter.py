@@ -14,10 +14,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -36,6 +35,7 @@ from balancer.load import BundleLoad
 from balancer.load_limits import BundleLimits, is_over, ratios
 from balancer.partitions import LoneHotTopic
 from balancer.split import SplitAlgorithm
+from streaming.handler import BatchReport
 
 
 class SplitResult(StrEnum):
@@ -68,43 +68,6 @@ class OffloadResult(StrEnum):
 
 # (cluster, namespace) -> that namespace's limits, or None when none are known.
 LimitsLookup = Callable[[str, str], BundleLimits | None]
-
-
-class BatchReportLike(Protocol):
-    """What one micro-batch reports (streaming.handler.BatchReport has these attributes)."""
-
-    @property
-    def batch_id(self) -> int: ...
-
-    @property
-    def window_end_ms(self) -> int: ...
-
-    @property
-    def bundles(self) -> Sequence[BundleLoad]: ...
-
-    @property
-    def events_consumed(self) -> int: ...  # every record read, rejected ones included
-
-    @property
-    def events_rejected(self) -> Mapping[str, int]: ...  # reason -> count
-
-    @property
-    def events_late(self) -> int: ...
-
-    @property
-    def kafka_lag(self) -> Mapping[int, int]: ...  # partition -> high-water mark - position
-
-    @property
-    def watermark_delay_s(self) -> float: ...
-
-    @property
-    def duration_s(self) -> float: ...
-
-    @property
-    def watermark_ms(self) -> int: ...  # the batch's event-time watermark (0: none yet)
-
-    @property
-    def newest_event_ms(self) -> int: ...  # newest event time accepted (0: no event)
 
 
 # Span over which the share of late events is measured (readiness; the alert uses 10m too).
@@ -335,7 +298,7 @@ class BalancerMetrics:
 
     # -- pipeline ---------------------------------------------------------------------------
 
-    def observe_batch(self, report: BatchReportLike) -> None:
+    def observe_batch(self, report: BatchReport) -> None:
         """Record one successful micro-batch.
 
         A report with bundles replaces the bundle snapshot; a batch that brought no window

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
 
 from balancer.config import BalancerConfig
 from balancer.controller.apply import Controller, ControllerSettings
@@ -29,26 +27,11 @@ from balancer.controller.ports import AdminPort
 from balancer.controller.stats import ControllerStats
 from balancer.decisions import Decision
 from balancer.detect import DetectionSettings, DetectorState, detect, over_threshold
-from balancer.load import BundleLoad, TopicLoad
+from balancer.load import BundleLoad
 from balancer.thresholds import Thresholds
+from streaming.handler import BatchReport
 
 log = logging.getLogger(__name__)
-
-
-class BatchReportLike(Protocol):
-    """The fields of `streaming.handler.BatchReport` the controller reads."""
-
-    @property
-    def batch_id(self) -> int | str: ...
-
-    @property
-    def window_end_ms(self) -> int: ...
-
-    @property
-    def bundles(self) -> Sequence[BundleLoad]: ...
-
-    @property
-    def large_topics(self) -> Sequence[tuple[str, TopicLoad]]: ...
 
 
 class ControllerHandler:
@@ -87,7 +70,7 @@ class ControllerHandler:
         """Per-topic loads are needed for bundles over threshold (to compute the split)."""
         return bool(over_threshold(bundle, self.thresholds.policy_for(bundle.namespace).limits))
 
-    def handle(self, report: BatchReportLike) -> None:
+    def handle(self, report: BatchReport) -> None:
         batch_id = str(report.batch_id)
         with self._lock:
             if self.controller.journal.has_unsettled():

@@ -26,7 +26,7 @@ from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ActionResult
 from balancer.decisions import OffloadDecision, SplitDecision, offload_decision_id
 from balancer.detect import DetectionSettings
-from balancer.load import BundleLoad, TopicLoad, roll_up
+from balancer.load import BundleLoad, roll_up
 from balancer.pulsar import (
     ClusterEndpoint,
     OffloadState,
@@ -37,6 +37,8 @@ from balancer.pulsar import (
 )
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
 from balancer.thresholds import NamespacePolicy, Thresholds
+from streaming.handler import BatchReport
+from tests.reports import batch_report
 
 LEDGER_BYTES = 10_000_000
 HOT_NS = "shop/orders"
@@ -68,14 +70,6 @@ SCENARIO: dict[str, Any] = {
     ],
 }
 FIRST = BundleRange(0x00000000, 0x40000000)
-
-
-@dataclass(frozen=True)
-class Report:
-    batch_id: int
-    window_end_ms: int
-    bundles: tuple[BundleLoad, ...]
-    large_topics: tuple[tuple[str, TopicLoad], ...] = ()
 
 
 @pytest.fixture
@@ -157,10 +151,12 @@ def load_of(sim: RunningPeerGroup, namespace: str, bundle: BundleRange, window_e
                    window_end_ms=window_end_ms, topics=topics)
 
 
-def report(sim: RunningPeerGroup, batch_id: int, window_end_ms: int,
-           bundles: Sequence[tuple[str, BundleRange, str]] = ((HOT_NS, FIRST, "east"),)) -> Report:
-    return Report(batch_id, window_end_ms,
-                  tuple(load_of(sim, ns, b, window_end_ms, c) for ns, b, c in bundles))
+def report(
+    sim: RunningPeerGroup, batch_id: int, window_end_ms: int,
+    bundles: Sequence[tuple[str, BundleRange, str]] = ((HOT_NS, FIRST, "east"),),
+) -> BatchReport:
+    return batch_report(batch_id, window_end_ms,
+                        tuple(load_of(sim, ns, b, window_end_ms, c) for ns, b, c in bundles))
 
 
 def decide(sim: RunningPeerGroup, rig: Rig, namespace: str = HOT_NS, bundle: BundleRange = FIRST,
