@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 
 import numpy as np
@@ -23,6 +23,9 @@ from balancer.load_limits import (
     BundleLimits,
 )
 from balancer.split.columns import TopicColumns
+
+# SplitOptions carries BundleLimits' four fields under the same names.
+_LIMIT_FIELDS = tuple(f.name for f in fields(BundleLimits))
 
 
 class SplitAlgorithm(StrEnum):
@@ -80,22 +83,12 @@ class SplitOptions:
     @classmethod
     def from_limits(cls, limits: BundleLimits) -> SplitOptions:
         """Pulsar's defaults for every knob, with a namespace's four thresholds."""
-        return cls(
-            max_msg_rate=limits.max_msg_rate,
-            max_bandwidth_mbytes=limits.max_bandwidth_mbytes,
-            max_topics=limits.max_topics,
-            max_sessions=limits.max_sessions,
-        )
+        return cls(**{name: getattr(limits, name) for name in _LIMIT_FIELDS})
 
     @property
     def limits(self) -> BundleLimits:
         """The four thresholds, read by the rule of `balancer.load_limits`."""
-        return BundleLimits(
-            max_topics=self.max_topics,
-            max_sessions=self.max_sessions,
-            max_msg_rate=self.max_msg_rate,
-            max_bandwidth_mbytes=self.max_bandwidth_mbytes,
-        )
+        return BundleLimits(**{name: getattr(self, name) for name in _LIMIT_FIELDS})
 
     @property
     def max_bandwidth_bytes(self) -> float:

@@ -28,18 +28,15 @@ MIB = 1024 * 1024
 
 
 def bundle(**kw: float) -> BundleLoad:
+    """A bundle of 10 topics, 20 sessions, 300 msg/s and 4096 bytes/s, or as `kw` says."""
+    figures = {"topic_count": 10, "session_count": 20, "msg_rate_in": 300.0} | kw
     return BundleLoad(
-        cluster="east",
-        namespace="acme/orders",
-        bundle=BundleRange(0, 0x40000000),
-        window_end_ms=60_000,
-        msg_rate_in=kw.get("rate_in", 100.0),
-        msg_rate_out=kw.get("rate_out", 200.0),
-        msg_throughput_in=kw.get("bytes_in", 1024.0),
-        msg_throughput_out=kw.get("bytes_out", 3072.0),
-        topic_count=int(kw.get("topics", 10)),
-        session_count=int(kw.get("sessions", 20)),
-    )
+        "east", "acme/orders", BundleRange(0, 0x40000000), 60_000,
+        msg_throughput_in=figures.pop("msg_throughput_in", 4096.0),
+        topic_count=int(figures.pop("topic_count")),
+        session_count=int(figures.pop("session_count")),
+        **figures,
+    )  # fmt: skip
 
 
 def test_defaults_are_pulsars() -> None:
@@ -74,7 +71,7 @@ def test_ratios_of_a_bundle_in_and_out() -> None:
 @pytest.mark.parametrize("disabled", [0, -1])
 def test_a_limit_at_or_below_zero_is_disabled(disabled: int) -> None:
     limits = BundleLimits(max_topics=disabled, max_sessions=disabled)
-    heavy = bundle(topics=10**6, sessions=10**6)
+    heavy = bundle(topic_count=10**6, session_count=10**6)
     assert set(ratios(heavy, limits)) == {Limit.MSG_RATE, Limit.BANDWIDTH}
     assert over_limits(heavy, limits) == ()
     assert not is_over(heavy, limits)
@@ -82,7 +79,7 @@ def test_a_limit_at_or_below_zero_is_disabled(disabled: int) -> None:
 
 def test_every_limit_disabled_gives_ratio_zero_and_never_over() -> None:
     limits = BundleLimits(max_topics=0, max_sessions=0, max_msg_rate=0, max_bandwidth_mbytes=0)
-    load = bundle(topics=10**6, rate_in=1e9)
+    load = bundle(topic_count=10**6, msg_rate_in=1e9)
     assert ratios(load, limits) == {}
     assert max_ratio(load, limits) == 0.0
     assert not is_over(load, limits)
@@ -91,11 +88,11 @@ def test_every_limit_disabled_gives_ratio_zero_and_never_over() -> None:
 def test_over_is_strict_and_in_priority_order() -> None:
     limits = BundleLimits()
     at_limits = bundle(
-        topics=1000, sessions=1000, rate_in=30_000, rate_out=0, bytes_in=100 * MIB, bytes_out=0
+        topic_count=1000, session_count=1000, msg_rate_in=30_000, msg_throughput_in=100 * MIB
     )
     assert over_limits(at_limits, limits) == ()  # at a limit is not over it (Pulsar's `>`)
     over_all = bundle(
-        topics=1001, sessions=1001, rate_in=30_001, rate_out=0, bytes_in=100 * MIB + 1
+        topic_count=1001, session_count=1001, msg_rate_in=30_001, msg_throughput_in=100 * MIB + 1
     )
     assert over_limits(over_all, limits) == LIMIT_PRIORITY
 
@@ -168,7 +165,7 @@ def test_disabling_a_limit_drops_it_and_only_it(
     rate=st.floats(0.0, 1e6, allow_nan=False),
 )
 def test_a_bundle_load_reads_like_its_totals(topics: int, sessions: int, rate: float) -> None:
-    load = bundle(topics=topics, sessions=sessions, rate_in=rate, rate_out=0.0)
+    load = bundle(topic_count=topics, session_count=sessions, msg_rate_in=rate)
     totals = LoadTotals(topics, sessions, load.msg_rate, load.throughput_bytes)
     assert ratios(load, BundleLimits()) == ratios(totals, BundleLimits())
     assert over_limits(load, BundleLimits()) == over_limits(totals, BundleLimits())
