@@ -63,9 +63,10 @@ import numpy.typing as npt
 from balancer.app.config import SparkConfig
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.detect import DetectionSettings, DetectorState, detect, over_threshold
+from balancer.core.limits import BundleLimits
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.split import SplitAlgorithm, SplitOptions, compute_split
-from balancer.core.thresholds import DEFAULT_MAX_BUNDLES, BundleLimits, Thresholds
+from balancer.core.thresholds import DEFAULT_MAX_BUNDLES, Thresholds
 from balancer.sim.scenarios import Scenario, load_scenario, parse_scenario
 from balancer.sim.traffic import TrafficModel
 from bench.common import header, markdown_table, print_result, scenario_files

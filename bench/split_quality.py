@@ -38,16 +38,17 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.decisions import REASON_PRIORITY
 from balancer.core.detect import over_threshold
+from balancer.core.limits import BundleLimits, LoadTotals, max_ratio
 from balancer.core.load import BundleLoad, TopicLoad, roll_up
 from balancer.core.split import SplitAlgorithm, SplitError, SplitOptions, compute_split
-from balancer.core.thresholds import DEFAULT_MAX_BUNDLES, BundleLimits
+from balancer.core.thresholds import DEFAULT_MAX_BUNDLES
 from balancer.sim.scenarios import Scenario, load_scenario
 from bench.common import (
     IMG_DIR,
@@ -93,18 +94,6 @@ STALL_WORDS = {
 }
 
 
-def load_ratio(load: BundleLoad, limits: BundleLimits = LIMITS) -> float:
-    """The largest of a bundle's four ratios to its thresholds (1.0 = at the threshold)."""
-    ratios = [
-        load.topic_count / limits.max_topics,
-        load.msg_rate / limits.max_msg_rate,
-        load.throughput_bytes / limits.max_bandwidth_bytes,
-    ]
-    if limits.max_sessions > 0:
-        ratios.append(load.session_count / limits.max_sessions)
-    return max(ratios)
-
-
 def _midpoint(a: int, b: int) -> int:
     """Pulsar's midpoint rule: a boundary in (a, b], so a stays left and b goes right."""
     return a + (b - a) // 2 + 1
@@ -118,10 +107,11 @@ def specified_positions(
     positions = [t.position for t in ordered]
     chosen: set[int] = set()
     for i, t in enumerate(ordered):
-        share = max(
-            t.msg_rate / limits.max_msg_rate,
-            t.throughput_bytes / limits.max_bandwidth_bytes,
-            t.sessions / limits.max_sessions if limits.max_sessions > 0 else 0.0,
+        share = max_ratio(
+            LoadTotals(
+                session_count=t.sessions, msg_rate=t.msg_rate, throughput_bytes=t.throughput_bytes
+            ),
+            limits,
         )
         if share < OUTSTANDING_SHARE:
             continue
@@ -188,11 +178,8 @@ def _split_one(
         positions = specified_positions(load.topics)
         if not positions:
             return "no_boundary"
-    options = SplitOptions(
-        max_msg_rate=LIMITS.max_msg_rate,
-        max_bandwidth_mbytes=LIMITS.max_bandwidth_mbytes,
-        max_topics=LIMITS.max_topics,
-        max_sessions=LIMITS.max_sessions,
+    options = replace(
+        SplitOptions.from_limits(LIMITS),
         difference_threshold_pct=DIFFERENCE_THRESHOLD_PCT,
         fill_factor=fill_factor,
         max_children=remaining + 1,
@@ -350,7 +337,7 @@ def evaluate(
         for run in runs
         for load in bundle_loads(run, loads_at(1.0)(run.index))
     ]
-    created = [load_ratio(load) for load, is_child in final_loads if is_child]
+    created = [max_ratio(load, LIMITS) for load, is_child in final_loads if is_child]
     after = sum(r.layout.num_bundles for r in runs)
     growth_splits = 0
     growth_stalled = False
@@ -374,7 +361,7 @@ def evaluate(
 
 def _bars(loads: Iterable[BundleLoad]) -> list[tuple[float, bool]]:
     """(ratio, holds a single topic) per bundle, heaviest first."""
-    return sorted(((load_ratio(b), b.topic_count < 2) for b in loads), reverse=True)
+    return sorted(((max_ratio(b, LIMITS), b.topic_count < 2) for b in loads), reverse=True)
 
 
 def initial_bars(scenario: Scenario, at_s: float) -> list[tuple[float, bool]]:

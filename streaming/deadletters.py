@@ -72,6 +72,8 @@ class KafkaDeadLetters:
     ) -> KafkaDeadLetters:
         from kafka import KafkaProducer
 
+        from balancer.kafka.topics import ensure_topics
+
         producer = KafkaProducer(
             bootstrap_servers=bootstrap_servers.split(","),
             client_id="pulsar-balancer-dead-letters",
@@ -81,7 +83,9 @@ class KafkaDeadLetters:
             max_request_size=2 * 1024 * 1024,
             **client_kwargs,
         )
-        ensure_topic(bootstrap_servers, topic, client_kwargs)
+        # Not every broker auto-creates topics; the app creates this one too, but the stream
+        # can run on its own (`python -m streaming.standalone`).
+        ensure_topics(bootstrap_servers, {topic: 1}, client_kwargs=client_kwargs)
         return cls(producer, topic=topic, source_topic=source_topic)
 
     def write(self, batch_id: int, letters: Sequence[DeadLetter]) -> None:
@@ -107,23 +111,6 @@ class KafkaDeadLetters:
 
     def close(self) -> None:
         close_producer(self.producer)
-
-
-def ensure_topic(
-    bootstrap_servers: str, topic: str, client_kwargs: dict[str, Any], partitions: int = 1
-) -> None:
-    """Create `topic` when the broker does not have it (not every broker auto-creates)."""
-    from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers.split(","), **client_kwargs)
-    try:
-        if topic not in admin.list_topics():
-            admin.create_topics([NewTopic(topic, partitions, 1)])
-    except TopicAlreadyExistsError:
-        pass
-    finally:
-        admin.close()
 
 
 class DirectoryDeadLetters:

@@ -20,15 +20,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from balancer.core.detect import DetectionSettings
 from balancer.core.envelopes import DEFAULT_ENVELOPE_MAX_BYTES, DEFAULT_ENVELOPE_MAX_EVENTS
 from balancer.core.events import MAX_MESSAGE_BYTES
-from balancer.core.sizes import parse_size
-from balancer.core.split import SplitAlgorithm
-from balancer.core.thresholds import (
+from balancer.core.limits import (
     DEFAULT_MAX_BANDWIDTH_MBYTES,
-    DEFAULT_MAX_BUNDLES,
     DEFAULT_MAX_MSG_RATE,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_TOPICS,
     BundleLimits,
+)
+from balancer.core.sizes import parse_size
+from balancer.core.split import SplitAlgorithm
+from balancer.core.thresholds import (
+    DEFAULT_MAX_BUNDLES,
     NamespacePolicy,
     PolicyOverride,
     Thresholds,

@@ -29,10 +29,10 @@ from balancer.controller.handler import ControllerHandler
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.metrics_bridge import attach_metrics
 from balancer.controller.outcome import Outcome
+from balancer.core.limits import BundleLimits, is_over, max_ratio
 from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic, lone_hot_topics
 from balancer.core.report import BatchReport
-from balancer.core.thresholds import BundleLimits
 from balancer.kafka.topics import ensure_topics
 from balancer.ops.exporter import BalancerMetrics
 from balancer.ops.health import HealthServer, standard_checks
@@ -79,18 +79,6 @@ class LiveState:
     @property
     def events_rejected_total(self) -> int:
         return sum(self.events_rejected.values())
-
-
-def max_ratio(load: BundleLoad, limits: BundleLimits) -> float:
-    """The bundle's load as its largest share of any of Pulsar's four limits."""
-    ratios = [
-        load.topic_count / limits.max_topics,
-        load.msg_rate / limits.max_msg_rate,
-        load.throughput_bytes / limits.max_bandwidth_bytes,
-    ]
-    if limits.max_sessions > 0:
-        ratios.append(load.session_count / limits.max_sessions)
-    return max(ratios)
 
 
 class AppHandler:
@@ -151,7 +139,9 @@ class AppHandler:
             if report.window_end_ms:
                 self.live.last_window_end_ms = report.window_end_ms
                 self.live.bundles_reporting = len(report.bundles)
-                self.live.over_threshold = [(b, r) for b, r in ranked if r > 1.0][:8]
+                self.live.over_threshold = [
+                    (b, r) for b, r in ranked if is_over(b, self.limits(b.namespace))
+                ][:8]
                 self.live.lone_hot_topics = lone
                 for hot in lone:
                     self.live.lone_hot_seen[(hot.cluster, hot.topic)] = hot

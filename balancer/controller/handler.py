@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
-from typing import Protocol
 
 from balancer.controller.apply import Controller
 from balancer.controller.bookkeeper import BookKeeperCheck
@@ -22,26 +20,11 @@ from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ControllerStats
 from balancer.core.decisions import Decision
 from balancer.core.detect import DetectionSettings, DetectorState, detect, over_threshold
-from balancer.core.load import BundleLoad, TopicLoad
+from balancer.core.load import BundleLoad
+from balancer.core.report import BatchReport
 from balancer.core.thresholds import Thresholds
 
 log = logging.getLogger(__name__)
-
-
-class BatchReportLike(Protocol):
-    """The fields of `balancer.core.report.BatchReport` the controller reads."""
-
-    @property
-    def batch_id(self) -> int | str: ...
-
-    @property
-    def window_end_ms(self) -> int: ...
-
-    @property
-    def bundles(self) -> Sequence[BundleLoad]: ...
-
-    @property
-    def large_topics(self) -> Sequence[tuple[str, TopicLoad]]: ...
 
 
 class ControllerHandler:
@@ -80,7 +63,7 @@ class ControllerHandler:
         """Per-topic loads are needed for bundles over threshold (to compute the split)."""
         return bool(over_threshold(bundle, self.thresholds.policy_for(bundle.namespace).limits))
 
-    def handle(self, report: BatchReportLike) -> None:
+    def handle(self, report: BatchReport) -> None:
         batch_id = str(report.batch_id)
         with self._lock:
             if self.controller.journal.has_unsettled():

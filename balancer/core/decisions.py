@@ -14,8 +14,8 @@ from enum import StrEnum
 from typing import Any
 
 from balancer.core.bundles import BundleRange, format_position
+from balancer.core.limits import BundleLimits, Limit
 from balancer.core.split import ChildLoad, SplitAlgorithm
-from balancer.core.thresholds import BundleLimits
 
 
 class SplitReason(StrEnum):
@@ -33,6 +33,14 @@ class SplitReason(StrEnum):
 
 
 REASON_PRIORITY: tuple[SplitReason, ...] = tuple(SplitReason)
+
+# The split reason a bundle over each limit is given (same priority order as `Limit`).
+REASON_FOR_LIMIT: dict[Limit, SplitReason] = {
+    Limit.TOPICS: SplitReason.TOPICS,
+    Limit.SESSIONS: SplitReason.SESSIONS,
+    Limit.MSG_RATE: SplitReason.MSG_RATE,
+    Limit.BANDWIDTH: SplitReason.BANDWIDTH,
+}
 
 
 class DecisionKind(StrEnum):

@@ -2,8 +2,9 @@
 
 Rules (Pulsar's, plus the gates this project adds):
 - A bundle is over threshold when any of its four limits is exceeded: topics, sessions
-  (producers + consumers), msgRate (in + out), bandwidth (in + out, MiB * 1048576).
-  Reasons come in Pulsar's priority order: Topics > Sessions > MsgRate > Bandwidth.
+  (producers + consumers), msgRate (in + out), bandwidth (in + out, MiB * 1048576); a
+  limit <= 0 is disabled (the rule is `balancer.core.limits`'s). Reasons come in Pulsar's
+  priority order: Topics > Sessions > MsgRate > Bandwidth.
 - Completeness gate: a window whose completeness is under `min_completeness` is not evidence
   either way; it resets the bundle's hit count (decisions need N consecutive COMPLETE windows).
 - Hysteresis: a split is decided on the `hit_count_threshold`-th consecutive complete window
@@ -28,10 +29,11 @@ in and returned; `detect` is purely computational, with no side effects. Time is
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from balancer.core.bundles import BundleRange
 from balancer.core.decisions import (
+    REASON_FOR_LIMIT,
     REASON_PRIORITY,
     OffloadDecision,
     Skipped,
@@ -42,9 +44,10 @@ from balancer.core.decisions import (
     offload_decision_id,
     split_decision_id,
 )
+from balancer.core.limits import BundleLimits, over_limits
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.split import SplitError, SplitOptions, compute_split
-from balancer.core.thresholds import BundleLimits, NamespacePolicy, Thresholds
+from balancer.core.thresholds import NamespacePolicy, Thresholds
 from balancer.core.topics import InvalidTopicName, parse_topic
 
 BundleKey = tuple[str, str, BundleRange]  # cluster, namespace, bundle
@@ -84,16 +87,8 @@ class Detection:
 
 
 def over_threshold(bundle: BundleLoad, limits: BundleLimits) -> tuple[SplitReason, ...]:
-    """The limits a bundle exceeds, in Pulsar's priority order (empty: not over threshold)."""
-    exceeded = {
-        SplitReason.TOPICS: limits.max_topics > 0 and bundle.topic_count > limits.max_topics,
-        SplitReason.SESSIONS: limits.max_sessions > 0
-        and bundle.session_count > limits.max_sessions,
-        SplitReason.MSG_RATE: limits.max_msg_rate > 0 and bundle.msg_rate > limits.max_msg_rate,
-        SplitReason.BANDWIDTH: limits.max_bandwidth_mbytes > 0
-        and bundle.throughput_bytes > limits.max_bandwidth_bytes,
-    }
-    return tuple(r for r in REASON_PRIORITY if exceeded.get(r, False))
+    """The limits a bundle exceeds as split reasons, in Pulsar's priority order (empty: under)."""
+    return tuple(REASON_FOR_LIMIT[limit] for limit in over_limits(bundle, limits))
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,11 +186,8 @@ def _decide_split(
     if remaining <= 0:
         return SkipReason.MAX_BUNDLES
     limits = policy.limits
-    options = SplitOptions(
-        max_msg_rate=limits.max_msg_rate,
-        max_bandwidth_mbytes=limits.max_bandwidth_mbytes,
-        max_topics=limits.max_topics,
-        max_sessions=limits.max_sessions,
+    options = replace(
+        SplitOptions.from_limits(limits),
         difference_threshold_pct=settings.difference_threshold_pct,
         fill_factor=settings.fill_factor,
         max_children=remaining + 1,

@@ -18,8 +18,8 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from balancer.core.limits import BundleLimits, Limit, LoadTotals, is_over
 from balancer.core.load import BundleLoad, TopicLoad
-from balancer.core.thresholds import BundleLimits
 from balancer.core.topics import InvalidTopicName, parse_topic
 
 
@@ -40,11 +40,13 @@ def recommended_partitions(
     if current_partitions < 0:
         raise ValueError(f"current_partitions must be >= 0, got {current_partitions}")
     needed = max(1, current_partitions)
-    for total, limit in (
-        (total_msg_rate, limits.max_msg_rate),
-        (total_throughput_bytes, limits.max_bandwidth_bytes),
+    enabled = limits.enabled()
+    for total, axis in (
+        (total_msg_rate, Limit.MSG_RATE),
+        (total_throughput_bytes, Limit.BANDWIDTH),
     ):
-        if limit <= 0 or total <= 0:
+        limit = enabled.get(axis)
+        if limit is None or total <= 0:
             continue
         target = limit * fill_factor
         count = max(1, math.ceil(total / target))
@@ -105,8 +107,9 @@ class LoneHotTopic:
 
 def over_alone(topic: TopicLoad, limits: BundleLimits) -> bool:
     """The topic alone exceeds the msgRate or bandwidth limit of its bundle."""
-    return (limits.max_msg_rate > 0 and topic.msg_rate > limits.max_msg_rate) or (
-        limits.max_bandwidth_mbytes > 0 and topic.throughput_bytes > limits.max_bandwidth_bytes
+    # Only the flows: topic and session counts do not shrink with more partitions.
+    return is_over(
+        LoadTotals(msg_rate=topic.msg_rate, throughput_bytes=topic.throughput_bytes), limits
     )
 
 

@@ -1,6 +1,7 @@
-"""Split limits and per-namespace policies, with glob overrides resolved by first match.
+"""Per-namespace policies (limits, algorithm, bundle cap, offload), with glob overrides.
 
-Defaults are Pulsar's (`loadBalancerNamespaceBundleMax*`, `loadBalancerNamespaceMaximumBundles`).
+Defaults are Pulsar's (`loadBalancerNamespaceBundleMax*`, `loadBalancerNamespaceMaximumBundles`);
+the bundle limits and the rule for reading them are in `balancer.core.limits`.
 A namespace's policy is the defaults with the fields of the FIRST override whose glob
 pattern matches `tenant/namespace` laid on top; later matching overrides are ignored, so
 put specific patterns before general ones. Patterns are `fnmatch` globs matched
@@ -14,31 +15,11 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field, replace
 
+from balancer.core.limits import BundleLimits
 from balancer.core.split import SplitAlgorithm
 
-MIB_BYTES = 1_048_576
-
-# Pulsar's broker defaults.
-DEFAULT_MAX_TOPICS = 1000
-DEFAULT_MAX_SESSIONS = 1000
-DEFAULT_MAX_MSG_RATE = 30_000.0
-DEFAULT_MAX_BANDWIDTH_MBYTES = 100.0
+# Pulsar's broker default (`loadBalancerNamespaceMaximumBundles`).
 DEFAULT_MAX_BUNDLES = 128
-
-
-@dataclass(frozen=True, slots=True)
-class BundleLimits:
-    """The four limits of one bundle. A limit <= 0 is disabled (Pulsar does so for sessions)."""
-
-    max_topics: int = DEFAULT_MAX_TOPICS
-    max_sessions: int = DEFAULT_MAX_SESSIONS  # producers + consumers
-    max_msg_rate: float = DEFAULT_MAX_MSG_RATE  # msg/s, in + out
-    max_bandwidth_mbytes: float = DEFAULT_MAX_BANDWIDTH_MBYTES  # MiB/s, in + out
-
-    @property
-    def max_bandwidth_bytes(self) -> float:
-        """Bandwidth limit in bytes/s (Pulsar multiplies the MiB figure by 1048576)."""
-        return self.max_bandwidth_mbytes * MIB_BYTES
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,9 @@
 """Make sure the stats and dead-letter topics exist before anything produces or reads.
 
+The one way topics are created: by the app at start and by the stream's dead-letter sink.
 A real deployment usually provisions its topics; creating a missing one is harmless there
-and necessary for the embedded broker, which starts empty.
+and necessary for the embedded broker (and any broker that does not auto-create), which
+starts empty.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ def ensure_topics(
     client_kwargs: Mapping[str, Any] | None = None,
     replication_factor: int = 1,
 ) -> list[str]:
-    """Create the topics that do not exist yet; returns the names it created."""
-    admin = KafkaAdminClient(
-        bootstrap_servers=bootstrap_servers.split(","),
-        client_id="pulsar-balancer-setup",
-        **dict(client_kwargs or {}),
-    )
+    """Create the topics that do not exist yet; returns the names it created.
+
+    Each topic is created on its own, so a topic another process creates meanwhile
+    (`TopicAlreadyExistsError`) neither fails the call nor stops the others. Any other
+    error (Kafka unreachable, not authorised) is raised.
+    """
+    settings: dict[str, Any] = {"client_id": "pulsar-balancer-setup", **(client_kwargs or {})}
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers.split(","), **settings)
     try:
         existing = set(admin.list_topics())
         missing = [

@@ -14,10 +14,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -31,12 +30,12 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from balancer.core.decisions import SplitReason
+from balancer.core.limits import BundleLimits, is_over, ratios
 from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic
+from balancer.core.report import BatchReport
 from balancer.core.split import SplitAlgorithm
 from balancer.ops.collector_metrics import PREFIX, CollectorMetrics
-
-BYTES_PER_MIB = 1024 * 1024
 
 
 class SplitResult(StrEnum):
@@ -67,88 +66,12 @@ class OffloadResult(StrEnum):
     UNKNOWN = "unknown"  # sent, no answer, not visible yet: counted again once it settles
 
 
-class Limit(StrEnum):
-    """The four per-bundle thresholds of Pulsar's load manager, in its priority order."""
-
-    TOPICS = "topics"
-    SESSIONS = "sessions"
-    MSG_RATE = "msg_rate"
-    BANDWIDTH = "bandwidth"
-
-
-class BundleLimits(Protocol):
-    """Per-bundle split thresholds of one namespace (a value <= 0 disables that limit)."""
-
-    @property
-    def max_topics(self) -> int: ...
-
-    @property
-    def max_sessions(self) -> int: ...
-
-    @property
-    def max_msg_rate(self) -> float: ...  # msgRateIn + msgRateOut, messages/s
-
-    @property
-    def max_bandwidth_bytes(self) -> float: ...  # throughput in + out, bytes/s
-
-
 # (cluster, namespace) -> that namespace's limits, or None when none are known.
 LimitsLookup = Callable[[str, str], BundleLimits | None]
 
 
-class BatchReportLike(Protocol):
-    """What one micro-batch reports (balancer.core.report.BatchReport has these attributes)."""
-
-    @property
-    def batch_id(self) -> int: ...
-
-    @property
-    def window_end_ms(self) -> int: ...
-
-    @property
-    def bundles(self) -> Sequence[BundleLoad]: ...
-
-    @property
-    def events_consumed(self) -> int: ...  # every record read, rejected ones included
-
-    @property
-    def events_rejected(self) -> Mapping[str, int]: ...  # reason -> count
-
-    @property
-    def events_late(self) -> int: ...
-
-    @property
-    def kafka_lag(self) -> Mapping[int, int]: ...  # partition -> high-water mark - position
-
-    @property
-    def watermark_delay_s(self) -> float: ...
-
-    @property
-    def duration_s(self) -> float: ...
-
-    @property
-    def watermark_ms(self) -> int: ...  # the batch's event-time watermark (0: none yet)
-
-    @property
-    def newest_event_ms(self) -> int: ...  # newest event time accepted (0: no event)
-
-
 # Span over which the share of late events is measured (readiness; the alert uses 10m too).
 LATE_SHARE_SPAN_S = 600.0
-
-
-def limit_ratios(load: BundleLoad, limits: BundleLimits) -> dict[Limit, float]:
-    """Each enabled limit's load / limit; a bundle is over a threshold when a ratio is > 1.
-
-    Purely computational, with no side effects.
-    """
-    pairs = (
-        (Limit.TOPICS, float(load.topic_count), float(limits.max_topics)),
-        (Limit.SESSIONS, float(load.session_count), float(limits.max_sessions)),
-        (Limit.MSG_RATE, load.msg_rate, float(limits.max_msg_rate)),
-        (Limit.BANDWIDTH, load.throughput_bytes, float(limits.max_bandwidth_bytes)),
-    )
-    return {limit: value / maximum for limit, value, maximum in pairs if maximum > 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,11 +107,11 @@ class _SnapshotCollector(Collector):
             sessions.add_metric(key, load.session_count)
             completeness.add_metric(key, load.completeness)
             limits = self._limits(load.cluster, load.namespace)
-            ratios = limit_ratios(load, limits) if limits is not None else {}
-            for limit, value in ratios.items():
+            if limits is None:
+                continue
+            for limit, value in ratios(load, limits).items():
                 ratio.add_metric([*key, limit.value], value)
-            if limits is not None:
-                over.add_metric(key, 1.0 if any(v > 1.0 for v in ratios.values()) else 0.0)
+            over.add_metric(key, 1.0 if is_over(load, limits) else 0.0)
         for partition, lag_records in snap.kafka_lag:
             lag.add_metric([str(partition)], lag_records)
         return families
@@ -375,7 +298,7 @@ class BalancerMetrics:
 
     # -- pipeline ---------------------------------------------------------------------------
 
-    def observe_batch(self, report: BatchReportLike) -> None:
+    def observe_batch(self, report: BatchReport) -> None:
         """Record one successful micro-batch.
 
         A report with bundles replaces the bundle snapshot; a batch that brought no window

@@ -15,6 +15,7 @@ from balancer.core.load import TopicLoad, roll_up
 from balancer.core.report import BatchReport
 from balancer.ops.exporter import BalancerMetrics
 from balancer.pulsar import PulsarPeerGroup
+from tests.reports import batch_report
 
 TOPIC = "persistent://acme/pay/ledger"
 
@@ -28,17 +29,8 @@ def report(batch_id: int, rate: float) -> BatchReport:
         window_end_ms=60_000 * (batch_id + 1),
         topics=(hot,),
     )
-    return BatchReport(
-        batch_id=batch_id,
-        window_end_ms=bundle.window_end_ms,
-        bundles=(bundle,),
-        large_topics=(),
-        events_consumed=1,
-        events_rejected={},
-        events_late=0,
-        kafka_lag={},
-        watermark_delay_s=0.0,
-        duration_s=0.1,
+    return batch_report(
+        batch_id, bundle.window_end_ms, (bundle,), events_consumed=1, duration_s=0.1
     )
 
 

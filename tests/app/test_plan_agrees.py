@@ -3,7 +3,7 @@ proposes are exactly those the controller (in apply mode, in-process) applies to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +16,12 @@ from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.controller.clock import FakeClock
 from balancer.controller.stats import ActionResult
 from balancer.core.decisions import DecisionKind
-from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.planning import large_topics, window_loads
 from balancer.sim import start_peer_group
+from tests.reports import batch_report
 
 HOT = Path("conf/scenarios/hot-bundle.yaml")
 GROWTH = Path("conf/scenarios/offload-growth.yaml")
-
-
-@dataclass(frozen=True)
-class Report:
-    batch_id: int
-    window_end_ms: int
-    bundles: tuple[BundleLoad, ...]
-    large_topics: tuple[tuple[str, TopicLoad], ...]
 
 
 def config_for(group: Any, tmp_path: Path, **sections: Any) -> BalancerConfig:
@@ -87,7 +79,7 @@ def test_the_controller_applies_exactly_what_the_plan_proposes(
             for i in range(config.detection.hit_count_threshold):
                 end_ms = 1_800_000_000_000 + i * 60_000
                 handler.handle(
-                    Report(
+                    batch_report(
                         batch_id=i,
                         window_end_ms=end_ms,
                         bundles=tuple(replace(b, window_end_ms=end_ms) for b in bundles),

@@ -27,7 +27,8 @@ from balancer.controller.stats import ActionResult
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.decisions import OffloadDecision, SplitDecision, offload_decision_id
 from balancer.core.detect import DetectionSettings
-from balancer.core.load import BundleLoad, TopicLoad, roll_up
+from balancer.core.load import BundleLoad, roll_up
+from balancer.core.report import BatchReport
 from balancer.core.thresholds import NamespacePolicy, Thresholds
 from balancer.pulsar import (
     ClientSettings,
@@ -39,6 +40,7 @@ from balancer.pulsar import (
     TokenSource,
 )
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
+from tests.reports import batch_report
 
 LEDGER_BYTES = 10_000_000
 HOT_NS = "shop/orders"
@@ -70,14 +72,6 @@ SCENARIO: dict[str, Any] = {
     ],
 }
 FIRST = BundleRange(0x00000000, 0x40000000)
-
-
-@dataclass(frozen=True)
-class Report:
-    batch_id: int
-    window_end_ms: int
-    bundles: tuple[BundleLoad, ...]
-    large_topics: tuple[tuple[str, TopicLoad], ...] = ()
 
 
 @pytest.fixture
@@ -172,16 +166,11 @@ def load_of(
 
 
 def report(
-    sim: RunningPeerGroup,
-    batch_id: int,
-    window_end_ms: int,
+    sim: RunningPeerGroup, batch_id: int, window_end_ms: int,
     bundles: Sequence[tuple[str, BundleRange, str]] = ((HOT_NS, FIRST, "east"),),
-) -> Report:
-    return Report(
-        batch_id,
-        window_end_ms,
-        tuple(load_of(sim, ns, b, window_end_ms, c) for ns, b, c in bundles),
-    )
+) -> BatchReport:
+    return batch_report(batch_id, window_end_ms,
+                        tuple(load_of(sim, ns, b, window_end_ms, c) for ns, b, c in bundles))
 
 
 def decide(

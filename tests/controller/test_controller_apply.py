@@ -32,12 +32,14 @@ from balancer.core.decisions import (
     offload_decision_id,
 )
 from balancer.core.detect import DetectionSettings
+from balancer.core.limits import BundleLimits
 from balancer.core.load import BundleLoad, TopicLoad, roll_up
-from balancer.core.report import BatchHandler, BatchReport, LayoutProvider
+from balancer.core.report import BatchHandler, LayoutProvider
 from balancer.core.split import ChildLoad, SplitAlgorithm
-from balancer.core.thresholds import BundleLimits, NamespacePolicy, PolicyOverride, Thresholds
+from balancer.core.thresholds import NamespacePolicy, PolicyOverride, Thresholds
 from balancer.pulsar import ForbiddenError, ServerError, UnavailableError
 from balancer.pulsar.models import InternalStats, LedgerInfo, MessageId, OffloadState, OffloadStatus
+from tests.reports import batch_report
 
 NS = "acme/orders"
 PARENT = BundleRange(0, 0x40000000)
@@ -312,14 +314,6 @@ def test_handler_protocol_surface(tmp_path: Path) -> None:
     handler.close()
 
 
-@dataclass(frozen=True)
-class Report:
-    batch_id: int
-    window_end_ms: int
-    bundles: tuple[BundleLoad, ...]
-    large_topics: tuple[tuple[str, TopicLoad], ...] = ()
-
-
 def test_handler_waits_for_hysteresis_and_counts_skips(tmp_path: Path) -> None:
     config = BalancerConfig.from_mapping(
         {
@@ -338,32 +332,14 @@ def test_handler_waits_for_hysteresis_and_counts_skips(tmp_path: Path) -> None:
         for i in range(5)
     )
     for i in range(3):
-        load = roll_up(
-            cluster="east", namespace=NS, bundle=PARENT, window_end_ms=(i + 1) * 1000, topics=topics
-        )
-        handler.handle(Report(i, (i + 1) * 1000, (load,)))
+        load = roll_up(cluster="east", namespace=NS, bundle=PARENT, window_end_ms=(i + 1) * 1000,
+                       topics=topics)
+        handler.handle(batch_report(i, (i + 1) * 1000, (load,)))
     assert [o.result for o in handler.last_outcomes] == [ActionResult.APPLIED]
     counters = handler.stats.snapshot().counters
     assert counters[("split", "skipped", "hysteresis")] == 2
     assert counters[("split", "applied", "MsgRate")] == 1
     handler.close()
-
-
-def _stream_report(
-    batch_id: int, window_end_ms: int, bundles: tuple[BundleLoad, ...]
-) -> BatchReport:
-    return BatchReport(
-        batch_id=batch_id,
-        window_end_ms=window_end_ms,
-        bundles=bundles,
-        large_topics=(),
-        events_consumed=0,
-        events_rejected={},
-        events_late=0,
-        kafka_lag={},
-        watermark_delay_s=0.0,
-        duration_s=0.0,
-    )
 
 
 def test_handler_is_the_streams_batch_handler_and_skips_batches_without_a_window(
@@ -392,10 +368,10 @@ def test_handler_is_the_streams_batch_handler_and_skips_batches_without_a_window
             ),
         )
 
-    handler.handle(_stream_report(1, 1000, hot(1000)))
-    handler.handle(_stream_report(2, 2000, hot(2000)))
-    handler.handle(_stream_report(3, 0, ()))  # no window closed: counts must survive
-    handler.handle(_stream_report(4, 3000, hot(3000)))
+    handler.handle(batch_report(1, 1000, hot(1000)))
+    handler.handle(batch_report(2, 2000, hot(2000)))
+    handler.handle(batch_report(3, 0, ()))  # no window closed: counts must survive
+    handler.handle(batch_report(4, 3000, hot(3000)))
     assert isinstance(handler, ControllerHandler)
     assert [o.result for o in handler.last_outcomes] == [ActionResult.APPLIED]
     # The stream sees the children at once, without asking Pulsar again.
@@ -431,21 +407,15 @@ def test_handler_retries_reconciliation_until_pulsar_answers(tmp_path: Path) -> 
     admin = FakeAdmin(error=UnavailableError("down"))
     controller = make(tmp_path, admin)
     controller.journal.record_intent(
-        decision_id="d",
-        kind="split",
-        cluster="east",
-        namespace=NS,
-        target="t",
-        action_key="k",
-        payload={"call": {"bundle": str(PARENT), "boundaries": [0x20000000]}},
-        batch_id=None,
-        at_ms=1,
-    )
-    handler = ControllerHandler(controller, thresholds=Thresholds(), detection=DetectionSettings())
-    handler.handle(_stream_report(1, 0, ()))
+        decision_id="d", kind="split", cluster="east", namespace=NS, target="t", action_key="k",
+        payload={"call": {"bundle": str(PARENT), "boundaries": [0x20000000]}}, batch_id=None,
+        at_ms=1)
+    handler = ControllerHandler(controller, thresholds=Thresholds(),
+                                detection=DetectionSettings())
+    handler.handle(batch_report(1, 0, ()))
     assert [e.decision_id for e in controller.journal.pending()] == ["d"]
     admin.error = None
-    handler.handle(_stream_report(2, 0, ()))
+    handler.handle(batch_report(2, 0, ()))
     entry = controller.journal.get("d")
     assert controller.journal.pending() == [] and entry is not None
     assert entry.result == "abandoned"
@@ -478,22 +448,18 @@ def test_an_offloaded_topic_is_not_offloaded_again_while_bookkeeper_is_under(
     )
     admin = FakeAdmin(ledgers=(*closed, LedgerInfo(13, 0, 0, False)), current_ledger_size=1000)
     handler = ControllerHandler(
-        make(tmp_path, admin),
-        detection=DetectionSettings(),
-        thresholds=Thresholds(NamespacePolicy(offload_threshold_bytes=10_000)),
-    )
-    handler.handle(Report(1, 1000, (), _archive(13_000)))  # 5000 bytes left in BookKeeper
+        make(tmp_path, admin), detection=DetectionSettings(),
+        thresholds=Thresholds(NamespacePolicy(offload_threshold_bytes=10_000)))
+    handler.handle(batch_report(1, 1000, (), _archive(13_000)))  # 5000 bytes left in BookKeeper
     assert handler.last_outcomes == ()
     assert admin.calls == ["internal_stats"]  # read once, nothing decided, nothing triggered
-    handler.handle(Report(2, 2000, (), _archive(9_000)))  # under by storageSize: not even read
+    # Under by storageSize: not even read.
+    handler.handle(batch_report(2, 2000, (), _archive(9_000)))
     assert admin.calls == ["internal_stats"]
     # Newer ledgers push BookKeeper over the threshold: offload what is over, and only that.
-    admin.ledgers = (
-        *closed,
-        *(LedgerInfo(i, 5, 4000, False) for i in (13, 14)),
-        LedgerInfo(15, 0, 0, False),
-    )
-    handler.handle(Report(3, 3000, (), _archive(21_000)))  # 13000 in BookKeeper
+    admin.ledgers = (*closed, *(LedgerInfo(i, 5, 4000, False) for i in (13, 14)),
+                     LedgerInfo(15, 0, 0, False))
+    handler.handle(batch_report(3, 3000, (), _archive(21_000)))  # 13000 in BookKeeper
     [outcome] = handler.last_outcomes
     assert outcome.result is ActionResult.APPLIED and "offload:13" in admin.calls
     assert outcome.bytes_offloaded == 4000  # ledger 12: the offloaded ones are not counted
@@ -503,11 +469,9 @@ def test_an_offloaded_topic_is_not_offloaded_again_while_bookkeeper_is_under(
 def test_an_unread_bookkeeper_size_decides_nothing_this_window(tmp_path: Path) -> None:
     admin = FakeAdmin(error=UnavailableError("down"))
     handler = ControllerHandler(
-        make(tmp_path, admin),
-        detection=DetectionSettings(),
-        thresholds=Thresholds(NamespacePolicy(offload_threshold_bytes=10_000)),
-    )
-    handler.handle(Report(1, 1000, (), _archive(13_000)))
+        make(tmp_path, admin), detection=DetectionSettings(),
+        thresholds=Thresholds(NamespacePolicy(offload_threshold_bytes=10_000)))
+    handler.handle(batch_report(1, 1000, (), _archive(13_000)))
     assert handler.last_outcomes == () and admin.calls == ["internal_stats"]
     assert (handler.bookkeeper.reads, handler.bookkeeper.failures) == (1, 1)
     handler.close()

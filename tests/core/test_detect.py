@@ -17,9 +17,10 @@ from balancer.core.detect import (
     detect_offloads,
     over_threshold,
 )
+from balancer.core.limits import BundleLimits
 from balancer.core.load import BundleLoad, TopicLoad, roll_up
 from balancer.core.split import SplitAlgorithm
-from balancer.core.thresholds import BundleLimits, NamespacePolicy, PolicyOverride, Thresholds
+from balancer.core.thresholds import NamespacePolicy, PolicyOverride, Thresholds
 
 NS = "acme/orders"
 FULL = BundleRange(0x00000000, 0x40000000)

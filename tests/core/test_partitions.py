@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from balancer.core.bundles import BundleRange
 from balancer.core.hashing import hash_position
+from balancer.core.limits import MIB_BYTES, BundleLimits
 from balancer.core.load import TopicLoad, roll_up
 from balancer.core.partitions import lone_hot_topics, recommended_partitions
-from balancer.core.thresholds import MIB_BYTES, BundleLimits
 
 LIMITS = BundleLimits(max_msg_rate=1000.0, max_bandwidth_mbytes=10.0)
 

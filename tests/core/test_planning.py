@@ -5,8 +5,9 @@ from __future__ import annotations
 from balancer.core.bundles import BundleRange
 from balancer.core.detect import DetectionSettings
 from balancer.core.events import TopicStatsEvent
+from balancer.core.limits import BundleLimits
 from balancer.core.planning import DENIED, TopicSample, make_plan, window_loads
-from balancer.core.thresholds import BundleLimits, NamespacePolicy, Thresholds
+from balancer.core.thresholds import NamespacePolicy, Thresholds
 
 B = BundleRange(0, 0x80000000)
 

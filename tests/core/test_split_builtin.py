@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from balancer.core.bundles import BundleRange
 from balancer.core.hashing import FULL_UPPER
+from balancer.core.limits import BundleLimits
 from balancer.core.load import TopicLoad
 from balancer.core.split import (
     SplitAlgorithm,
@@ -255,6 +256,14 @@ def test_defaults_are_pulsars() -> None:
         0.8,
         100 * MIB,
     )
+
+
+def test_options_carry_a_namespaces_limits_and_pulsars_knobs() -> None:
+    limits = BundleLimits(max_topics=7, max_sessions=0, max_msg_rate=5.0, max_bandwidth_mbytes=2.0)
+    o = SplitOptions.from_limits(limits)
+    assert o.limits == limits
+    assert o.max_bandwidth_bytes == 2 * MIB
+    assert (o.difference_threshold_pct, o.fill_factor, o.max_children) == (10, 0.8, None)
 
 
 # --- properties shared by every algorithm ----------------------------------------------------

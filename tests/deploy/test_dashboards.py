@@ -11,7 +11,6 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from balancer.core.bundles import BundleRange
+from balancer.core.limits import BundleLimits
 from balancer.core.load import BundleLoad
+from balancer.core.report import BatchReport
 from balancer.ops.exporter import BalancerMetrics
 from balancer.ops.health import HealthServer
 from tests.prometheus_server import (
@@ -31,6 +32,7 @@ from tests.prometheus_server import (
     prometheus_binary,
     resolve_variables,
 )
+from tests.reports import batch_report
 
 DASHBOARDS = sorted(DASHBOARD_DIR.glob("*.json"))
 DS_UID = "${datasource}"
@@ -94,28 +96,19 @@ def test_panels_use_no_topic_label_and_only_exported_metrics() -> None:
 # --- live: a real Prometheus scraping the exporter --------------------------------------------
 
 
-@dataclass(frozen=True)
-class Limits:
-    max_topics: int = 1000
-    max_sessions: int = 1000
-    max_msg_rate: float = 30_000.0
-    max_bandwidth_bytes: float = 100 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Report:
-    batch_id: int
-    window_end_ms: int
-    bundles: tuple[BundleLoad, ...]
-    large_topics: tuple[object, ...] = ()
-    events_consumed: int = 12_000
-    events_rejected: dict[str, int] = field(default_factory=lambda: {"bad_json": 3})
-    events_late: int = 5
-    kafka_lag: dict[int, int] = field(default_factory=lambda: {0: 120, 1: 80, 2: 0})
-    watermark_delay_s: float = 31.0
-    duration_s: float = 1.4
-    watermark_ms: int = 0
-    newest_event_ms: int = 0
+def report(batch_id: int, window_end_ms: int, bundles: tuple[BundleLoad, ...]) -> BatchReport:
+    """A batch with some traffic, rejections, late events and lag, for every panel to show."""
+    return batch_report(
+        batch_id,
+        window_end_ms,
+        bundles,
+        events_consumed=12_000,
+        events_rejected={"bad_json": 3},
+        events_late=5,
+        kafka_lag={0: 120, 1: 80, 2: 0},
+        watermark_delay_s=31.0,
+        duration_s=1.4,
+    )
 
 
 def realistic_bundles(window_end_ms: int) -> tuple[BundleLoad, ...]:
@@ -145,7 +138,7 @@ def realistic_bundles(window_end_ms: int) -> tuple[BundleLoad, ...]:
 
 def feed(metrics: BalancerMetrics, batch_id: int) -> None:
     """One batch's worth of activity, through the exporter's public API only."""
-    metrics.observe_batch(Report(batch_id, 60_000 * batch_id, realistic_bundles(60_000 * batch_id)))
+    metrics.observe_batch(report(batch_id, 60_000 * batch_id, realistic_bundles(60_000 * batch_id)))
     metrics.record_split("east", "decided", "MsgRate")
     metrics.record_split("east", "applied", "MsgRate", children=2)
     metrics.record_split("west", "failed", "Topics")
@@ -166,7 +159,7 @@ needs_prometheus = pytest.mark.skipif(
 @needs_prometheus
 def test_every_panel_query_returns_series_from_a_real_prometheus() -> None:
     registry = CollectorRegistry()
-    metrics = BalancerMetrics(registry, limits=lambda cluster, namespace: Limits())
+    metrics = BalancerMetrics(registry, limits=lambda cluster, namespace: BundleLimits())
     for cluster in ("east", "west"):
         metrics.register_cluster(cluster)
         metrics.set_cluster_reachable(cluster, True)

@@ -24,9 +24,9 @@ import yaml
 
 from balancer.core.bundles import BundleRange
 from balancer.core.detect import over_threshold
+from balancer.core.limits import BundleLimits
 from balancer.core.load import roll_up
 from balancer.core.split import SplitAlgorithm, SplitOptions, compute_split
-from balancer.core.thresholds import BundleLimits
 from balancer.kafka.topics import ensure_topics
 from balancer.sim import PeerGroup, RunningPeerGroup
 from tests.e2e.harness import (

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import given
@@ -12,36 +10,14 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
 from balancer.core.bundles import BundleRange
+from balancer.core.limits import BundleLimits
 from balancer.core.load import BundleLoad
-from balancer.ops.exporter import BalancerMetrics, Limit, limit_ratios, snapshot_family_names
+from balancer.ops.exporter import BalancerMetrics, snapshot_family_names
+from tests.reports import batch_report
 
 NS = "acme/orders"
 B0 = BundleRange.parse("0x00000000_0x80000000")
 B1 = BundleRange.parse("0x80000000_0xffffffff")
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_topics: int = 1000
-    max_sessions: int = 1000
-    max_msg_rate: float = 30000.0
-    max_bandwidth_bytes: float = 100 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Report:
-    batch_id: int = 1
-    window_end_ms: int = 60_000
-    bundles: Sequence[BundleLoad] = ()
-    large_topics: Sequence[object] = ()
-    events_consumed: int = 0
-    events_rejected: Mapping[str, int] = field(default_factory=dict)
-    events_late: int = 0
-    kafka_lag: Mapping[int, int] = field(default_factory=dict)
-    watermark_delay_s: float = 0.0
-    duration_s: float = 1.0
-    watermark_ms: int = 0
-    newest_event_ms: int = 0
 
 
 class FakeClock:
@@ -71,7 +47,12 @@ def load(bundle: BundleRange = B0, *, cluster: str = "east", **kw: float) -> Bun
     )
 
 
-def make(limits: Limits | None = Limits()) -> tuple[BalancerMetrics, CollectorRegistry, FakeClock]:
+PULSAR_LIMITS = BundleLimits()
+
+
+def make(
+    limits: BundleLimits | None = PULSAR_LIMITS,
+) -> tuple[BalancerMetrics, CollectorRegistry, FakeClock]:
     registry = CollectorRegistry()
     clock = FakeClock()
     metrics = BalancerMetrics(registry, limits=lambda c, n: limits, clock=clock)
@@ -85,7 +66,7 @@ def bundle_labels(bundle: BundleRange = B0, cluster: str = "east") -> dict[str, 
 def test_bundle_gauges_come_from_the_latest_snapshot() -> None:
     metrics, registry, _ = make()
     metrics.observe_batch(
-        Report(
+        batch_report(
             bundles=[
                 load(
                     msg_throughput_in=1000.0,
@@ -115,9 +96,9 @@ def test_bundle_gauges_come_from_the_latest_snapshot() -> None:
 def test_a_split_bundle_disappears_with_the_next_snapshot() -> None:
     metrics, registry, _ = make()
     full = BundleRange.full()
-    metrics.observe_batch(Report(batch_id=1, bundles=[load(full)]))
+    metrics.observe_batch(batch_report(batch_id=1, bundles=[load(full)]))
     assert registry.get_sample_value("pulsar_balancer_bundle_msg_rate_in", bundle_labels(full))
-    metrics.observe_batch(Report(batch_id=2, bundles=[load(B0), load(B1)]))
+    metrics.observe_batch(batch_report(batch_id=2, bundles=[load(B0), load(B1)]))
     gone = registry.get_sample_value("pulsar_balancer_bundle_msg_rate_in", bundle_labels(full))
     assert gone is None
     assert registry.get_sample_value("pulsar_balancer_bundle_msg_rate_in", bundle_labels(B1)) == 100
@@ -126,8 +107,8 @@ def test_a_split_bundle_disappears_with_the_next_snapshot() -> None:
 
 def test_a_batch_without_bundles_keeps_the_previous_snapshot() -> None:
     metrics, registry, _ = make()
-    metrics.observe_batch(Report(bundles=[load(B0)]))
-    metrics.observe_batch(Report(batch_id=2, bundles=()))
+    metrics.observe_batch(batch_report(bundles=[load(B0)]))
+    metrics.observe_batch(batch_report(batch_id=2, bundles=()))
     assert registry.get_sample_value("pulsar_balancer_bundle_msg_rate_in", bundle_labels()) == 100
 
 
@@ -151,25 +132,27 @@ def test_unknown_limits_give_no_ratio_and_no_over_flag() -> None:
 
 def test_no_topic_label_anywhere() -> None:
     metrics, registry, _ = make()
-    metrics.observe_batch(Report(bundles=[load()], kafka_lag={0: 5}))
+    metrics.observe_batch(batch_report(bundles=[load()], kafka_lag={0: 5}))
     for family in registry.collect():
         for sample in family.samples:
             assert "topic" not in sample.labels, sample
 
 
-@pytest.mark.parametrize(
-    ("limits", "expected"),
-    [
-        (Limits(), {Limit.TOPICS: 0.01, Limit.SESSIONS: 0.02, Limit.MSG_RATE: 0.01,
-                    Limit.BANDWIDTH: 4096 / (100 * 1024 * 1024)}),
-        (Limits(max_topics=0, max_sessions=-1), {Limit.MSG_RATE: 0.01,
-                                                 Limit.BANDWIDTH: 4096 / (100 * 1024 * 1024)}),
-    ],
-    ids=["all-enabled", "non-positive-limits-disabled"],
-)  # fmt: skip
-def test_limit_ratios(limits: Limits, expected: dict[Limit, float]) -> None:
-    bundle = load(msg_throughput_in=1024.0, msg_throughput_out=3072.0)
-    assert limit_ratios(bundle, limits) == pytest.approx(expected)
+def test_a_disabled_limit_has_no_ratio_series() -> None:
+    metrics, registry, _ = make(limits=BundleLimits(max_topics=0, max_sessions=-1))
+    metrics.set_bundle_snapshot(
+        [load(topic_count=5000, msg_throughput_in=1024.0, msg_throughput_out=3072.0)]
+    )
+    ratios = {
+        s.labels["limit"]: s.value
+        for family in registry.collect()
+        for s in family.samples
+        if s.name == "pulsar_balancer_bundle_threshold_ratio"
+    }
+    assert ratios == pytest.approx({"msg_rate": 0.01, "bandwidth": 4096 / (100 * 1024 * 1024)})
+    # 5000 topics over a disabled topic limit: not over.
+    over = registry.get_sample_value("pulsar_balancer_bundle_over_threshold", bundle_labels())
+    assert over == 0.0
 
 
 @given(
@@ -193,7 +176,7 @@ def test_pipeline_metrics_from_batches() -> None:
     assert metrics.last_batch_age_s() is None
     clock.now_s = 1_010.0
     metrics.observe_batch(
-        Report(
+        batch_report(
             events_consumed=500,
             events_rejected={"bad_json": 3, "unknown_topic": 2, "zero": 0},
             events_late=4,
@@ -218,7 +201,7 @@ def test_pipeline_metrics_from_batches() -> None:
     assert get("pulsar_balancer_last_batch_id") == 1
     clock.now_s = 1_020.0
     assert metrics.last_batch_age_s() == 10.0
-    metrics.observe_batch(Report(batch_id=2, events_consumed=100, kafka_lag={1: 4}))
+    metrics.observe_batch(batch_report(batch_id=2, events_consumed=100, kafka_lag={1: 4}))
     assert get("pulsar_balancer_input_events_per_second") == 10.0  # 100 over 10 s since last
     assert get("pulsar_balancer_kafka_consumer_lag", {"partition": "0"}) is None  # fresh set
     assert get("pulsar_balancer_events_consumed_total") == 600
@@ -357,7 +340,7 @@ def test_every_metric_is_documented_in_operations_md() -> None:
     metrics.set_mode("apply")
     metrics.set_cluster_reachable("c", True)
     metrics.observe_admin_request("c", "GET", 200, 0.1)
-    metrics.observe_batch(Report(events_rejected={"bad_json": 1}, kafka_lag={0: 1}))
+    metrics.observe_batch(batch_report(events_rejected={"bad_json": 1}, kafka_lag={0: 1}))
     families = {f.name for f in registry.collect() if f.name.startswith("pulsar_balancer_")}
     families |= set(snapshot_family_names())
     documented = {
@@ -372,7 +355,7 @@ def test_the_event_lag_and_the_late_share_follow_the_batches() -> None:
     get = registry.get_sample_value
     assert metrics.late_event_share() is None  # no event yet
     metrics.observe_batch(
-        Report(events_consumed=100, events_rejected={"bad_json": 20}, events_late=10,
+        batch_report(events_consumed=100, events_rejected={"bad_json": 20}, events_late=10,
                watermark_ms=1_700_000_000_000, newest_event_ms=1_700_000_060_000)
     )  # fmt: skip
     assert get("pulsar_balancer_event_watermark_lag_seconds") == 60.0
@@ -380,12 +363,12 @@ def test_the_event_lag_and_the_late_share_follow_the_batches() -> None:
     # The poisoned stream of issue 16: the watermark a day ahead, every event late.
     clock.now_s += 60
     metrics.observe_batch(
-        Report(batch_id=2, events_consumed=400, events_late=400,
+        batch_report(batch_id=2, events_consumed=400, events_late=400,
                watermark_ms=1_700_086_400_000, newest_event_ms=1_700_000_120_000)
     )  # fmt: skip
     assert get("pulsar_balancer_event_watermark_lag_seconds") == -86_280.0
     assert metrics.late_event_share() == 410 / 480
-    metrics.observe_batch(Report(batch_id=3))  # no event: the lag keeps its last value
+    metrics.observe_batch(batch_report(batch_id=3))  # no event: the lag keeps its last value
     assert get("pulsar_balancer_event_watermark_lag_seconds") == -86_280.0
     clock.now_s += 600  # the first batch leaves the span; the second is at its edge
     assert metrics.late_event_share() == 1.0

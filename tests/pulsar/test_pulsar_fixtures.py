@@ -16,9 +16,10 @@ from balancer.core.bundles import BundleRange
 from balancer.core.decisions import SplitReason
 from balancer.core.detect import DetectionSettings, DetectorState, detect
 from balancer.core.events import TopicStatsEvent, parse_message
+from balancer.core.limits import BundleLimits
 from balancer.core.load import roll_up
 from balancer.core.offload import bookkeeper_bytes
-from balancer.core.thresholds import BundleLimits, NamespacePolicy, Thresholds
+from balancer.core.thresholds import NamespacePolicy, Thresholds
 from balancer.core.topics import TopicDomain
 from balancer.pulsar.models import BrokerTopicStats, InternalStats, TopicStats
 

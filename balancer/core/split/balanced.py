@@ -1,9 +1,10 @@
 """balanced_flow_divide: split an overloaded bundle in one step into flow-equal children.
 
-Targets are the bundle thresholds times `fill_factor`: msgRate (in + out), throughput bytes
-(in + out), topic count and sessions (producers + consumers; left out when
-`max_sessions <= 0`). A child's weight is the largest of its four shares of the targets, so
-weight <= 1 means "under target" on every axis.
+Targets are the bundle thresholds times `fill_factor`: topic count, sessions (producers +
+consumers), msgRate (in + out) and throughput bytes (in + out); a threshold <= 0 is disabled
+and has no target (the rule of `balancer.core.limits`; SplitOptions accepts it for sessions).
+A child's weight is the largest of its shares of the targets, so weight <= 1 means "under
+target" on every axis.
 
 1. Topics are sorted by position; topics with the same position can never be separated and
    form one *unit* (their loads summed).
@@ -43,12 +44,13 @@ topics, 2 s for 1,000,000 (most of it reading the TopicLoad objects).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from balancer.core.bundles import BundleRange
+from balancer.core.limits import Limit, LoadTotals, is_over
 from balancer.core.load import TopicLoad
 from balancer.core.split.columns import TopicColumns
 from balancer.core.split.model import SplitError, SplitOptions
@@ -64,43 +66,25 @@ _VECTOR_GREEDY_MIN_UNITS_PER_CHILD = 16
 
 @dataclass(frozen=True)
 class Targets:
-    """Per-child targets: the thresholds times the fill factor (sessions None = not used)."""
+    """Per-child targets: each enabled threshold times the fill factor (disabled ones absent)."""
 
-    msg_rate: float
-    throughput_bytes: float
-    topics: float
-    sessions: float | None
+    by_limit: Mapping[Limit, float]
 
     @classmethod
     def from_options(cls, options: SplitOptions) -> Targets:
         f = options.fill_factor
-        return cls(
-            msg_rate=options.max_msg_rate * f,
-            throughput_bytes=options.max_bandwidth_bytes * f,
-            topics=options.max_topics * f,
-            sessions=options.max_sessions * f if options.max_sessions > 0 else None,
-        )
-
-    def weight(self, msg_rate: float, throughput_bytes: float, topics: int, sessions: int) -> float:
-        """The largest of the four shares of the targets (1.0 = exactly at target)."""
-        shares = [
-            msg_rate / self.msg_rate,
-            throughput_bytes / self.throughput_bytes,
-            topics / self.topics,
-        ]
-        if self.sessions is not None:
-            shares.append(sessions / self.sessions)
-        return max(shares)
+        return cls({limit: maximum * f for limit, maximum in options.limits.enabled().items()})
 
 
 def over_threshold(topics: TopicColumns, options: SplitOptions) -> bool:
     """Whether the bundle is over any of Pulsar's split thresholds (strictly, as Pulsar checks)."""
-    return (
-        len(topics) > options.max_topics
-        or (options.max_sessions > 0 and int(topics.sessions.sum()) > options.max_sessions)
-        or float(topics.msg_rate.sum()) > options.max_msg_rate
-        or float(topics.throughput_bytes.sum()) > options.max_bandwidth_bytes
+    totals = LoadTotals(
+        topic_count=len(topics),
+        session_count=int(topics.sessions.sum()),
+        msg_rate=float(topics.msg_rate.sum()),
+        throughput_bytes=float(topics.throughput_bytes.sum()),
     )
+    return is_over(totals, options.limits)
 
 
 class _Units:
@@ -115,16 +99,17 @@ class _Units:
         self.positions: list[int] = p[starts].tolist()
         self.size = len(self.positions)
         counts = np.diff(np.append(starts, len(p))).astype(np.float64)
+        per_topic = {
+            Limit.SESSIONS: ordered.sessions.astype(np.float64),
+            Limit.MSG_RATE: ordered.msg_rate,
+            Limit.BANDWIDTH: ordered.throughput_bytes,
+        }
+        # One column per enabled limit: each unit's topic count, or its summed load.
         cols = [
-            np.add.reduceat(ordered.msg_rate, starts),
-            np.add.reduceat(ordered.throughput_bytes, starts),
-            counts,
+            counts if limit is Limit.TOPICS else np.add.reduceat(per_topic[limit], starts)
+            for limit in targets.by_limit
         ]
-        limits = [targets.msg_rate, targets.throughput_bytes, targets.topics]
-        if targets.sessions is not None:
-            cols.append(np.add.reduceat(ordered.sessions.astype(np.float64), starts))
-            limits.append(targets.sessions)
-        self.limits = limits
+        self.limits = list(targets.by_limit.values())
         self.prefix = [np.concatenate(([0.0], np.cumsum(col))) for col in cols]
         self.prefix_lists = [prefix.tolist() for prefix in self.prefix]
 

@@ -8,16 +8,24 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 
 import numpy as np
 
 from balancer.core.bundles import BundleRange
+from balancer.core.limits import (
+    DEFAULT_MAX_BANDWIDTH_MBYTES,
+    DEFAULT_MAX_MSG_RATE,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_TOPICS,
+    BundleLimits,
+)
 from balancer.core.load import TopicLoad
 from balancer.core.split.columns import TopicColumns
 
-MIB_BYTES = 1024 * 1024
+# SplitOptions carries BundleLimits' four fields under the same names.
+_LIMIT_FIELDS = tuple(f.name for f in fields(BundleLimits))
 
 
 class SplitAlgorithm(StrEnum):
@@ -42,10 +50,10 @@ class SplitOptions:
     bundle is under every threshold), `difference_threshold_pct` by flow_or_qps_equally_divide.
     """
 
-    max_msg_rate: float = 30000
-    max_bandwidth_mbytes: float = 100
-    max_topics: int = 1000
-    max_sessions: int = 1000
+    max_msg_rate: float = DEFAULT_MAX_MSG_RATE
+    max_bandwidth_mbytes: float = DEFAULT_MAX_BANDWIDTH_MBYTES
+    max_topics: int = DEFAULT_MAX_TOPICS
+    max_sessions: int = DEFAULT_MAX_SESSIONS
     difference_threshold_pct: float = 10
     fill_factor: float = 0.8
     max_children: int | None = None
@@ -72,10 +80,20 @@ class SplitOptions:
         ):
             raise SplitError(f"max_children must be an integer >= 1, got {self.max_children!r}")
 
+    @classmethod
+    def from_limits(cls, limits: BundleLimits) -> SplitOptions:
+        """Pulsar's defaults for every knob, with a namespace's four thresholds."""
+        return cls(**{name: getattr(limits, name) for name in _LIMIT_FIELDS})
+
+    @property
+    def limits(self) -> BundleLimits:
+        """The four thresholds, read by the rule of `balancer.core.limits`."""
+        return BundleLimits(**{name: getattr(self, name) for name in _LIMIT_FIELDS})
+
     @property
     def max_bandwidth_bytes(self) -> float:
         """The bandwidth threshold in bytes/s (Pulsar's MiB, in + out)."""
-        return self.max_bandwidth_mbytes * MIB_BYTES
+        return self.limits.max_bandwidth_bytes
 
 
 @dataclass(frozen=True)
