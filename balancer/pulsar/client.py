@@ -168,14 +168,9 @@ class PulsarPeerGroup:
         """Attempts sent, per (cluster, method, path template)."""
         return self._t.request_counts()
 
-    def request_count(
-        self,
-        *,
-        cluster: str | None = None,
-        method: str | None = None,
-        path_template: str | None = None,
-    ) -> int:
-        return self._t.request_count(cluster=cluster, method=method, path_template=path_template)
+    def request_count(self, **filters: str | None) -> int:
+        """Attempts sent so far matching every filter given (`AdminTransport.request_count`)."""
+        return self._t.request_count(**filters)
 
     def reset_request_counts(self) -> None:
         self._t.reset_request_counts()
