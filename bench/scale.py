@@ -6,7 +6,11 @@ For each topic count it runs `bench.pipeline` in a child process (every topic re
 so the events are as many as the topics unless `--events-per-topic` says otherwise) and
 samples the resident memory of that process and everything it started (the Spark JVM, the
 Python workers, the embedded broker) every 0.2 s. It prints, per size, the job's and raw
-consumption's events/s and the peak memory of the whole tree, then `RESULT <json>`.
+consumption's events/s, the peak memory of the whole tree, and the interval's work: every
+batch that read events or closed a window, the window close included (`interval s`). One pod
+keeps up with that many topics at Pulsar's 60 s stats interval when the interval's work
+takes at most 60 s; `max topics @60s` scales the measured size by 60 s over that time
+(linear in topics, an estimate). Then `RESULT <json>`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from pathlib import Path
 from bench.common import header, markdown_table, print_result
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+INTERVAL_S = 60.0  # Pulsar's default stats interval: one report per topic per minute
+RESULT_LINE = re.compile(r"^RESULT (?P<json>\{.*\})$")
 LAST_LINE = re.compile(
     r"^events_per_s=(?P<job>[\d.]+) raw_events_per_s=(?P<raw>[\d.]+) ratio=(?P<ratio>[\d.]+)$"
 )
@@ -39,7 +45,20 @@ class ScaleResult:
     ratio: float | None
     peak_rss_gib: float
     wall_s: float
+    interval_s: float | None = None  # every batch that read events or closed a window
+    close_batch_s: float | None = None  # the slowest batch that closed a window
+    close_driver_s: float | None = None  # the driver's share of that batch
     error: str | None = None
+
+    @property
+    def keeps_up(self) -> bool | None:
+        return None if self.interval_s is None else self.interval_s <= INTERVAL_S
+
+    @property
+    def max_topics_at_interval(self) -> int | None:
+        if not self.interval_s:
+            return None
+        return int(self.topics * INTERVAL_S / self.interval_s)
 
 
 def _children(pid: int) -> list[int]:
@@ -104,8 +123,19 @@ def run_one(topics: int, events: int, extra: Sequence[str]) -> ScaleResult:
             error=f"exit {child.returncode}: {tail[:300]}",
         )
     m = found[-1]
+    payloads = [r for line in text.splitlines() if (r := RESULT_LINE.match(line.strip()))]
+    job = json.loads(payloads[-1]["json"]) if payloads else {}
     return ScaleResult(
-        topics, events, float(m["job"]), float(m["raw"]), float(m["ratio"]), peak / 1024**3, wall_s
+        topics,
+        events,
+        float(m["job"]),
+        float(m["raw"]),
+        float(m["ratio"]),
+        peak / 1024**3,
+        wall_s,
+        interval_s=job.get("working_s"),
+        close_batch_s=job.get("close_batch_s"),
+        close_driver_s=job.get("close_driver_s"),
     )
 
 
@@ -141,35 +171,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run_one(topics, events, extra)
         results.append(result)
         print(f"topics={topics} events={events} -> {json.dumps(asdict(result))}", flush=True)
+    def cell(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
     rows = [
         [
             f"{r.topics:,}",
             f"{r.events:,}",
-            f"{r.events_per_s:,.0f}" if r.events_per_s else "-",
-            f"{r.raw_events_per_s:,.0f}" if r.raw_events_per_s else "-",
-            f"{r.ratio:.2f}" if r.ratio else "-",
+            cell(r.events_per_s, ",.0f"),
+            cell(r.raw_events_per_s, ",.0f"),
+            cell(r.ratio, ".2f"),
+            cell(r.interval_s, ".1f"),
+            cell(r.close_batch_s, ".1f"),
+            cell(r.close_driver_s, ".2f"),
+            "-" if r.keeps_up is None else ("yes" if r.keeps_up else "no"),
+            cell(r.max_topics_at_interval, ",d"),
             f"{r.peak_rss_gib:.2f}",
             f"{r.wall_s:.0f}",
             r.error or "",
         ]
         for r in results
     ]
-    print(
-        markdown_table(
-            [
-                "topics",
-                "events",
-                "job events/s",
-                "raw events/s",
-                "ratio",
-                "peak RSS GiB",
-                "wall s",
-                "error",
-            ],
-            rows,
-        )
-    )
-    print_result({"benchmark": "scale", "results": [asdict(r) for r in results]})
+    headers = [
+        "topics", "events", "job events/s", "raw events/s", "ratio", "interval s",
+        "close batch s", "driver close s", "keeps up @60s", "max topics @60s",
+        "peak RSS GiB", "wall s", "error",
+    ]  # fmt: skip
+    print(markdown_table(headers, rows))
+    results_json = [
+        {**asdict(r), "keeps_up": r.keeps_up, "max_topics_at_interval": r.max_topics_at_interval}
+        for r in results
+    ]
+    print_result({"benchmark": "scale", "results": results_json})
     return 0 if all(r.error is None for r in results) else 1
 
 

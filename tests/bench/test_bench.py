@@ -52,7 +52,9 @@ def run_bench(name: str, *args: str, timeout_s: float = 60) -> tuple[str, dict[s
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    last = done.stdout.strip().splitlines()[-1]
+    lines = done.stdout.strip().splitlines()
+    # bench.pipeline (and bench.scale's children) add one plain summary line after it.
+    last = lines[-2] if lines[-1].startswith("events_per_s=") else lines[-1]
     assert last.startswith("RESULT "), last
     result = json.loads(last.removeprefix("RESULT "))
     assert result["machine"]["cores"] >= 1
@@ -108,3 +110,20 @@ def test_split_time_on_a_tiny_bundle() -> None:
         assert figures["compute_split_s"] > 0, name
         assert figures["runs"] == 2, name
         assert figures["children"] >= 2, name  # the bundle is over threshold: all split
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_pipeline_on_a_tiny_stream_counts_its_window_closes() -> None:
+    # Three minutes of 200 topics: the first windows close within the run.
+    out, result = run_bench(
+        "pipeline", "--events", "600", "--topics", "200", "--envelope", "50",
+        "--max-offsets-per-trigger", "4", "--window-s", "60", "--slide-s", "60",
+        "--watermark-s", "0", timeout_s=600,
+    )  # fmt: skip
+    assert result["events"] == 600
+    assert result["windows_closed"] >= 1
+    assert result["close_batch_s"] > 0
+    assert 0 <= result["close_driver_s"] <= result["close_batch_s"]
+    assert result["events_per_s"] > 0
+    assert "window close: slowest closing batch" in out

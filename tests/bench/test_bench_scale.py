@@ -1,4 +1,4 @@
-"""The scale benchmark's own parts: the memory sampler and the pipeline's last line."""
+"""The scale and capacity benchmarks' own parts: memory sampler, last lines, keep-up, speedup."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import os
 import subprocess
 import sys
 
-from bench.scale import LAST_LINE, tree_rss_bytes
+from bench.capacity import CapacityRun, speedup
+from bench.scale import LAST_LINE, ScaleResult, tree_rss_bytes
 
 
 def test_tree_rss_counts_children() -> None:
@@ -29,3 +30,22 @@ def test_pipeline_last_line_is_parsed() -> None:
     assert m is not None
     assert (float(m["job"]), float(m["raw"]), float(m["ratio"])) == (101234.5, 150000.0, 0.67)
     assert LAST_LINE.match("events_per_s=1 raw_events_per_s=2") is None
+
+
+def test_scale_result_keeps_up_when_the_interval_fits_in_60_s() -> None:
+    fits = ScaleResult(1_000_000, 1_000_000, 90_000.0, 120_000.0, 0.75, 2.0, 80.0, interval_s=40.0)
+    assert fits.keeps_up is True
+    assert fits.max_topics_at_interval == 1_500_000  # 60 s / 40 s of work for 1M topics
+    late = ScaleResult(10_000_000, 10_000_000, 1.0, 1.0, 1.0, 9.0, 300.0, interval_s=150.0)
+    assert late.keeps_up is False
+    assert late.max_topics_at_interval == 4_000_000
+    failed = ScaleResult(1, 1, None, None, None, 0.1, 1.0, error="exit 1")
+    assert failed.keeps_up is None and failed.max_topics_at_interval is None
+
+
+def test_capacity_speedup_is_most_workers_over_fewest() -> None:
+    one = CapacityRun(1, 20_000.0, 3.0, 100.0)
+    two = CapacityRun(2, 36_000.0, 2.0, 80.0)
+    assert speedup([two, one]) == 1.8
+    assert speedup([one]) is None
+    assert speedup([one, CapacityRun(2, None, None, 5.0, error="exit 1")]) is None

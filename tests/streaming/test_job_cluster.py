@@ -1,6 +1,6 @@
 """The streaming job on a real Spark standalone cluster: one master, two 1-core workers.
 
-The cluster (tests/spark_cluster.py) runs from the installed pyspark on 127.0.0.1; the job
+The cluster (bench/spark_cluster.py) runs from the installed pyspark on 127.0.0.1; the job
 is a separate driver process (`python -m streaming.standalone --master spark://...`) whose
 executors run on the two workers. Checkpoints are in the test's tmp dir, which every
 executor sees (they all run on this machine), as a shared volume would be on Kubernetes.
@@ -31,7 +31,7 @@ from tests.job_process import (
     start_job,
 )
 from tests.kafka_broker import Broker
-from tests.spark_cluster import SparkCluster, spark_cluster
+from bench.spark_cluster import SparkCluster, spark_cluster
 from tests.stream_events import (
     BASE_MS,
     check_bundles,

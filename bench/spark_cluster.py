@@ -1,4 +1,4 @@
-"""Test helper: a Spark standalone cluster (one master, N workers) from the installed pyspark.
+"""A Spark standalone cluster (one master, N workers) from the installed pyspark: tests, benchmarks.
 
     with spark_cluster(workers=2) as cluster:
         ...  # drivers connect to cluster.master_url (spark://127.0.0.1:<port>)
