@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from balancer.core.bundles import NamespaceBundles
+from bench.spark_cluster import SparkCluster, spark_cluster
 from streaming.jsonl_reports import read_reports
 from tests.job_process import (
     SLIDE_S,
@@ -31,7 +32,6 @@ from tests.job_process import (
     start_job,
 )
 from tests.kafka_broker import Broker
-from bench.spark_cluster import SparkCluster, spark_cluster
 from tests.stream_events import (
     BASE_MS,
     check_bundles,
