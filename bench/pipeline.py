@@ -11,8 +11,9 @@ Produces N topic-stats events (T topics reporting once a minute each) to a fresh
 It prints both rates and the ratio. The job's rate is steady state: the events of every batch
 after the first data batch (which pays for starting the Python workers) over the durations of
 those batches, window closes included (a close often runs in a batch of its own, with no new
-data). It also prints the slowest closing batch and the driver's share of it. The broker is
-`--bootstrap`, else an embedded tansu on 127.0.0.1.
+data; one last event far ahead in time closes every window that holds the data, as the next
+minutes' stats would). It also prints the slowest closing batch and the driver's share of
+it. The broker is `--bootstrap`, else an embedded tansu on 127.0.0.1.
 
 The last two lines are `RESULT <json>` and `events_per_s=<N> raw_events_per_s=<M> ratio=<R>`.
 """
@@ -60,6 +61,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--bootstrap", help="an existing Kafka (default: embedded tansu)")
     p.add_argument("--num-buckets", type=int, default=4, help="PIP-157 buckets (state keys)")
     p.add_argument("--ui", action="store_true", help="serve Spark's UI on 127.0.0.1:4040")
+    p.add_argument(
+        "--no-close-windows",
+        dest="close_windows",
+        action="store_false",
+        help="no final event ahead in time (the last windows then stay open, uncounted)",
+    )
     return p.parse_args(argv)
 
 
@@ -110,6 +117,14 @@ def produce(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, 
             pending, messages = [], messages + 1
     if pending:
         producer.send(topic, value=json.dumps({"events": pending}).encode())
+        messages += 1
+    if args.close_windows:
+        # The next minutes' stats, as Pulsar would send them, move the watermark past every
+        # window holding the data: one event far enough ahead closes them all.
+        minutes = -(-args.events // args.topics)
+        ahead_ms = (minutes + 1) * 60_000 + (args.window_s + args.watermark_s) * 1000
+        tick = _template(names[0], BASE_MS + ahead_ms, 0)
+        producer.send(topic, key=names[0].encode(), value=json.dumps(tick).encode())
         messages += 1
     producer.flush()
     producer.close()
@@ -266,8 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raw_rate = args.events / raw_s
         print(f"raw kafka-python consumption: {raw_s:.1f} s, {raw_rate:,.0f} events/s")
         job = run_job(bootstrap, topic, args)
-    if job["events"] != args.events:
-        raise SystemExit(f"the job consumed {job['events']} events, expected {args.events}")
+    expected = args.events + (1 if args.close_windows else 0)
+    if job["events"] != expected:
+        raise SystemExit(f"the job consumed {job['events']} events, expected {expected}")
     rate = job["steady_events"] / job["steady_s"] if job["steady_s"] > 0 else 0.0
     overall = job["events"] / job["elapsed_s"]
     print(
