@@ -19,7 +19,7 @@ from balancer.support.lifecycle import StopsOnExit
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SCENARIO = Path(__file__).resolve().parent.parent / "conf" / "scenarios" / "default.yaml"
+DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "conf" / "scenarios" / "default.yaml"
 # One real second is one simulated minute: a two-minute demo shows two hours of traffic.
 DEFAULT_TIME_SCALE = 60.0
 
