@@ -14,6 +14,7 @@ from balancer.app.config import BalancerConfig, ConfigError
 from balancer.app.stream_settings import stream_settings
 from streaming.job import StreamConfigError, StreamSettings, read_native_raw
 from streaming.kafka_connector import CONNECTOR_JARS, connector_problem, spark_jars_dir
+from tests.configs import machine_ok_config as base
 from tests.configs import with_setting
 
 # Files named as Maven publishes them (Spark 4, Scala 2.13).
@@ -25,17 +26,6 @@ JAR_FILES = (
 )
 
 
-def base(tmp_path: Path) -> dict[str, Any]:
-    """A config whose every file and directory is fine on this machine."""
-    return {
-        "spark": {"checkpoint_dir": str(tmp_path / "state" / "checkpoints")},
-        "clusters": [{"name": "c1", "admin_url": "http://127.0.0.1:9"}],
-        "controller": {
-            "journal_path": str(tmp_path / "state" / "journal.sqlite3"),
-            "audit_log_path": str(tmp_path / "logs" / "audit.jsonl"),
-        },
-        "metrics": {"bind_address": "127.0.0.1", "port": 0},
-    }
 
 
 def spark_home(tmp_path: Path, jars: tuple[str, ...]) -> Path:

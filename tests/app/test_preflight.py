@@ -14,22 +14,12 @@ import yaml
 from balancer.app.cli import main
 from balancer.app.config import BalancerConfig
 from balancer.app.preflight import environment_problems
+from tests.configs import machine_ok_config as base
 from tests.configs import with_setting
 
 SECRET = "kafka-password-value"
 
 
-def base(tmp_path: Path) -> dict[str, Any]:
-    """A config whose every file and directory is fine on this machine."""
-    return {
-        "spark": {"checkpoint_dir": str(tmp_path / "state" / "checkpoints")},
-        "clusters": [{"name": "c1", "admin_url": "http://127.0.0.1:9"}],
-        "controller": {
-            "journal_path": str(tmp_path / "state" / "journal.sqlite3"),
-            "audit_log_path": str(tmp_path / "logs" / "audit.jsonl"),
-        },
-        "metrics": {"bind_address": "127.0.0.1", "port": 0},
-    }
 
 
 def problems(data: dict[str, Any], **kwargs: Any) -> list[str]:
