@@ -64,6 +64,7 @@ class LiveFrame:
     over: list[tuple[BundleLoad, float]]  # most loaded first
     lone: dict[tuple[str, str], LoneHotTopic]
     outcomes: list[Outcome]  # oldest first
+    hit_count_threshold: int = 3
 
 
 def render_live(
@@ -83,6 +84,7 @@ def render_live(
             over=list(live.over_threshold),
             lone={(h.cluster, h.bundle): h for h in live.lone_hot_topics},
             outcomes=list(live.outcomes)[-8:],
+            hit_count_threshold=live.hit_count_threshold,
         )
     return LiveView(frame)
 
@@ -220,7 +222,7 @@ class LiveView:
                 o.kind.value, o.cluster, o.namespace, result, o.reason, _free_text(o.detail, layout)
             )
         if not f.outcomes:
-            acts.add_row("-", "", "", "waiting for 3 windows over the limit")
+            acts.add_row("-", "", "", f"waiting for {f.hit_count_threshold} windows over the limit")
         return [acts, *_more(len(f.outcomes) - len(shown), "decisions (older)")]
 
     def _compact(self) -> list[RenderableType]:
@@ -246,7 +248,7 @@ class LiveView:
                 f"{o.reason} {o.detail}"
             )
         else:
-            lines.append("decisions: waiting for 3 windows over the limit")
+            lines.append(f"decisions: waiting for {f.hit_count_threshold} windows over the limit")
         return [Text(line, no_wrap=True, overflow="ellipsis") for line in lines]
 
 

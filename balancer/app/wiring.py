@@ -74,6 +74,7 @@ class LiveState:
     # (latest figures per (cluster, topic)) for the summary.
     lone_hot_topics: list[LoneHotTopic] = field(default_factory=list)
     lone_hot_seen: dict[tuple[str, str], LoneHotTopic] = field(default_factory=dict)
+    hit_count_threshold: int = 3  # consecutive windows over a limit before a split
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -163,7 +164,7 @@ class BalancerApp:
     ) -> None:
         self.config = config
         self.loopback = loopback
-        self.live = LiveState()
+        self.live = LiveState(hit_count_threshold=config.detection.hit_count_threshold)
         self.registry = CollectorRegistry()
         thresholds = config.thresholds_model()
         self._policy_limits: Callable[[str], BundleLimits] = lambda ns: (

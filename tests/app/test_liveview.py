@@ -175,3 +175,10 @@ def test_a_lone_hot_topic_shows_its_remedy_in_the_live_view_and_the_summary() ->
     text = text_of(render_summary(summary))
     assert "persistent://acme/pay/ledger" in text and "make it 2 partitions" in text
     assert summary.to_dict()["lone_hot_topics"][0]["recommended_partitions"] == 2
+
+
+def test_live_view_waits_for_the_configured_number_of_windows() -> None:
+    text = text_of(render_live(LiveState(hit_count_threshold=5), mode="apply", elapsed_s=1,
+                               duration_s=None))  # fmt: skip
+    assert "waiting for 5 windows over the limit" in text
+    assert "waiting for 3 windows" not in text
