@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from balancer.core.bundles import BundleRange
+from balancer.core.exact_sums import exact_sum
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,16 +83,20 @@ def roll_up(
     topics: tuple[TopicLoad, ...],
     known_topics: int | None = None,
 ) -> BundleLoad:
-    """Sum topic loads into one bundle load (the topics must lie in the bundle)."""
+    """Sum topic loads into one bundle load (the topics must lie in the bundle).
+
+    Rates are exact sums rounded once (`balancer.core.exact_sums`): the same whatever the
+    order or grouping of the topics, which is what lets the stream add up per-bucket parts.
+    """
     return BundleLoad(
         cluster=cluster,
         namespace=namespace,
         bundle=bundle,
         window_end_ms=window_end_ms,
-        msg_rate_in=sum(t.msg_rate_in for t in topics),
-        msg_rate_out=sum(t.msg_rate_out for t in topics),
-        msg_throughput_in=sum(t.msg_throughput_in for t in topics),
-        msg_throughput_out=sum(t.msg_throughput_out for t in topics),
+        msg_rate_in=exact_sum(t.msg_rate_in for t in topics),
+        msg_rate_out=exact_sum(t.msg_rate_out for t in topics),
+        msg_throughput_in=exact_sum(t.msg_throughput_in for t in topics),
+        msg_throughput_out=exact_sum(t.msg_throughput_out for t in topics),
         topic_count=len(topics),
         session_count=sum(t.sessions for t in topics),
         reported_topics=len(topics),
