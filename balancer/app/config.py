@@ -306,6 +306,7 @@ class DetectionConfig(_Model):
     cooldown_s: float = Field(default=60.0, ge=0)
     difference_threshold_pct: float = Field(default=10.0, ge=0)
     fill_factor: float = Field(default=0.8, gt=0, le=1)
+    topic_rows_min_load_ratio: float = Field(default=0.9, ge=0, le=1)
 
 
 class RateLimitsConfig(_Model):
@@ -409,6 +410,7 @@ class BalancerConfig(_Model):
             cooldown_ms=round(d.cooldown_s * 1000),
             difference_threshold_pct=d.difference_threshold_pct,
             fill_factor=d.fill_factor,
+            topic_rows_min_load_ratio=d.topic_rows_min_load_ratio,
         )
 
     def cluster(self, name: str) -> ClusterConfig:

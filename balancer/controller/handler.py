@@ -19,7 +19,8 @@ from balancer.controller.layouts import LayoutCache
 from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ControllerStats
 from balancer.core.decisions import Decision
-from balancer.core.detect import DetectionSettings, DetectorState, detect, over_threshold
+from balancer.core.detect import DetectionSettings, DetectorState, detect
+from balancer.core.limits import is_near
 from balancer.core.load import BundleLoad
 from balancer.core.report import BatchReport
 from balancer.core.thresholds import Thresholds
@@ -60,8 +61,10 @@ class ControllerHandler:
         return self.controller.layouts
 
     def wants_topics(self, bundle: BundleLoad) -> bool:
-        """Per-topic loads are needed for bundles over threshold (to compute the split)."""
-        return bool(over_threshold(bundle, self.thresholds.policy_for(bundle.namespace).limits))
+        """Per-topic loads are needed for bundles over a limit (to compute the split), and are
+        fetched for those near one (`detection.topic_rows_min_load_ratio`)."""
+        limits = self.thresholds.policy_for(bundle.namespace).limits
+        return is_near(bundle, limits, self.detection.topic_rows_min_load_ratio)
 
     def handle(self, report: BatchReport) -> None:
         batch_id = str(report.batch_id)

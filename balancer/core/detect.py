@@ -62,6 +62,9 @@ class DetectionSettings:
     cooldown_ms: int = 60_000  # per namespace after a split (Pulsar: split interval 1 min)
     difference_threshold_pct: float = 10.0  # flow_or_qps_equally_divide's margin
     fill_factor: float = 0.8  # balanced_flow_divide's target share of a limit per child
+    # Bundles at least this share of a limit bring their per-topic rows from the executors
+    # (a split needs them; those a little under a limit too, so a crossing is seen whole).
+    topic_rows_min_load_ratio: float = 0.9
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,3 +115,8 @@ def over_limits(load: Loaded, limits: BundleLimits) -> tuple[Limit, ...]:
 def is_over(load: Loaded, limits: BundleLimits) -> bool:
     """Whether the load strictly exceeds any enabled limit."""
     return bool(over_limits(load, limits))
+
+
+def is_near(load: Loaded, limits: BundleLimits, min_ratio: float) -> bool:
+    """Whether the load is over a limit or at least `min_ratio` of one (1.0: over only)."""
+    return is_over(load, limits) or max_ratio(load, limits) >= min_ratio > 0

@@ -16,6 +16,7 @@ from balancer.core.limits import (
     BundleLimits,
     Limit,
     LoadTotals,
+    is_near,
     is_over,
     load_on,
     max_ratio,
@@ -140,6 +141,27 @@ def test_ratios_agree_with_over(load: LoadTotals, limits: BundleLimits) -> None:
             assert ratio >= 1.0  # exactly 1.0 only where float rounding hides the excess
     assert is_over(load, limits) == bool(over)
     assert max_ratio(load, limits) == max(by_limit.values(), default=0.0)
+
+
+@given(load=loads, limits=limit_sets, min_ratio=st.floats(0, 1))
+def test_near_is_over_or_at_least_the_ratio(
+    load: LoadTotals, limits: BundleLimits, min_ratio: float
+) -> None:
+    near = is_near(load, limits, min_ratio)
+    assert near == (
+        is_over(load, limits) or (min_ratio > 0 and max_ratio(load, limits) >= min_ratio)
+    )
+    assert is_near(load, limits, 1.0) == (is_over(load, limits) or max_ratio(load, limits) >= 1.0)
+    if is_over(load, limits):
+        assert near  # a bundle over a limit always brings its topics
+
+
+def test_near_at_ninety_percent_of_the_msg_rate_limit() -> None:
+    limits = BundleLimits(max_topics=0, max_sessions=0, max_msg_rate=1000.0, max_bandwidth_mbytes=0)
+    assert not is_near(LoadTotals(msg_rate=899.0), limits, 0.9)
+    assert is_near(LoadTotals(msg_rate=900.0), limits, 0.9)
+    assert is_near(LoadTotals(msg_rate=1001.0), limits, 1.0)
+    assert not is_near(LoadTotals(msg_rate=1000.0), limits, 0.0)  # 0: over only
 
 
 @given(load=loads, limits=limit_sets, limit=st.sampled_from(Limit))
