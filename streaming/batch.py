@@ -16,11 +16,12 @@ public API for a batch's observed metrics inside foreachBatch. It is isolated in
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,13 +31,10 @@ import pyarrow.compute as pc
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.report import BatchHandler, BatchReport, LayoutProvider
-from balancer.core.topics import parse_topic
+from streaming.closed_windows import ClosedWindows, SparkClosedWindows
 from streaming.deadletters import DeadLetter, DeadLetterSink
-from streaming.packing import decode_windows
 from streaming.parse import ReadSummary
-from streaming.rollup import TOPIC_COLUMNS, KnownTopics, NewestWindow, roll_up_newest
-from streaming.rollup_reference import TopicWindow
-from streaming.schema import RATE_COLUMNS
+from streaming.rollup import merge_partials, topic_loads, with_topics
 from streaming.windows import WindowSpec, late_events
 
 if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in tests
@@ -73,25 +71,6 @@ class BatchObservations:
         return cls(tuple(summaries), tuple(letters), watermark_ms, late_ms)
 
 
-def windows_table(windows: Sequence[TopicWindow]) -> pa.Table:
-    """Closed-window rows as Spark hands them over, from `TopicWindow`s (tests, replays)."""
-    loads = [w.load for w in windows]
-    columns: dict[str, pa.Array] = {
-        "window_end": pa.array(
-            [w.window_end_ms * 1000 for w in windows], pa.timestamp("us", tz="UTC")
-        ),
-        "cluster": pa.array([w.cluster for w in windows], pa.string()),
-        "namespace": pa.array([w.namespace for w in windows], pa.string()),
-        "samples": pa.array([w.samples for w in windows], pa.int64()),
-    }
-    for name in TOPIC_COLUMNS:
-        kind = (
-            pa.string() if name == "topic" else pa.float64() if name in RATE_COLUMNS else pa.int64()
-        )
-        columns[name] = pa.array([getattr(t, name) for t in loads], kind)
-    return pa.table(columns)
-
-
 class BatchProcessor:
     """The foreachBatch function. `attach` the query once the stream has started."""
 
@@ -103,15 +82,12 @@ class BatchProcessor:
         layouts: LayoutProvider,
         dead_letters: DeadLetterSink,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-        known_ttl_windows: int = 3,
     ) -> None:
         self.spec = spec
         self.handler = handler
         self.layouts = layouts
         self.dead_letters = dead_letters
         self.clock_ms = clock_ms
-        # A topic that has not reported for a few slides still belongs to its bundle.
-        self.known = KnownTopics(ttl_ms=known_ttl_windows * spec.window_ms)
         self._query: StreamingQuery | None = None
         self._attached = threading.Event()
 
@@ -129,23 +105,19 @@ class BatchProcessor:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        closed = batch_df.toArrow()  # runs the batch: scan, window state, observations
-        spark_s = time.monotonic() - started
-        table = decode_windows(closed.column("payload").to_pylist())
-        observed = BatchObservations.of_query(self.attached_query())
-        self.handler.handle(self.report(batch_id, table, observed, started, spark_s=spark_s))
+        closed = SparkClosedWindows(batch_df)  # persists the batch: it is read up to 3 times
+        try:
+            closed.heads()  # runs the batch: scan, window state, observations
+            observed = BatchObservations.of_query(self.attached_query())
+            report = self.report(batch_id, closed, observed, started)
+        finally:
+            closed.release()
+        self.handler.handle(report)
 
     def report(
-        self,
-        batch_id: int,
-        closed: pa.Table | Sequence[TopicWindow],
-        observed: BatchObservations,
-        started: float,
-        *,
-        spark_s: float = 0.0,
+        self, batch_id: int, closed: ClosedWindows, observed: BatchObservations, started: float
     ) -> BatchReport:
-        """The report of one batch: `closed` holds every per-topic window it closed."""
-        table = closed if isinstance(closed, pa.Table) else windows_table(closed)
+        """The report of one batch: `closed` holds every window it closed."""
         self.dead_letters.write(batch_id, observed.dead_letters)
         rejected: Counter[str] = Counter()
         event_times: Counter[int] = Counter()
@@ -158,19 +130,19 @@ class BatchProcessor:
             if s.high_watermark is not None:
                 lag[s.partition] = max(0, s.high_watermark - s.next_offset)
         late = late_events(event_times, observed.late_watermark_ms, self.spec)
-        # Every topic that closed a window counts as seen; only the newest window is
-        # reported (older ones closed in the same batch are superseded).
-        self.known.observe(table)
-        windows_closed = int(pc.count_distinct(table.column("window_end")).as_py())
-        newest = NewestWindow.of(table)
-        bundles, large = self._snapshot(newest)
-        if newest.window_end_ms:
-            self.known.expire(newest.window_end_ms)
+        heads = closed.heads()
+        # Windows some topic reported in; only the newest is reported (older ones closed in
+        # the same batch are superseded, their topics are known topics of the newest).
+        reported = heads.filter(pc.greater(heads.column("topics"), 0))
+        ends = reported.column("window_end")
+        windows_closed = int(pc.count_distinct(ends).as_py())
+        newest_ms = int(pc.max(ends).as_py() or 0) if reported.num_rows else 0
+        bundles, large = self._snapshot(closed, reported, newest_ms)
         now_ms = self.clock_ms()
         delay_s = (now_ms - observed.watermark_ms) / 1000 if observed.watermark_ms > 0 else 0.0
         return BatchReport(
             batch_id=batch_id,
-            window_end_ms=newest.window_end_ms,
+            window_end_ms=newest_ms,
             bundles=tuple(bundles),
             large_topics=tuple(large),
             events_consumed=consumed,
@@ -182,39 +154,49 @@ class BatchProcessor:
             watermark_ms=observed.watermark_ms,
             windows_closed=windows_closed,
             dead_letters=len(observed.dead_letters),
-            spark_s=spark_s,
+            spark_s=closed.spark_s,
             newest_event_ms=max(event_times, default=0),
         )
 
     def _snapshot(
-        self, newest: NewestWindow
+        self, closed: ClosedWindows, reported: pa.Table, newest_ms: int
     ) -> tuple[list[BundleLoad], list[tuple[str, TopicLoad]]]:
-        if not newest.window_end_ms:
+        """Bundle loads of the newest window: partial sums from the executors, merged here;
+        per-topic rows only of the bundles the handler wants and of offload candidates."""
+        if not newest_ms:
             return [], []
-        pairs = newest.table.group_by(["cluster", "namespace"]).aggregate([]).to_pylist()
+        newest = reported.filter(pc.equal(reported.column("window_end"), newest_ms))
+        pairs = sorted(
+            {
+                (c, ns)
+                for text in newest.column("namespaces").to_pylist()
+                for c, ns in json.loads(text)
+            }
+        )
         layouts: dict[tuple[str, str], NamespaceBundles] = {}
         known: dict[tuple[str, str], int | None] = {}
-        for key in sorted((p["cluster"], p["namespace"]) for p in pairs):
+        for key in pairs:
             try:
                 layouts[key] = self.layouts.layout(*key)
                 known[key] = self.layouts.known_topics(*key)
             except Exception as exc:  # the admin API may be down: report the others
                 log.warning("no bundle layout for %s/%s, skipped: %s", *key, exc)
-        bundles = roll_up_newest(
-            newest,
-            layouts=layouts,
-            known=self.known,
-            namespace_known=known,
-            wants_topics=self.handler.wants_topics,
-        )
+        partials = closed.partials(newest_ms, layouts)
+        bundles = merge_partials(partials, window_end_ms=newest_ms, namespace_known=known)
+        wanted = [
+            (b.cluster, b.namespace, b.bundle.lower)
+            for b in bundles
+            if self.handler.wants_topics(b)
+        ]
         threshold = self.handler.offload_min_bytes
+        if not wanted and threshold is None:
+            return bundles, []
+        loads = topic_loads(
+            closed.topic_rows(newest_ms, layouts, wanted=wanted, min_storage_bytes=threshold)
+        )
         large = (
             []
             if threshold is None
-            else [
-                (cluster, load)
-                for cluster, load in newest.large_topics(threshold)
-                if (cluster, parse_topic(load.topic).namespace_name) in layouts
-            ]
+            else [(c, load) for c, _, load in loads if load.storage_size >= threshold]
         )
-        return bundles, large
+        return with_topics(bundles, loads, layouts, wanted), large

@@ -1,31 +1,45 @@
-"""Columnar roll-up of a batch's closed per-topic windows to bundle loads (the driver's hot path).
+"""Roll-up of closed windows to bundles: partial sums on the executors, merged by the driver.
 
-`streaming.rollup_reference` is the plain-Python definition (one object per topic); this module does
-the same on the Arrow table Spark returns, so the driver's work per batch grows with the
-number of bundles, not of topics: rows are sorted once, bundles are contiguous position
-ranges in that order, and per-topic Python objects are built only for the bundles the
-handler wants topics for and for topics past the offload size. Sums are taken with the
-builtin `sum` over the same values in the same (position, topic) order as
-`balancer.core.load.roll_up`, so the results are equal, not merely close
-(tests/streaming/test_rollup.py checks this against `streaming.rollup_reference.roll_up_window`).
+`streaming.rollup_reference` is the plain-Python definition (one object per topic). Here the
+same result is computed in two steps, so the driver's work grows with bundles, not topics:
 
-`KnownTopics` is the columnar `streaming.rollup_reference.SeenTopics`: every topic seen per
-(cluster, namespace) with the end of its newest window, expired after a TTL.
+- on the executors, per closed (bucket, window) row of the window stage
+  (`streaming.closing.ClosedWindow`), `bundle_partials` maps each reporting topic and each
+  known topic of the bucket to its bundle with the layouts in force for the batch and gives
+  one row per (bundle, bucket): topic and session counts, known topics, and the exact parts
+  of the four rate sums (`balancer.core.exact_sums`);
+- in the driver, `merge_partials` adds the rows of each bundle up over the buckets. The
+  rate sums are exact sums rounded once, so the result equals the reference whatever the
+  grouping of topics into buckets and executors.
+
+Per-topic rows reach the driver only through `topic_rows`: the topics of the bundles the
+handler wants (those near a limit) and the topics past the offload size.
+
+Pure: Arrow tables and layouts in, Arrow tables and `BundleLoad`s out.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections import defaultdict
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
+from typing import Final
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from balancer.core.bundles import BundleRange, NamespaceBundles
+from balancer.core.exact_sums import exact_parts, total
 from balancer.core.load import BundleLoad, TopicLoad
+from streaming.closing import KNOWN_POSITIONS_SCHEMA
+from streaming.packing import WINDOW_SCHEMA, decode
 from streaming.schema import RATE_COLUMNS
+
+Layouts = Mapping[tuple[str, str], NamespaceBundles]
+BundleKey = tuple[str, str, int]  # cluster, namespace, bundle lower bound
 
 TOPIC_COLUMNS = (
     "topic",
@@ -37,44 +51,26 @@ TOPIC_COLUMNS = (
     "backlog_size",
     "offloaded_storage_size",
 )  # fmt: skip  (TopicLoad's field order)
-_KNOWN_SCHEMA = pa.schema(
+
+# One bundle's part of a window from one bucket.
+PARTIAL_SCHEMA: Final = pa.schema(
     [
         ("cluster", pa.string()),
         ("namespace", pa.string()),
-        ("topic", pa.string()),
-        ("position", pa.int64()),
-        ("end_ms", pa.int64()),
+        ("lower", pa.int64()),
+        ("upper", pa.int64()),
+        ("bucket", pa.int32()),
+        ("reported", pa.int64()),  # topics of the bundle that reported in the window
+        ("known", pa.int64()),  # known topics of the bucket in the bundle
+        ("namespace_known", pa.int64()),  # known topics of the bucket in the namespace
+        ("sessions", pa.string()),  # producers + consumers, a decimal integer: never wraps
+        *((name, pa.list_(pa.float64())) for name in RATE_COLUMNS),  # exact parts of the sum
     ]
 )
-
-
-def end_ms(table: pa.Table) -> pa.Array:
-    """The `window_end` column as epoch milliseconds (int64)."""
-    ends = table.column("window_end")
-    if pa.types.is_timestamp(ends.type):
-        return pc.divide(ends.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()), 1000)
-    return ends.cast(pa.int64())
-
-
-def _groups(table: pa.Table, keys: tuple[str, str]) -> list[tuple[tuple[str, str], int, int]]:
-    """(key values, start, stop) of each run of equal `keys` (two string columns, e.g.
-    cluster and namespace) in a table sorted by them."""
-    n = table.num_rows
-    if n == 0:
-        return []
-    changes = np.zeros(n, dtype=bool)
-    changes[0] = True
-    for key in keys:
-        codes = table.column(key).combine_chunks().dictionary_encode().indices
-        values = np.asarray(codes.to_numpy(zero_copy_only=False))
-        changes[1:] |= values[1:] != values[:-1]
-    starts = np.flatnonzero(changes).tolist()
-    stops = [*starts[1:], n]
-    heads = table.select(list(keys)).take(pa.array(starts)).to_pylist()
-    return [
-        ((row[keys[0]], row[keys[1]]), start, stop)
-        for row, start, stop in zip(heads, starts, stops, strict=True)
-    ]
+# The per-topic rows that reach the driver.
+TOPIC_ROWS_SCHEMA: Final = pa.schema(
+    [field for field in WINDOW_SCHEMA if field.name not in ("window_start", "bucket")]
+)
 
 
 def bundle_index(layout: NamespaceBundles, positions: np.ndarray) -> np.ndarray:
@@ -84,161 +80,226 @@ def bundle_index(layout: NamespaceBundles, positions: np.ndarray) -> np.ndarray:
     return np.minimum(index, layout.num_bundles - 1)  # 0xffffffff is in the last bundle
 
 
-class KnownTopics:
-    """Topics seen per (cluster, namespace) with the newest window end they closed."""
-
-    def __init__(self, ttl_ms: int) -> None:
-        self.ttl_ms = ttl_ms
-        self._table = _KNOWN_SCHEMA.empty_table()
-        self._positions: dict[tuple[str, str], np.ndarray] | None = None
-
-    def __len__(self) -> int:
-        return int(self._table.num_rows)
-
-    def observe(self, table: pa.Table) -> None:
-        """Remember the topics of closed-window rows (window_end, cluster, namespace, ...)."""
-        if table.num_rows == 0:
-            return
-        new = pa.table(
-            {
-                "cluster": table.column("cluster"),
-                "namespace": table.column("namespace"),
-                "topic": table.column("topic"),
-                "position": table.column("position").cast(pa.int64()),
-                "end_ms": end_ms(table),
-            },
-            schema=_KNOWN_SCHEMA,
-        )
-        both = pa.concat_tables([self._table, new])
-        merged = both.group_by(["cluster", "namespace", "topic"], use_threads=False).aggregate(
-            [("position", "max"), ("end_ms", "max")]
-        )
-        self._table = pa.table(
-            {
-                "cluster": merged.column("cluster"),
-                "namespace": merged.column("namespace"),
-                "topic": merged.column("topic"),
-                "position": merged.column("position_max"),
-                "end_ms": merged.column("end_ms_max"),
-            },
-            schema=_KNOWN_SCHEMA,
-        )
-        self._positions = None
-
-    def expire(self, now_ms: int) -> None:
-        alive = pc.greater(self._table.column("end_ms"), now_ms - self.ttl_ms)
-        if not pc.all(alive).as_py():
-            self._table = self._table.filter(alive)
-            self._positions = None
-
-    def positions(self, cluster: str, namespace: str) -> np.ndarray:
-        if self._positions is None:
-            ordered = self._table.sort_by([("cluster", "ascending"), ("namespace", "ascending")])
-            column = ordered.column("position").to_numpy()
-            self._positions = {
-                key: column[start:stop]
-                for key, start, stop in _groups(ordered, ("cluster", "namespace"))
-            }
-        return self._positions.get((cluster, namespace), np.zeros(0, dtype=np.int64))
+def _namespace_groups(table: pa.Table) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
+    """((cluster, namespace), row indices) of each namespace in `table`."""
+    if table.num_rows == 0:
+        return
+    keys = pc.binary_join_element_wise(
+        table.column("cluster"), table.column("namespace"), "\x00"
+    ).combine_chunks()
+    encoded = keys.dictionary_encode()
+    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False))
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    cuts = np.flatnonzero(np.diff(sorted_codes)) + 1
+    for rows in np.split(order, cuts):
+        cluster, namespace = str(encoded.dictionary[int(codes[rows[0]])]).split("\x00", 1)
+        yield (cluster, namespace), rows
 
 
-@dataclass(frozen=True)
-class NewestWindow:
-    """The newest closed window's rows, sorted by (cluster, namespace, position, topic)."""
-
-    table: pa.Table
-    window_end_ms: int
-
-    @classmethod
-    def of(cls, closed: pa.Table) -> NewestWindow:
-        if closed.num_rows == 0:
-            return cls(closed, 0)
-        ends = end_ms(closed)
-        newest = int(pc.max(ends).as_py())
-        rows = closed.filter(pc.equal(ends, newest)).sort_by(
-            [(k, "ascending") for k in ("cluster", "namespace", "position", "topic")]
-        )
-        return cls(rows, newest)
-
-    def topic_loads(self, start: int = 0, stop: int | None = None) -> list[TopicLoad]:
-        """TopicLoad objects of rows [start, stop)."""
-        part = self.table.slice(start, (self.table.num_rows if stop is None else stop) - start)
-        columns = [part.column(name).to_pylist() for name in TOPIC_COLUMNS]
-        return [TopicLoad(*values) for values in zip(*columns, strict=True)]
-
-    def large_topics(self, min_storage_bytes: int) -> list[tuple[str, TopicLoad]]:
-        """(cluster, load) of the topics whose storage size is at least `min_storage_bytes`."""
-        mask = pc.greater_equal(self.table.column("storage_size"), min_storage_bytes)
-        large = NewestWindow(self.table.filter(mask), self.window_end_ms)
-        clusters = large.table.column("cluster").to_pylist()
-        return list(zip(clusters, large.topic_loads(), strict=True))
-
-
-def roll_up_newest(
-    newest: NewestWindow,
-    *,
-    layouts: Mapping[tuple[str, str], NamespaceBundles],
-    known: KnownTopics,
-    namespace_known: Mapping[tuple[str, str], int | None],
-    wants_topics: Callable[[BundleLoad], bool],
-) -> list[BundleLoad]:
-    """Bundle loads of the newest window, sorted by (cluster, namespace, bundle).
-
-    As `streaming.rollup_reference.roll_up_window`: only bundles with a reporting topic appear;
-    (cluster, namespace) pairs without a layout are left out. A bundle carries its topics
-    only when `wants_topics` says so for the bundle without them.
-    """
-    out: list[BundleLoad] = []
-    table = newest.table
-    for (cluster, namespace), start, stop in _groups(table, ("cluster", "namespace")):
-        layout = layouts.get((cluster, namespace))
+def bundle_partials(
+    window: pa.Table, known: pa.Table, layouts: Layouts, *, bucket: int
+) -> pa.Table:
+    """PARTIAL_SCHEMA rows of one closed (bucket, window): `window` is its per-topic rows,
+    `known` the bucket's known topics (KNOWN_POSITIONS_SCHEMA). Namespaces without a layout
+    are left out; a bundle appears when a topic of this bucket reported in it or is known."""
+    known_by_namespace = dict(_namespace_groups(known))
+    known_positions = known.column("position").to_numpy() if known.num_rows else None
+    window_by_namespace = dict(_namespace_groups(window))
+    columns: dict[str, list[object]] = defaultdict(list)
+    # A namespace's known topics in this bucket count even where none of them reported here.
+    for key in sorted(window_by_namespace.keys() | known_by_namespace.keys()):
+        layout = layouts.get(key)
         if layout is None:
             continue
-        part = table.slice(start, stop - start)
-        positions = part.column("position").to_numpy()
-        index = bundle_index(layout, positions)
-        cuts = np.flatnonzero(np.diff(index)) + 1
-        seg_starts = [0, *cuts.tolist()]
-        seg_stops = [*cuts.tolist(), len(index)]
-        seen = known.positions(cluster, namespace)
-        known_counts = np.bincount(bundle_index(layout, seen), minlength=layout.num_bundles)
-        total = namespace_known.get((cluster, namespace))
-        scale = total / len(seen) if total is not None and len(seen) and total > len(seen) else 1.0
-        values = {name: part.column(name).to_pylist() for name in RATE_COLUMNS}
-        # Python ints: a sum of int64 session counts must not wrap.
-        producers = part.column("producer_count").to_pylist()
-        consumers = part.column("consumer_count").to_pylist()
-        session_values = [p + c for p, c in zip(producers, consumers, strict=True)]
-        boundaries = layout.boundaries
-        for a, b in zip(seg_starts, seg_stops, strict=True):
-            i = int(index[a])
-            reported = b - a
-            seen_known = max(reported, int(known_counts[i]))
-            bundle = BundleLoad(
+        rows = window_by_namespace.get(key, np.zeros(0, dtype=np.int64))
+        part = window.take(pa.array(rows, pa.int64()))
+        index = bundle_index(layout, part.column("position").to_numpy())
+        known_rows = known_by_namespace.get(key)
+        known_index = (
+            bundle_index(layout, known_positions[known_rows])
+            if known_positions is not None and known_rows is not None
+            else np.zeros(0, dtype=np.int64)
+        )
+        reported = np.bincount(index, minlength=layout.num_bundles)
+        known_counts = np.bincount(known_index, minlength=layout.num_bundles)
+        rates = {name: part.column(name).to_numpy() for name in RATE_COLUMNS}
+        order = np.argsort(index, kind="stable")
+        starts = np.searchsorted(index[order], np.arange(layout.num_bundles + 1))
+        sessions = _session_sums(part, order, starts)
+        for i in np.flatnonzero((reported > 0) | (known_counts > 0)).tolist():
+            rows_i = order[starts[i] : starts[i + 1]]
+            bundle = layout.bundles[i]
+            columns["cluster"].append(key[0])
+            columns["namespace"].append(key[1])
+            columns["lower"].append(bundle.lower)
+            columns["upper"].append(bundle.upper)
+            columns["bucket"].append(bucket)
+            columns["reported"].append(int(reported[i]))
+            columns["known"].append(int(known_counts[i]))
+            columns["namespace_known"].append(len(known_index))
+            columns["sessions"].append(str(sessions[i]))
+            for name in RATE_COLUMNS:
+                columns[name].append(list(exact_parts(rates[name][rows_i].tolist())))
+    return pa.table(
+        {name: columns.get(name, []) for name in PARTIAL_SCHEMA.names}, schema=PARTIAL_SCHEMA
+    )
+
+
+def _session_sums(part: pa.Table, order: np.ndarray, starts: np.ndarray) -> list[int]:
+    """Producers + consumers per bundle (rows `order[starts[i]:starts[i + 1]]` of bundle i),
+    as Python ints: a sum of int64 counts must not wrap."""
+    producers = part.column("producer_count").to_numpy()[order]
+    consumers = part.column("consumer_count").to_numpy()[order]
+    bounds = starts.tolist()
+    largest = int(producers.max()) + int(consumers.max()) if len(order) else 0
+    if largest * max(len(order), 1) < 2**63:  # no int64 sum can wrap: add in numpy
+        running = np.concatenate([[0], np.cumsum(producers + consumers)]).tolist()
+        return [running[b] - running[a] for a, b in pairwise(bounds)]
+    values = [int(p) + int(c) for p, c in zip(producers.tolist(), consumers.tolist(), strict=True)]
+    return [sum(values[a:b]) for a, b in pairwise(bounds)]
+
+
+@dataclass
+class _Sums:
+    reported: int = 0
+    known: int = 0
+    sessions: int = 0
+    parts: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+
+def merge_partials(
+    partials: pa.Table,
+    *,
+    window_end_ms: int,
+    namespace_known: Mapping[tuple[str, str], int | None],
+) -> list[BundleLoad]:
+    """Bundle loads of one window from its partial rows, sorted by (cluster, namespace, bundle).
+
+    As `streaming.rollup_reference.roll_up_window` without topics: only bundles with a
+    reporting topic appear; when the namespace's total topic count is known and larger than
+    the topics seen, each bundle's known count is scaled up by that ratio.
+    """
+    sums: dict[tuple[str, str, int, int], _Sums] = defaultdict(_Sums)
+    seen: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)  # per bucket, not summed twice
+    for row in partials.to_pylist():
+        key = (row["cluster"], row["namespace"], row["lower"], row["upper"])
+        s = sums[key]
+        s.reported += row["reported"]
+        s.known += row["known"]
+        s.sessions += int(row["sessions"])
+        for name in RATE_COLUMNS:
+            s.parts[name].extend(row[name])
+        seen[(row["cluster"], row["namespace"])][row["bucket"]] = row["namespace_known"]
+    out: list[BundleLoad] = []
+    for (cluster, namespace, lower, upper), s in sorted(sums.items()):
+        if s.reported == 0:
+            continue
+        seen_total = sum(seen[(cluster, namespace)].values())
+        namespace_total = namespace_known.get((cluster, namespace))
+        scale = (
+            namespace_total / seen_total
+            if namespace_total is not None and seen_total and namespace_total > seen_total
+            else 1.0
+        )
+        rates = {name: total([s.parts[name]]) for name in RATE_COLUMNS}
+        out.append(
+            BundleLoad(
                 cluster=cluster,
                 namespace=namespace,
-                bundle=BundleRange(boundaries[i], boundaries[i + 1]),
-                window_end_ms=newest.window_end_ms,
-                msg_rate_in=sum(values["msg_rate_in"][a:b]),
-                msg_rate_out=sum(values["msg_rate_out"][a:b]),
-                msg_throughput_in=sum(values["msg_throughput_in"][a:b]),
-                msg_throughput_out=sum(values["msg_throughput_out"][a:b]),
-                topic_count=reported,
-                session_count=sum(session_values[a:b]),
-                reported_topics=reported,
-                known_topics=math.ceil(seen_known * scale - 1e-9),
+                bundle=BundleRange(lower, upper),
+                window_end_ms=window_end_ms,
+                topic_count=s.reported,
+                session_count=s.sessions,
+                reported_topics=s.reported,
+                known_topics=math.ceil(max(s.reported, s.known) * scale - 1e-9),
+                msg_rate_in=rates["msg_rate_in"],
+                msg_rate_out=rates["msg_rate_out"],
+                msg_throughput_in=rates["msg_throughput_in"],
+                msg_throughput_out=rates["msg_throughput_out"],
             )
-            if wants_topics(bundle):
-                loads = NewestWindow(part, newest.window_end_ms).topic_loads(a, b)
-                bundle = replace(bundle, topics=tuple(loads))
-            out.append(bundle)
+        )
     return out
 
 
+def topic_rows(
+    window: pa.Table,
+    layouts: Layouts,
+    *,
+    wanted: Collection[BundleKey],
+    min_storage_bytes: int | None,
+) -> pa.Table:
+    """The per-topic rows (TOPIC_ROWS_SCHEMA) the driver needs of one closed (bucket, window):
+    those of the `wanted` bundles and those at least `min_storage_bytes` large, in namespaces
+    with a layout."""
+    keep = np.zeros(window.num_rows, dtype=bool)
+    storage = window.column("storage_size").to_numpy() if window.num_rows else None
+    wanted_set = set(wanted)
+    for key, rows in _namespace_groups(window):
+        layout = layouts.get(key)
+        if layout is None or storage is None:
+            continue
+        if min_storage_bytes is not None:
+            keep[rows] |= storage[rows] >= min_storage_bytes
+        lowers = [b.lower for b in layout.bundles]
+        wanted_index = [i for i, lower in enumerate(lowers) if (*key, lower) in wanted_set]
+        if wanted_index:
+            index = bundle_index(layout, window.column("position").to_numpy()[rows])
+            keep[rows] |= np.isin(index, wanted_index)
+    return window.filter(pa.array(keep)).select(TOPIC_ROWS_SCHEMA.names).cast(TOPIC_ROWS_SCHEMA)
+
+
+def topic_loads(rows: pa.Table) -> list[tuple[str, str, TopicLoad]]:
+    """(cluster, namespace, load) per row, sorted by (cluster, namespace, position, topic)."""
+    ordered = rows.sort_by(
+        [(k, "ascending") for k in ("cluster", "namespace", "position", "topic")]
+    )
+    columns = [ordered.column(name).to_pylist() for name in TOPIC_COLUMNS]
+    clusters = ordered.column("cluster").to_pylist()
+    namespaces = ordered.column("namespace").to_pylist()
+    loads = [TopicLoad(*values) for values in zip(*columns, strict=True)]
+    return list(zip(clusters, namespaces, loads, strict=True))
+
+
+def with_topics(
+    bundles: list[BundleLoad],
+    loads: list[tuple[str, str, TopicLoad]],
+    layouts: Layouts,
+    wanted: Collection[BundleKey],
+) -> list[BundleLoad]:
+    """`bundles` with the topics of the wanted ones attached (in (position, topic) order)."""
+    by_bundle: dict[BundleKey, list[TopicLoad]] = defaultdict(list)
+    for cluster, namespace, load in loads:
+        layout = layouts.get((cluster, namespace))
+        if layout is not None:
+            by_bundle[(cluster, namespace, layout.find(load.position).lower)].append(load)
+    wanted_set = set(wanted)
+    return [
+        replace(b, topics=tuple(by_bundle[key]))
+        if (key := (b.cluster, b.namespace, b.bundle.lower)) in wanted_set
+        else b
+        for b in bundles
+    ]
+
+
+def decode_window(payload: bytes) -> pa.Table:
+    return decode([payload], WINDOW_SCHEMA)
+
+
+def decode_known(payload: bytes) -> pa.Table:
+    return decode([payload], KNOWN_POSITIONS_SCHEMA)
+
+
 __all__ = [
-    "KnownTopics",
-    "NewestWindow",
+    "PARTIAL_SCHEMA",
+    "TOPIC_COLUMNS",
+    "TOPIC_ROWS_SCHEMA",
     "bundle_index",
-    "end_ms",
-    "roll_up_newest",
+    "bundle_partials",
+    "decode_known",
+    "decode_window",
+    "merge_partials",
+    "topic_loads",
+    "topic_rows",
+    "with_topics",
 ]

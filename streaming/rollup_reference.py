@@ -1,17 +1,20 @@
 """Per-bundle roll-up of one window's per-topic values, with each namespace's current layout.
 
-This is the plain-Python definition, one object per topic. The job's driver runs the
-columnar equivalent in `streaming.rollup` (same results, checked by property tests against
-this module), because building an object per topic costs seconds per batch at 1M topics.
+This is the plain-Python definition, one object per topic. The job computes the same on
+Spark's executors in parts per PIP-157 bucket, merged by the driver (`streaming.rollup`,
+`streaming.closing`; equal results, floats included, checked by property tests against this
+module).
 
 Purely computational, with no side effects: the layouts and the namespace topic counts are
 passed in, and `SeenTopics` is plain in-memory bookkeeping owned by the caller.
 
 Completeness of a bundle = topics that reported in the window / topics the bundle is known
-to hold. Known = the topics seen in the bundle within the last `ttl_ms` of event time
-(mapped with the *current* layout, so a split re-assigns them to the children); when the
+to hold. Known = the topics whose newest closed window ended within `ttl_ms` before this
+window's end (the caller expires `SeenTopics` at the window's end before rolling up),
+mapped with the *current* layout, so a split re-assigns them to the children; when the
 namespace's total topic count is known (admin API) and larger than what was seen, each
-bundle's known count is scaled up by that ratio.
+bundle's known count is scaled up by that ratio. Rates are exact sums rounded once
+(`balancer.core.exact_sums`), independent of the order of the topics.
 """
 
 from __future__ import annotations

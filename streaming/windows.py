@@ -5,16 +5,16 @@ The arithmetic (pure, used by the driver and the tests) is Spark's: a window of
 starts are multiples of `slide_ms`, so an event lies in `window_ms / slide_ms` windows.
 
 The Spark stage works on event packs (`streaming.packing`): one row per (PIP-157 bucket,
-pane) from each read task. A pack goes to every window holding its pane; the state of an
-open (bucket, window) is its packs, in RocksDB list state (`transformWithStateInPandas`),
-and Spark places it by the hash of (bucket, window start), which spreads a namespace with
-millions of topics evenly. When the watermark passes the window's end, its packs are
-aggregated into one row per topic and leave the stage as one Arrow payload.
+pane) from each read task. A pack goes to every window holding its pane. The state is kept
+per bucket (`transformWithStateInPandas`, RocksDB): its open windows' packs and its known
+topics. When the watermark passes a window's end, its packs are aggregated into one row
+per topic and the window leaves the stage with the bucket's known topics
+(`streaming.closing`), so the roll-up to bundles can run on the executors too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,17 +31,14 @@ from pyspark.sql.types import (
     BinaryType,
     IntegerType,
     LongType,
+    StringType,
     StructField,
     StructType,
 )
 
 from balancer.core.window_rules import WindowRuleError, check_windows
-from streaming.packing import (
-    PACK_SCHEMA,
-    aggregate_window,
-    decode,
-    encode,
-)
+from streaming.closing import KNOWN_SCHEMA, KNOWN_TTL_WINDOWS, close_window, known_chunks, known_of
+from streaming.packing import PACK_SCHEMA, WINDOW_SCHEMA, aggregate_window, decode
 from streaming.schema import RowKind
 
 # Window, slide and watermark lengths that do not fit together.
@@ -91,95 +88,131 @@ def late_events(event_times: Mapping[int, int], watermark_ms: int, spec: WindowS
 
 
 # Output of the window stage (what foreachBatch receives): one row per closed (bucket,
-# window), its per-topic rows as an Arrow payload (streaming.packing.WINDOW_SCHEMA).
+# window), as `streaming.closing.ClosedWindow`.
 WINDOW_OUTPUT_SCHEMA = StructType(
     [
         StructField("window_start", LongType()),  # epoch ms
         StructField("window_end", LongType()),
         StructField("bucket", IntegerType()),
+        StructField("topics", LongType()),
+        StructField("namespaces", StringType()),
         StructField("payload", BinaryType()),
+        StructField("known", BinaryType()),
     ]
 )
-# The state of an open (bucket, window): its packs in arrival order (a list: appending
-# writes only the new packs).
-PACKS_STATE_SCHEMA = StructType([StructField("payload", BinaryType())])
+# A pack waiting for its window: keyed by (window start, arrival number) within the bucket.
+PACK_KEY_SCHEMA = StructType(
+    [StructField("window_start", LongType()), StructField("seq", LongType())]
+)
+PAYLOAD_SCHEMA = StructType([StructField("payload", BinaryType())])
+SEQ_SCHEMA = StructType([StructField("next", LongType())])
 
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"  # Spark's EventTimeWatermark.delayKey
 
 
-def closed_window(bucket: int, start_ms: int, end_ms: int, packs: list[bytes]) -> pd.DataFrame:
-    """The output row of a closed (bucket, window): its per-topic rows as one payload."""
-    table = aggregate_window(
-        decode(packs, PACK_SCHEMA), bucket=bucket, window_start_ms=start_ms, window_end_ms=end_ms
-    )
-    return pd.DataFrame(
-        {
-            "window_start": [start_ms],
-            "window_end": [end_ms],
-            "bucket": [bucket],
-            "payload": [encode(table)],
-        }
-    )
-
-
 class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untyped here
-    """Keeps the packs of each open (bucket, window); aggregates them when it closes.
+    """The state of one PIP-157 bucket: its open windows' packs and its known topics.
 
-    New packs are appended to the window's list state, with an event-time timer at the
-    window's end; when the watermark reaches the end, the packs are aggregated into one
-    row per topic (`streaming.packing.aggregate_window`) and the state is cleared. Spark
-    itself drops the packs of windows that had closed before the batch (late events, counted
-    by the driver with the same rule: `late_events`).
+    New packs go to a map keyed by (window start, arrival number), with an event-time timer
+    at each window's end. When the watermark reaches a window's end (Spark fires a key's
+    timers oldest first, after the batch's new rows), the window's packs are aggregated into
+    one row per topic, removed, and the window leaves the stage with the bucket's known
+    topics (`streaming.closing.close_window`). While the bucket knows topics, a timer one
+    slide ahead makes it close the next window too, packs or not. Spark itself drops the
+    packs of windows that had closed before the batch (late events, counted by the driver
+    with the same rule: `late_events`).
     """
 
-    def __init__(self, spec: WindowSpec) -> None:
+    def __init__(self, spec: WindowSpec, *, known_ttl_ms: int) -> None:
         self.window_ms = spec.window_ms
+        self.slide_ms = spec.slide_ms
+        self.known_ttl_ms = known_ttl_ms
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.packs = handle.getListState("packs", PACKS_STATE_SCHEMA)
+        self.packs = handle.getMapState("packs", PACK_KEY_SCHEMA, PAYLOAD_SCHEMA)
+        self.seq = handle.getValueState("seq", SEQ_SCHEMA)
+        self.known = handle.getListState("known", PAYLOAD_SCHEMA)
 
     def handleInputRows(
         self, key: tuple[Any, ...], rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        bucket, start_ms = int(key[0]), int(key[1])
-        end_ms = start_ms + self.window_ms
-        new = [bytes(p) for frame in rows for p in frame["payload"]]
-        if end_ms <= timerValues.getCurrentWatermarkInMs():  # closes in this very batch
-            stored = self._take_stored()
-            if stored:
-                self.handle.deleteTimer(end_ms - 1)
-            yield closed_window(bucket, start_ms, end_ms, [*stored, *new])
-            return
-        if not self.packs.exists():
-            # Fires once the watermark is past end - 1, i.e. at end: when Spark closes windows.
-            self.handle.registerTimer(end_ms - 1)
-        self.packs.appendList([(p,) for p in new])
+        seq = int(self.seq.get()[0]) if self.seq.exists() else 0
+        starts: set[int] = set()
+        for frame in rows:
+            for start, payload in zip(frame["window_start"], frame["payload"], strict=True):
+                self.packs.updateValue((int(start), seq), (bytes(payload),))
+                seq += 1
+                starts.add(int(start))
+        self.seq.update((seq,))
+        self._set_timers(start + self.window_ms - 1 for start in starts)
+        return iter(())
 
     def handleExpiredTimer(
         self, key: tuple[Any, ...], timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         # Spark removes the expired timer itself.
-        bucket, start_ms = int(key[0]), int(key[1])
-        yield closed_window(bucket, start_ms, start_ms + self.window_ms, self._take_stored())
+        bucket = int(key[0])
+        end_ms = int(expiredTimerInfo.getExpiryTimeInMs()) + 1
+        start_ms = end_ms - self.window_ms
+        window = aggregate_window(
+            decode(self._take_packs(start_ms), PACK_SCHEMA),
+            bucket=bucket,
+            window_start_ms=start_ms,
+            window_end_ms=end_ms,
+        )
+        stored = known_of([bytes(p) for (p,) in self.known.get()]) if self.known.exists() else None
+        known = stored if stored is not None else KNOWN_SCHEMA.empty_table()
+        rows = []
+        watermark_ms = int(timerValues.getCurrentWatermarkInMs())
+        registered = {int(t) for t in self.handle.listTimers()}
+        while True:
+            closed, known = close_window(
+                window, known, bucket=bucket, start_ms=start_ms, end_ms=end_ms,
+                ttl_ms=self.known_ttl_ms,
+            )  # fmt: skip
+            rows.append(closed.to_row())
+            # While the bucket knows topics it closes every later window too, so that they
+            # count toward each window's completeness. One the watermark has passed already
+            # is closed here: a timer registered now might fire only in the next batch. One
+            # with a timer of its own is closed by that timer.
+            end_ms += self.slide_ms
+            if not known.num_rows or end_ms - 1 in registered or end_ms - 1 > watermark_ms:
+                break
+            start_ms = end_ms - self.window_ms
+            window = WINDOW_SCHEMA.empty_table()
+        if known.num_rows:
+            self.known.put([(chunk,) for chunk in known_chunks(known)])
+            self._set_timers([end_ms - 1])
+        elif stored is not None:
+            self.known.clear()
+        yield pd.DataFrame({name: [row[name] for row in rows] for name in rows[0]})
 
-    def _take_stored(self) -> list[bytes]:
-        """The window's stored packs, in arrival order; the state is cleared."""
-        if not self.packs.exists():
-            return []
-        packs = [bytes(p) for (p,) in self.packs.get()]
-        self.packs.clear()
-        return packs
+    def _set_timers(self, expiry_ms: Iterable[int]) -> None:
+        """Registers each timer not registered yet (Spark warns on a duplicate)."""
+        registered = {int(t) for t in self.handle.listTimers()}
+        for t in set(expiry_ms) - registered:
+            self.handle.registerTimer(t)
+
+    def _take_packs(self, start_ms: int) -> list[bytes]:
+        """The packs of the window starting at `start_ms`, in arrival order; removed."""
+        # MapState is not a dict: keys() is its own call (keys only, no payloads read).
+        stored = self.packs.keys()
+        keys = sorted((int(s), int(n)) for s, n in stored if int(s) == start_ms)
+        payloads = [bytes(self.packs.getValue(k)[0]) for k in keys]
+        for k in keys:
+            self.packs.removeKey(k)
+        return payloads
 
 
 def topic_windows(parsed: DataFrame, spec: WindowSpec) -> DataFrame:
-    """Closed per-topic windows, one row per (bucket, window) with the topics as payload.
+    """Closed windows, one row per (bucket, window) (`streaming.closing.ClosedWindow`).
 
     `parsed` is the source's output (all row kinds); only packs are windowed. Each pack
-    belongs to the `window / slide` windows holding its pane; the state of a (bucket,
-    window) is its packs, kept in Spark's state store (checkpointed with the offsets) and
-    placed by the hash of (bucket, window start). Append mode: a window's rows come out
-    once, when the watermark passes its end.
+    belongs to the `window / slide` windows holding its pane; the state of a bucket is its
+    open windows' packs and its known topics, kept in Spark's state store (checkpointed with
+    the offsets) and placed by the hash of the bucket. Append mode: a window comes out once,
+    when the watermark passes its end.
     """
     panes_per_window = spec.window_ms // spec.slide_ms
     packs = parsed.filter(F.col("kind") == int(RowKind.PACK)).withWatermark(
@@ -206,8 +239,8 @@ def topic_windows(parsed: DataFrame, spec: WindowSpec) -> DataFrame:
             "event_time", metadata={WATERMARK_DELAY_KEY: spec.watermark_s * 1000}
         ),
     )
-    return windows.groupBy("bucket", "window_start").transformWithStateInPandas(
-        WindowPacks(spec),
+    return windows.groupBy("bucket").transformWithStateInPandas(
+        WindowPacks(spec, known_ttl_ms=KNOWN_TTL_WINDOWS * spec.window_ms),
         outputStructType=WINDOW_OUTPUT_SCHEMA,
         outputMode="append",
         timeMode="EventTime",

@@ -1,20 +1,26 @@
-"""The columnar roll-up equals the plain-Python definition (streaming.rollup_reference), exactly."""
+"""The bundle roll-up (partials on the executors, merged by the driver) equals the plain-Python
+definition (streaming.rollup_reference), exactly: whatever the buckets, floats included."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from balancer.core.buckets import topic_bucket
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.hashing import hash_position
 from balancer.core.load import BundleLoad, TopicLoad
-from streaming.batch import windows_table
-from streaming.rollup import KnownTopics, NewestWindow, bundle_index, roll_up_newest
+from balancer.core.report import BatchReport, StaticLayouts
+from streaming.batch import BatchObservations, BatchProcessor
+from streaming.closed_windows import LocalClosedWindows
+from streaming.closing import KNOWN_SCHEMA, LocalStage, remember, window_rows
+from streaming.deadletters import DeadLetter
+from streaming.rollup import bundle_index
 from streaming.rollup_reference import SeenTopics, TopicWindow, roll_up_window
+from streaming.windows import WindowSpec
 
 END = 1_700_000_100_000
 NAMESPACES = [("c1", "t/a"), ("c1", "t/b"), ("c2", "t/a")]
@@ -23,16 +29,19 @@ rates = st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=F
 counts = st.integers(min_value=0, max_value=2**62)
 
 
-@st.composite
-def windows(draw: st.DrawFn) -> TopicWindow:
-    cluster, namespace = draw(st.sampled_from(NAMESPACES))
-    topic = f"persistent://{namespace}/{draw(st.text('xyz0é', min_size=1, max_size=4))}"
-    load = TopicLoad(
-        topic, hash_position(topic), draw(rates), draw(rates), draw(rates), draw(rates),
-        draw(counts), draw(counts), draw(counts), draw(counts), draw(counts),
-    )  # fmt: skip
-    end = END - 60_000 * draw(st.integers(0, 3))
-    return TopicWindow(cluster, namespace, end, load, samples=draw(st.integers(1, 3)))
+def windows(minutes_before_end: st.SearchStrategy[int]) -> st.SearchStrategy[TopicWindow]:
+    @st.composite
+    def one(draw: st.DrawFn) -> TopicWindow:
+        cluster, namespace = draw(st.sampled_from(NAMESPACES))
+        topic = f"persistent://{namespace}/{draw(st.text('xyz0é', min_size=1, max_size=4))}"
+        load = TopicLoad(
+            topic, hash_position(topic), draw(rates), draw(rates), draw(rates), draw(rates),
+            draw(counts), draw(counts), draw(counts), draw(counts), draw(counts),
+        )  # fmt: skip
+        end = END - 60_000 * draw(minutes_before_end)
+        return TopicWindow(cluster, namespace, end, load, samples=draw(st.integers(1, 3)))
+
+    return one()
 
 
 def unique(ws: list[TopicWindow]) -> list[TopicWindow]:
@@ -45,49 +54,96 @@ layouts_st = st.lists(st.integers(1, 0xFFFFFFFE), max_size=6, unique=True).map(
 )
 
 
+@dataclass
+class Handler:
+    want_every: int
+    offload_min_bytes: int | None = None
+    reports: list[BatchReport] = field(default_factory=list)
+
+    def wants_topics(self, bundle: BundleLoad) -> bool:
+        return bundle.bundle.lower % self.want_every == 0
+
+    def handle(self, report: BatchReport) -> None:
+        self.reports.append(report)
+
+
+class NoDeadLetters:
+    def write(self, batch_id: int, letters: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+OBSERVED = BatchObservations(summaries=(), dead_letters=(), watermark_ms=0, late_watermark_ms=0)
+NO_LETTERS: tuple[DeadLetter, ...] = ()
+
+
 @settings(max_examples=150, deadline=None)
 @given(
-    history=st.lists(windows(), max_size=30).map(unique),
-    batch=st.lists(windows(), max_size=40).map(unique),
+    # Earlier batches closed older windows than this batch: the watermark only moves on.
+    history=st.lists(windows(st.integers(2, 5)), max_size=30).map(unique),
+    batch=st.lists(windows(st.integers(0, 1)), max_size=40).map(unique),
     boundaries=st.lists(layouts_st, min_size=3, max_size=3),
     known_total=st.one_of(st.none(), st.integers(0, 100)),
     want_every=st.integers(1, 3),
+    num_buckets=st.integers(1, 4),
+    min_storage=st.one_of(st.none(), st.integers(0, 2**62)),
 )
-def test_columnar_roll_up_equals_the_reference(
+def test_bucketed_roll_up_equals_the_reference(
     history: list[TopicWindow],
     batch: list[TopicWindow],
     boundaries: list[tuple[int, ...]],
     known_total: int | None,
     want_every: int,
+    num_buckets: int,
+    min_storage: int | None,
 ) -> None:
     layouts = {
         key: NamespaceBundles(key[1], b) for key, b in zip(NAMESPACES, boundaries, strict=True)
     }
     namespace_known = {key: known_total for key in NAMESPACES}
-    ttl_ms = 150_000
-    # Reference: what BatchProcessor did with plain objects.
+    window_ms, ttl_ms = 120_000, 150_000
+    # Reference: topics seen within the TTL before the newest window's end, one object each.
     seen = SeenTopics(ttl_ms)
-    known = KnownTopics(ttl_ms)
-    for step in (history, batch):
-        seen.observe(step)
-        known.observe(windows_table(step))
+    seen.observe(history)
+    seen.observe(batch)
     newest_end = max((w.window_end_ms for w in batch), default=0)
+    seen.expire(newest_end)
     newest = [w for w in batch if w.window_end_ms == newest_end]
     want = roll_up_window(
         newest, window_end_ms=newest_end, layouts=layouts, seen=seen,
         namespace_known=namespace_known,
     )  # fmt: skip
-
-    def wants(bundle: BundleLoad) -> bool:
-        return bundle.bundle.lower % want_every == 0
-
-    got = roll_up_newest(
-        NewestWindow.of(windows_table(batch)), layouts=layouts, known=known,
-        namespace_known=namespace_known, wants_topics=wants,
+    # The stream: per-bucket closes (the stage), executor partials, the driver's merge.
+    handler = Handler(want_every, offload_min_bytes=min_storage)
+    processor = BatchProcessor(
+        spec=WindowSpec(window_ms // 1000, 60, 60),
+        handler=handler,
+        layouts=StaticLayouts(
+            layouts, known={k: v for k, v in namespace_known.items() if v is not None}
+        ),
+        dead_letters=NoDeadLetters(),
+    )
+    stage = LocalStage(window_ms=window_ms, slide_ms=60_000, known_ttl_ms=ttl_ms)
+    for batch_id, step in enumerate((history, batch)):
+        closed = stage.close((topic_bucket(w.load.topic, num_buckets), w) for w in step)
+        handler.handle(processor.report(batch_id, LocalClosedWindows(closed), OBSERVED, 0.0))
+    got = handler.reports[-1]
+    assert got.window_end_ms == newest_end
+    assert list(got.bundles) == want  # every field but topics (compare=False), floats exactly
+    for g, w in zip(got.bundles, want, strict=True):
+        assert g.topics == (w.topics if handler.wants_topics(replace(w, topics=())) else ())
+    want_large = sorted(
+        ((w.cluster, w.load) for w in newest if min_storage is not None
+         and w.load.storage_size >= min_storage),
+        key=lambda cl: (cl[0], parse_ns(cl[1].topic), cl[1].position, cl[1].topic),
     )  # fmt: skip
-    assert got == want  # every field but topics (compare=False), floats exactly
-    for g, w in zip(got, want, strict=True):
-        assert g.topics == (w.topics if wants(replace(w, topics=())) else ())
+    assert list(got.large_topics) == want_large
+
+
+def parse_ns(topic: str) -> str:
+    return topic.split("://", 1)[1].rsplit("/", 1)[0]
 
 
 def test_known_topics_expire_after_the_ttl_and_keep_the_newest_end() -> None:
@@ -95,13 +151,22 @@ def test_known_topics_expire_after_the_ttl_and_keep_the_newest_end() -> None:
         name = f"persistent://t/a/{topic}"
         return TopicWindow("c1", "t/a", end, TopicLoad(name, hash_position(name)))
 
-    known = KnownTopics(ttl_ms=120_000)
-    known.observe(windows_table([w("x", END - 180_000), w("y", END - 180_000)]))
-    known.observe(windows_table([w("x", END)]))
-    assert len(known) == 2
-    known.expire(END)  # y was last seen 180 s ago: gone; x was refreshed
-    assert known.positions("c1", "t/a").tolist() == [hash_position("persistent://t/a/x")]
-    assert known.positions("c2", "t/a").size == 0
+    def rows(*ws: TopicWindow) -> object:
+        return window_rows(list(ws), bucket=0, window_ms=120_000)
+
+    known = remember(
+        KNOWN_SCHEMA.empty_table(),
+        rows(w("x", END - 180_000), w("y", END - 180_000)),  # type: ignore[arg-type]
+        end_ms=END - 180_000,
+        ttl_ms=120_000,
+    )
+    assert known.num_rows == 2
+    known = remember(known, rows(w("x", END)), end_ms=END, ttl_ms=120_000)  # type: ignore[arg-type]
+    # y was last seen 180 s before this window's end: gone; x was refreshed.
+    assert known.to_pylist() == [
+        {"cluster": "c1", "namespace": "t/a", "topic": "persistent://t/a/x",
+         "position": hash_position("persistent://t/a/x"), "end_ms": END},
+    ]  # fmt: skip
 
 
 def test_bundle_index_matches_find_including_the_top_of_the_range() -> None:
@@ -110,16 +175,3 @@ def test_bundle_index_matches_find_including_the_top_of_the_range() -> None:
     got = bundle_index(layout, np.array(positions, dtype=np.int64)).tolist()
     want = [layout.bundles.index(layout.find(p)) for p in positions]
     assert got == want == [0, 0, 0, 1, 2, 2, 2]
-
-
-def test_large_topics_are_picked_from_the_newest_window_only() -> None:
-    def w(topic: str, end: int, storage: int) -> TopicWindow:
-        name = f"persistent://t/a/{topic}"
-        load = TopicLoad(name, hash_position(name), storage_size=storage)
-        return TopicWindow("c1", "t/a", end, load)
-
-    table = windows_table([w("big", END, 10), w("small", END, 9), w("old", END - 60_000, 99)])
-    large = NewestWindow.of(table).large_topics(10)
-    assert [(c, t.topic, t.storage_size) for c, t in large] == [("c1", "persistent://t/a/big", 10)]
-    assert NewestWindow.of(table.slice(0, 0)).window_end_ms == 0
-    assert isinstance(table, pa.Table)

@@ -8,11 +8,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from balancer.core.buckets import topic_bucket
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.hashing import hash_position
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.report import BatchReport, StaticLayouts
 from streaming.batch import BatchObservations, BatchProcessor
+from streaming.closed_windows import LocalClosedWindows
+from streaming.closing import LocalStage
 from streaming.deadletters import DeadLetter
 from streaming.parse import ReadSummary
 from streaming.rollup_reference import TopicWindow
@@ -52,6 +55,12 @@ def tw(topic: str, *, end: int = END, storage: int = 0) -> TopicWindow:
     return TopicWindow("c1", NS, end, load)
 
 
+def closing(windows: Sequence[TopicWindow], stage: LocalStage | None = None) -> LocalClosedWindows:
+    """The window stage's output for `windows` closing in one batch (3 PIP-157 buckets)."""
+    stage = stage or LocalStage(window_ms=300_000, slide_ms=60_000, known_ttl_ms=900_000)
+    return LocalClosedWindows(stage.close((topic_bucket(w.load.topic, 3), w) for w in windows))
+
+
 def processor(handler: RecordingHandler, sink: RecordingSink) -> BatchProcessor:
     return BatchProcessor(
         spec=WindowSpec(300, 60, 120),
@@ -81,7 +90,7 @@ def test_a_report_carries_counts_lag_late_and_the_newest_window() -> None:
     handler, sink = RecordingHandler(), RecordingSink()
     proc = processor(handler, sink)
     closed = [tw("a"), tw("b"), tw("a", end=END - 60_000)]
-    report = proc.report(42, closed, observations(), started=0.0)
+    report = proc.report(42, closing(closed), observations(), started=0.0)
     assert report.batch_id == 42 and report.window_end_ms == END
     assert report.events_consumed == 10 and report.events_rejected == {"bad_json": 1}
     assert report.events_late == 2  # the two events 400 s before the window end
@@ -97,23 +106,27 @@ def test_topics_only_for_the_bundles_the_handler_wants() -> None:
     closed = [tw(f"x{i}") for i in range(20)]
     wanted = str(layout.find(closed[0].load.position))
     handler = RecordingHandler(topics_for={wanted})
-    report = processor(handler, RecordingSink()).report(1, closed, observations(), started=0.0)
+    report = processor(handler, RecordingSink()).report(
+        1, closing(closed), observations(), started=0.0
+    )
     for b in report.bundles:
         assert (len(b.topics) == b.topic_count) if str(b.bundle) == wanted else b.topics == ()
 
 
 def test_large_topics_need_a_threshold() -> None:
     closed = [tw("small", storage=10), tw("big", storage=10**12)]
-    none = processor(RecordingHandler(), RecordingSink()).report(1, closed, observations(), 0.0)
+    none = processor(RecordingHandler(), RecordingSink()).report(
+        1, closing(closed), observations(), 0.0
+    )
     assert none.large_topics == ()
     handler = RecordingHandler(offload_min_bytes=10**9)
-    report = processor(handler, RecordingSink()).report(1, closed, observations(), 0.0)
+    report = processor(handler, RecordingSink()).report(1, closing(closed), observations(), 0.0)
     assert [(c, t.topic) for c, t in report.large_topics] == [("c1", f"persistent://{NS}/big")]
 
 
 def test_a_batch_without_closed_windows_reports_counts_only() -> None:
     proc = processor(RecordingHandler(), RecordingSink())
-    report = proc.report(3, [], observations(watermark_ms=0, late_watermark_ms=0), 0.0)
+    report = proc.report(3, closing([]), observations(watermark_ms=0, late_watermark_ms=0), 0.0)
     assert (report.window_end_ms, report.bundles, report.events_late) == (0, (), 0)
     assert report.watermark_delay_s == 0.0 and report.events_consumed == 10
 
@@ -130,46 +143,29 @@ def test_a_namespace_without_a_layout_is_skipped_not_fatal() -> None:
     proc = processor(handler, RecordingSink())
     proc.layouts = FlakyLayouts()
     down = TopicWindow("c1", "t/down", END, tw("z").load)
-    report = proc.report(5, [tw("a"), down], observations(), 0.0)
+    report = proc.report(5, closing([tw("a"), down]), observations(), 0.0)
     assert {b.namespace for b in report.bundles} == {NS}
     assert report.events_consumed == 10
 
 
 def test_only_the_newest_window_is_reported_but_every_topic_is_remembered() -> None:
-    from datetime import UTC, datetime
-
-    import pyarrow as pa
-
-    from streaming.packing import WINDOW_SCHEMA
-
-    def ts(ms: int) -> datetime:
-        return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-    rows = []
-    for topic, end in (("a", END), ("d", END - 60_000), ("a", END - 60_000)):
-        name = f"persistent://{NS}/{topic}"
-        values: dict[str, object] = dict.fromkeys(WINDOW_SCHEMA.names, 1)
-        values.update(
-            window_start=ts(end - 300_000), window_end=ts(end), cluster="c1", namespace=NS,
-            topic=name, position=hash_position(name), msg_rate_in=2.5,
-        )  # fmt: skip
-        rows.append(values)
-    handler = RecordingHandler(topics_for={str(b) for b in NamespaceBundles.initial(NS, 2).bundles})
-    proc = processor(handler, RecordingSink())
-    report = proc.report(7, pa.Table.from_pylist(rows, WINDOW_SCHEMA), observations(), 0.0)
-    assert (report.windows_closed, report.window_end_ms) == (2, END)
-    assert [(t.topic, t.msg_rate_in) for b in report.bundles for t in b.topics] == [
-        (f"persistent://{NS}/a", 2.5)
-    ]
-    # d (same bundle as a) closed only an older window, yet it is known there.
     layout = NamespaceBundles.initial(NS, 2)
-    bundle_of = {t: layout.find(hash_position(f"persistent://{NS}/{t}")) for t in ("a", "d")}
+    handler = RecordingHandler(topics_for={str(b) for b in layout.bundles})
+    proc = processor(handler, RecordingSink())
+    stage = LocalStage(window_ms=300_000, slide_ms=60_000, known_ttl_ms=900_000)
+    # d closes only an older window of this batch; e closed one in an earlier batch.
+    earlier = proc.report(6, closing([tw("e", end=END - 120_000)], stage), observations(), 0.0)
+    assert earlier.window_end_ms == END - 120_000
+    batch = [tw("a"), tw("d", end=END - 60_000), tw("a", end=END - 60_000)]
+    report = proc.report(7, closing(batch, stage), observations(), 0.0)
+    assert (report.windows_closed, report.window_end_ms) == (2, END)
+    assert [t.topic for b in report.bundles for t in b.topics] == [f"persistent://{NS}/a"]
+    bundle_of = {t: layout.find(hash_position(f"persistent://{NS}/{t}")) for t in "ade"}
     (reported,) = report.bundles
     assert reported.bundle == bundle_of["a"]
-    assert bundle_of["a"] == bundle_of["d"] and reported.known_topics == 2
-    assert sorted(proc.known.positions("c1", NS).tolist()) == sorted(
-        hash_position(f"persistent://{NS}/{t}") for t in ("a", "d")
-    )
+    # d and e are known in their bundles although they did not report in the newest window.
+    known_in_a = sum(1 for t in "ade" if bundle_of[t] == bundle_of["a"])
+    assert reported.known_topics == known_in_a and reported.reported_topics == 1
 
 
 def test_a_batch_waits_for_the_query_handle_and_fails_without_one() -> None:

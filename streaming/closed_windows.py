@@ -1,0 +1,187 @@
+"""A batch's closed windows, as the driver reads them: heads, bundle partials, topic rows.
+
+The window stage emits one row per closed (bucket, window) (`streaming.closing`). The
+driver never collects those rows whole: it reads their heads (window, bucket, how many
+topics reported, which namespaces), then asks for the bundle partials of the newest window
+with the layouts in force, then for the few per-topic rows it acts on. The per-row work
+(`partials_task`, `topic_rows_task`) is the same code on Spark's executors
+(`SparkClosedWindows`, through `mapInArrow`) and in-process (`LocalClosedWindows`, for tests
+and replays).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Iterator
+from typing import TYPE_CHECKING, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.closing import CLOSED_SCHEMA
+from streaming.rollup import (
+    PARTIAL_SCHEMA,
+    TOPIC_ROWS_SCHEMA,
+    BundleKey,
+    Layouts,
+    bundle_partials,
+    decode_known,
+    decode_window,
+    topic_rows,
+)
+
+if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in tests
+    from pyspark.sql import DataFrame
+
+HEAD_COLUMNS = ("window_end", "bucket", "topics", "namespaces")
+
+Task = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+class ClosedWindows(Protocol):
+    spark_s: float  # time spent running Spark jobs (0 in-process)
+
+    def heads(self) -> pa.Table:
+        """`window_end` (epoch ms), `bucket`, `topics`, `namespaces` of every closed row."""
+        ...
+
+    def partials(self, window_end_ms: int, layouts: Layouts) -> pa.Table:
+        """PARTIAL_SCHEMA rows of the window ending at `window_end_ms`, over all buckets."""
+        ...
+
+    def topic_rows(
+        self,
+        window_end_ms: int,
+        layouts: Layouts,
+        *,
+        wanted: Collection[BundleKey],
+        min_storage_bytes: int | None,
+    ) -> pa.Table:
+        """TOPIC_ROWS_SCHEMA rows of that window: the `wanted` bundles' and the large topics."""
+        ...
+
+
+def partials_task(layouts: Layouts) -> Task:
+    """The executors' work for `partials`: closed rows in, partial rows out."""
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for row in batch.to_pylist():
+                window = decode_window(row["payload"])
+                known = decode_known(row["known"])
+                yield from bundle_partials(
+                    window, known, layouts, bucket=row["bucket"]
+                ).to_batches()
+
+    return task
+
+
+def topic_rows_task(
+    layouts: Layouts, wanted: Collection[BundleKey], min_storage_bytes: int | None
+) -> Task:
+    """The executors' work for `topic_rows`: closed rows in, the rows the driver needs out."""
+    wanted_set = frozenset(wanted)
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for payload in batch.column("payload").to_pylist():
+                yield from topic_rows(
+                    decode_window(payload),
+                    layouts,
+                    wanted=wanted_set,
+                    min_storage_bytes=min_storage_bytes,
+                ).to_batches()
+
+    return task
+
+
+def _run_local(task: Task, table: pa.Table, schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_batches(list(task(iter(table.to_batches()))), schema=schema)
+
+
+class LocalClosedWindows:
+    """Closed-window rows (CLOSED_SCHEMA) held in memory; the tasks run in-process."""
+
+    spark_s = 0.0
+
+    def __init__(self, closed: pa.Table) -> None:
+        self.closed = closed.cast(CLOSED_SCHEMA)
+
+    def heads(self) -> pa.Table:
+        return self.closed.select(list(HEAD_COLUMNS))
+
+    def _window(self, window_end_ms: int) -> pa.Table:
+        return self.closed.filter(pc.equal(self.closed.column("window_end"), window_end_ms))
+
+    def partials(self, window_end_ms: int, layouts: Layouts) -> pa.Table:
+        return _run_local(partials_task(layouts), self._window(window_end_ms), PARTIAL_SCHEMA)
+
+    def topic_rows(
+        self,
+        window_end_ms: int,
+        layouts: Layouts,
+        *,
+        wanted: Collection[BundleKey],
+        min_storage_bytes: int | None,
+    ) -> pa.Table:
+        task = topic_rows_task(layouts, wanted, min_storage_bytes)
+        return _run_local(task, self._window(window_end_ms), TOPIC_ROWS_SCHEMA)
+
+
+class SparkClosedWindows:
+    """A micro-batch's closed windows in Spark: persisted, so the stateful stage runs once
+    however many times the driver reads it; `release` when the batch is done."""
+
+    def __init__(self, df: DataFrame) -> None:
+        from pyspark import StorageLevel
+
+        self.df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self.spark_s = 0.0
+        self._heads: pa.Table | None = None
+
+    def _timed(self, run: Callable[[], pa.Table]) -> pa.Table:
+        started = time.monotonic()
+        try:
+            return run()
+        finally:
+            self.spark_s += time.monotonic() - started
+
+    def heads(self) -> pa.Table:
+        if self._heads is None:  # the first read runs the batch
+            self._heads = self._timed(lambda: self.df.select(*HEAD_COLUMNS).toArrow())
+        return self._heads
+
+    def _mapped(self, window_end_ms: int, task: Task, schema: pa.Schema) -> pa.Table:
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        rows = self.df.filter(F.col("window_end") == F.lit(window_end_ms))
+        mapped = rows.mapInArrow(task, from_arrow_schema(schema))
+        return self._timed(lambda: mapped.toArrow().cast(schema))
+
+    def partials(self, window_end_ms: int, layouts: Layouts) -> pa.Table:
+        return self._mapped(window_end_ms, partials_task(layouts), PARTIAL_SCHEMA)
+
+    def topic_rows(
+        self,
+        window_end_ms: int,
+        layouts: Layouts,
+        *,
+        wanted: Collection[BundleKey],
+        min_storage_bytes: int | None,
+    ) -> pa.Table:
+        task = topic_rows_task(layouts, wanted, min_storage_bytes)
+        return self._mapped(window_end_ms, task, TOPIC_ROWS_SCHEMA)
+
+    def release(self) -> None:
+        self.df.unpersist()
+
+
+__all__ = [
+    "HEAD_COLUMNS",
+    "ClosedWindows",
+    "LocalClosedWindows",
+    "SparkClosedWindows",
+    "partials_task",
+    "topic_rows_task",
+]

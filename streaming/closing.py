@@ -1,0 +1,244 @@
+"""What the window stage does when a window of one PIP-157 bucket closes (pure, Arrow).
+
+The stage's state is kept per bucket (`streaming.windows.WindowPacks`): the packs of the
+bucket's open windows and the bucket's *known topics*, every topic that closed a window
+within the last `known_ttl_ms` of event time with the end of its newest window. When a
+window closes:
+
+1. its packs are aggregated into one row per topic (`streaming.packing.aggregate_window`);
+2. its topics join the known topics (a topic keeps its newest window end), and topics whose
+   newest window ended `known_ttl_ms` or more before this window's end leave;
+3. the stage emits one `ClosedWindow` row: the per-topic rows and the known topics (cluster,
+   namespace, position), both as Arrow payloads, with the window's namespaces.
+
+Everything after that runs on the executors (`streaming.rollup`): the driver sees bundles.
+A bucket with known topics but no packs in a window still closes it (the stage keeps a timer
+one slide ahead), so its known topics count toward the completeness of every window.
+
+`LocalStage` runs the same steps in-process over `TopicWindow`s, for tests and replays.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.packing import WINDOW_SCHEMA, decode, encode
+from streaming.rollup_reference import TopicWindow
+from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
+
+# A bucket's known topics, as kept in the stage's state.
+KNOWN_SCHEMA: Final = pa.schema(
+    [
+        ("cluster", pa.string()),
+        ("namespace", pa.string()),
+        ("topic", pa.string()),
+        ("position", pa.int64()),
+        ("end_ms", pa.int64()),  # end of the topic's newest closed window
+    ]
+)
+# What the roll-up needs of them.
+KNOWN_POSITIONS_SCHEMA: Final = pa.schema(
+    [("cluster", pa.string()), ("namespace", pa.string()), ("position", pa.int64())]
+)
+# A topic that has not reported for a few windows still belongs to its bundle: it is known
+# for this many window lengths of event time after its newest window's end.
+KNOWN_TTL_WINDOWS: Final = 3
+# Known topics are stored in chunks of this many rows: no state value grows without bound.
+KNOWN_CHUNK_ROWS: Final = 200_000
+
+
+def remember(known: pa.Table, window: pa.Table, *, end_ms: int, ttl_ms: int) -> pa.Table:
+    """Known topics after the window ending at `end_ms` closed with the rows `window`.
+
+    The window's topics join (each topic keeps the end of its newest window); then every
+    topic whose newest window ended at or before `end_ms - ttl_ms` leaves.
+    """
+    new = pa.table(
+        {
+            "cluster": window.column("cluster"),
+            "namespace": window.column("namespace"),
+            "topic": window.column("topic"),
+            "position": window.column("position").cast(pa.int64()),
+            "end_ms": pa.array(np.full(window.num_rows, end_ms, dtype=np.int64)),
+        },
+        schema=KNOWN_SCHEMA,
+    )
+    both = pa.concat_tables([known.cast(KNOWN_SCHEMA), new])
+    merged = both.group_by(["cluster", "namespace", "topic"], use_threads=False).aggregate(
+        [("position", "max"), ("end_ms", "max")]
+    )
+    table = pa.table(
+        {
+            "cluster": merged.column("cluster"),
+            "namespace": merged.column("namespace"),
+            "topic": merged.column("topic"),
+            "position": merged.column("position_max"),
+            "end_ms": merged.column("end_ms_max"),
+        },
+        schema=KNOWN_SCHEMA,
+    )
+    return table.filter(pc.greater(table.column("end_ms"), end_ms - ttl_ms))
+
+
+def known_chunks(known: pa.Table) -> list[bytes]:
+    """The known topics as payloads of at most `KNOWN_CHUNK_ROWS` rows each."""
+    return [
+        encode(known.slice(start, KNOWN_CHUNK_ROWS))
+        for start in range(0, known.num_rows, KNOWN_CHUNK_ROWS)
+    ]
+
+
+def known_of(chunks: Sequence[bytes]) -> pa.Table:
+    return decode(chunks, KNOWN_SCHEMA)
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedWindow:
+    """One output row of the window stage: a window of one bucket has closed."""
+
+    window_start_ms: int
+    window_end_ms: int
+    bucket: int
+    topics: int  # topics that reported in the window (0: only the known topics are carried)
+    namespaces: str  # JSON list of [cluster, namespace] pairs that reported, sorted
+    payload: bytes  # the per-topic rows (WINDOW_SCHEMA)
+    known: bytes  # the bucket's known topics after this window (KNOWN_POSITIONS_SCHEMA)
+
+    def to_row(self) -> dict[str, object]:
+        return {
+            "window_start": self.window_start_ms,
+            "window_end": self.window_end_ms,
+            "bucket": self.bucket,
+            "topics": self.topics,
+            "namespaces": self.namespaces,
+            "payload": self.payload,
+            "known": self.known,
+        }
+
+
+def close_window(
+    window: pa.Table, known: pa.Table, *, bucket: int, start_ms: int, end_ms: int, ttl_ms: int
+) -> tuple[ClosedWindow, pa.Table]:
+    """The stage's output row for a closed window (`window`: its per-topic rows), and the
+    bucket's known topics after it."""
+    after = remember(known, window, end_ms=end_ms, ttl_ms=ttl_ms)
+    pairs = window.select(["cluster", "namespace"]).group_by(["cluster", "namespace"]).aggregate([])
+    namespaces = sorted(zip(pairs.column(0).to_pylist(), pairs.column(1).to_pylist(), strict=True))
+    closed = ClosedWindow(
+        window_start_ms=start_ms,
+        window_end_ms=end_ms,
+        bucket=bucket,
+        topics=window.num_rows,
+        namespaces=json.dumps(namespaces),
+        payload=encode(window),
+        known=encode(after.select(["cluster", "namespace", "position"])),
+    )
+    return closed, after
+
+
+# The stage's output rows as an Arrow table (what foreachBatch sees, column for column).
+CLOSED_SCHEMA: Final = pa.schema(
+    [
+        ("window_start", pa.int64()),  # epoch ms
+        ("window_end", pa.int64()),
+        ("bucket", pa.int32()),
+        ("topics", pa.int64()),
+        ("namespaces", pa.string()),
+        ("payload", pa.binary()),
+        ("known", pa.binary()),
+    ]
+)
+
+
+def closed_table(rows: Iterable[ClosedWindow]) -> pa.Table:
+    return pa.Table.from_pylist([r.to_row() for r in rows], schema=CLOSED_SCHEMA)
+
+
+def window_rows(windows: Sequence[TopicWindow], *, bucket: int, window_ms: int) -> pa.Table:
+    """Per-topic rows (WINDOW_SCHEMA) from `TopicWindow`s, as the stage's aggregation gives."""
+    loads = [w.load for w in windows]
+    us = [w.window_end_ms * 1000 for w in windows]
+    columns: dict[str, pa.Array] = {
+        "window_start": pa.array([u - window_ms * 1000 for u in us], pa.timestamp("us", "UTC")),
+        "window_end": pa.array(us, pa.timestamp("us", "UTC")),
+        "bucket": pa.array([bucket] * len(windows), pa.int32()),
+        "cluster": pa.array([w.cluster for w in windows], pa.string()),
+        "namespace": pa.array([w.namespace for w in windows], pa.string()),
+        "topic": pa.array([t.topic for t in loads], pa.string()),
+        "position": pa.array([t.position for t in loads], pa.int64()),
+        **{n: pa.array([getattr(t, n) for t in loads], pa.float64()) for n in RATE_COLUMNS},
+        **{n: pa.array([getattr(t, n) for t in loads], pa.int64()) for n in LATEST_COLUMNS},
+        "samples": pa.array([w.samples for w in windows], pa.int64()),
+    }
+    return pa.table(columns, schema=WINDOW_SCHEMA)
+
+
+class LocalStage:
+    """The window stage's closing steps in-process: per-bucket known topics across batches.
+
+    `close` takes the per-topic windows that closed in one batch (each with its bucket) and
+    gives the stage's output rows as Spark gives them: each bucket's windows oldest first,
+    and while a bucket knows topics, every slide up to the batch's newest window closed too
+    (with no topics of its own: the stage's fill-in closes).
+    """
+
+    def __init__(self, *, window_ms: int, slide_ms: int, known_ttl_ms: int) -> None:
+        self.window_ms = window_ms
+        self.slide_ms = slide_ms
+        self.known_ttl_ms = known_ttl_ms
+        self._known: dict[int, pa.Table] = {}
+        self._last_end_ms: dict[int, int] = {}
+
+    def close(self, windows: Iterable[tuple[int, TopicWindow]]) -> pa.Table:
+        by_key: dict[tuple[int, int], list[TopicWindow]] = defaultdict(list)
+        for bucket, w in windows:
+            by_key[(bucket, w.window_end_ms)].append(w)
+        newest_ms = max((end for _, end in by_key), default=0)
+        out: list[ClosedWindow] = []
+        for bucket in sorted({b for b, _ in by_key} | set(self._known)):
+            pending = sorted(end for b, end in by_key if b == bucket)
+            last = self._last_end_ms.get(bucket)
+            fill = None if last is None else last + self.slide_ms
+            while True:
+                known = self._known.get(bucket, KNOWN_SCHEMA.empty_table())
+                can_fill = fill is not None and known.num_rows > 0 and fill <= newest_ms
+                if pending and (not can_fill or pending[0] <= fill):  # type: ignore[operator]
+                    end_ms = pending.pop(0)
+                elif can_fill:
+                    end_ms = fill  # type: ignore[assignment]
+                else:
+                    break
+                rows = window_rows(by_key.get((bucket, end_ms), []), bucket=bucket,
+                                   window_ms=self.window_ms)  # fmt: skip
+                closed, self._known[bucket] = close_window(
+                    rows, known, bucket=bucket, start_ms=end_ms - self.window_ms,
+                    end_ms=end_ms, ttl_ms=self.known_ttl_ms,
+                )  # fmt: skip
+                out.append(closed)
+                self._last_end_ms[bucket] = end_ms
+                fill = end_ms + self.slide_ms
+        return closed_table(out)
+
+
+__all__ = [
+    "CLOSED_SCHEMA",
+    "KNOWN_POSITIONS_SCHEMA",
+    "KNOWN_SCHEMA",
+    "KNOWN_TTL_WINDOWS",
+    "ClosedWindow",
+    "LocalStage",
+    "close_window",
+    "closed_table",
+    "known_chunks",
+    "known_of",
+    "remember",
+    "window_rows",
+]
