@@ -58,8 +58,9 @@ KNOWN_CHUNK_ROWS: Final = 200_000
 def remember(known: pa.Table, window: pa.Table, *, end_ms: int, ttl_ms: int) -> pa.Table:
     """Known topics after the window ending at `end_ms` closed with the rows `window`.
 
-    The window's topics join (each topic keeps the end of its newest window); then every
-    topic whose newest window ended at or before `end_ms - ttl_ms` leaves.
+    The window's topics join with `end_ms` as their newest window end (windows of a bucket
+    close oldest first, so no known topic has a later one); then every topic whose newest
+    window ended at or before `end_ms - ttl_ms` leaves.
     """
     new = pa.table(
         {
@@ -71,21 +72,17 @@ def remember(known: pa.Table, window: pa.Table, *, end_ms: int, ttl_ms: int) -> 
         },
         schema=KNOWN_SCHEMA,
     )
-    both = pa.concat_tables([known.cast(KNOWN_SCHEMA), new])
-    merged = both.group_by(["cluster", "namespace", "topic"], use_threads=False).aggregate(
-        [("position", "max"), ("end_ms", "max")]
-    )
-    table = pa.table(
-        {
-            "cluster": merged.column("cluster"),
-            "namespace": merged.column("namespace"),
-            "topic": merged.column("topic"),
-            "position": merged.column("position_max"),
-            "end_ms": merged.column("end_ms_max"),
-        },
-        schema=KNOWN_SCHEMA,
-    )
-    return table.filter(pc.greater(table.column("end_ms"), end_ms - ttl_ms))
+    old = known.cast(KNOWN_SCHEMA)
+    old = old.filter(pc.greater(old.column("end_ms"), end_ms - ttl_ms))
+    if old.num_rows and new.num_rows:
+        # A topic's name holds its namespace: (cluster, topic) identifies it.
+        old = old.filter(pc.invert(pc.is_in(_topic_keys(old), value_set=_topic_keys(new))))
+    return pa.concat_tables([old, new]) if new.num_rows else old
+
+
+def _topic_keys(table: pa.Table) -> pa.Array:
+    keys = pc.binary_join_element_wise(table.column("cluster"), table.column("topic"), "\x00")
+    return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
 
 
 def known_chunks(known: pa.Table) -> list[bytes]:

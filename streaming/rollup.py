@@ -121,6 +121,7 @@ def bundle_partials(
             if known_positions is not None and known_rows is not None
             else np.zeros(0, dtype=np.int64)
         )
+        boundaries = layout.boundaries
         reported = np.bincount(index, minlength=layout.num_bundles)
         known_counts = np.bincount(known_index, minlength=layout.num_bundles)
         rates = {name: part.column(name).to_numpy() for name in RATE_COLUMNS}
@@ -129,11 +130,10 @@ def bundle_partials(
         sessions = _session_sums(part, order, starts)
         for i in np.flatnonzero((reported > 0) | (known_counts > 0)).tolist():
             rows_i = order[starts[i] : starts[i + 1]]
-            bundle = layout.bundles[i]
             columns["cluster"].append(key[0])
             columns["namespace"].append(key[1])
-            columns["lower"].append(bundle.lower)
-            columns["upper"].append(bundle.upper)
+            columns["lower"].append(boundaries[i])
+            columns["upper"].append(boundaries[i + 1])
             columns["bucket"].append(bucket)
             columns["reported"].append(int(reported[i]))
             columns["known"].append(int(known_counts[i]))
@@ -241,7 +241,7 @@ def topic_rows(
             continue
         if min_storage_bytes is not None:
             keep[rows] |= storage[rows] >= min_storage_bytes
-        lowers = [b.lower for b in layout.bundles]
+        lowers = layout.boundaries[:-1]
         wanted_index = [i for i, lower in enumerate(lowers) if (*key, lower) in wanted_set]
         if wanted_index:
             index = bundle_index(layout, window.column("position").to_numpy()[rows])
