@@ -34,7 +34,13 @@ from balancer.core.report import BatchHandler, BatchReport, LayoutProvider
 from streaming.closed_windows import ClosedWindows, SparkClosedWindows
 from streaming.deadletters import DeadLetter, DeadLetterSink
 from streaming.parse import ReadSummary
-from streaming.rollup import merge_partials, topic_loads, with_topics
+from streaming.rollup import (
+    TOPIC_ROWS_SCHEMA,
+    large_topics_of,
+    merge_partials,
+    topic_loads,
+    with_topics,
+)
 from streaming.windows import WindowSpec, late_events
 
 if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in tests
@@ -181,22 +187,22 @@ class BatchProcessor:
                 known[key] = self.layouts.known_topics(*key)
             except Exception as exc:  # the admin API may be down: report the others
                 log.warning("no bundle layout for %s/%s, skipped: %s", *key, exc)
-        partials = closed.partials(newest_ms, layouts)
+        threshold = self.handler.offload_min_bytes
+        partials = closed.partials(newest_ms, layouts, threshold)
         bundles = merge_partials(partials, window_end_ms=newest_ms, namespace_known=known)
         wanted = [
             (b.cluster, b.namespace, b.bundle.lower)
             for b in bundles
             if self.handler.wants_topics(b)
         ]
-        threshold = self.handler.offload_min_bytes
-        if not wanted and threshold is None:
-            return bundles, []
-        loads = topic_loads(
-            closed.topic_rows(newest_ms, layouts, wanted=wanted, min_storage_bytes=threshold)
+        # A third read only when a bundle is near a limit: offload candidates came with the
+        # partials.
+        wanted_rows = (
+            closed.topic_rows(newest_ms, layouts, wanted=wanted, min_storage_bytes=None)
+            if wanted
+            else TOPIC_ROWS_SCHEMA.empty_table()
         )
-        large = (
-            []
-            if threshold is None
-            else [(c, load) for c, _, load in loads if load.storage_size >= threshold]
-        )
+        large_rows = large_topics_of(partials)
+        large = [(c, load) for c, _, load in topic_loads(large_rows)]
+        loads = topic_loads(wanted_rows, large_rows)
         return with_topics(bundles, loads, layouts, wanted), large

@@ -27,6 +27,7 @@ from streaming.rollup import (
     bundle_partials,
     decode_known,
     decode_window,
+    large_topics_row,
     topic_rows,
 )
 
@@ -45,8 +46,11 @@ class ClosedWindows(Protocol):
         """`window_end` (epoch ms), `bucket`, `topics`, `namespaces` of every closed row."""
         ...
 
-    def partials(self, window_end_ms: int, layouts: Layouts) -> pa.Table:
-        """PARTIAL_SCHEMA rows of the window ending at `window_end_ms`, over all buckets."""
+    def partials(
+        self, window_end_ms: int, layouts: Layouts, min_storage_bytes: int | None
+    ) -> pa.Table:
+        """PARTIAL_SCHEMA rows of the window ending at `window_end_ms`, over all buckets,
+        with the topic rows at least `min_storage_bytes` large (None: none)."""
         ...
 
     def topic_rows(
@@ -57,12 +61,16 @@ class ClosedWindows(Protocol):
         wanted: Collection[BundleKey],
         min_storage_bytes: int | None,
     ) -> pa.Table:
-        """TOPIC_ROWS_SCHEMA rows of that window: the `wanted` bundles' and the large topics."""
+        """TOPIC_ROWS_SCHEMA rows of that window: the `wanted` bundles' and the large topics.
+
+        The large topics come with the partials already: the driver asks for the wanted
+        bundles only (`min_storage_bytes` None)."""
         ...
 
 
-def partials_task(layouts: Layouts) -> Task:
-    """The executors' work for `partials`: closed rows in, partial rows out."""
+def partials_task(layouts: Layouts, min_storage_bytes: int | None) -> Task:
+    """The executors' work for `partials`: closed rows in, partial rows out (and a row with
+    the large topics, so that offload candidates need no pass of their own)."""
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -72,6 +80,12 @@ def partials_task(layouts: Layouts) -> Task:
                 yield from bundle_partials(
                     window, known, layouts, bucket=row["bucket"]
                 ).to_batches()
+                if min_storage_bytes is not None:
+                    large = topic_rows(
+                        window, layouts, wanted=(), min_storage_bytes=min_storage_bytes
+                    )
+                    if large.num_rows:
+                        yield from large_topics_row(large).to_batches()
 
     return task
 
@@ -113,8 +127,11 @@ class LocalClosedWindows:
     def _window(self, window_end_ms: int) -> pa.Table:
         return self.closed.filter(pc.equal(self.closed.column("window_end"), window_end_ms))
 
-    def partials(self, window_end_ms: int, layouts: Layouts) -> pa.Table:
-        return _run_local(partials_task(layouts), self._window(window_end_ms), PARTIAL_SCHEMA)
+    def partials(
+        self, window_end_ms: int, layouts: Layouts, min_storage_bytes: int | None
+    ) -> pa.Table:
+        task = partials_task(layouts, min_storage_bytes)
+        return _run_local(task, self._window(window_end_ms), PARTIAL_SCHEMA)
 
     def topic_rows(
         self,
@@ -159,8 +176,11 @@ class SparkClosedWindows:
         mapped = rows.mapInArrow(task, from_arrow_schema(schema))
         return self._timed(lambda: mapped.toArrow().cast(schema))
 
-    def partials(self, window_end_ms: int, layouts: Layouts) -> pa.Table:
-        return self._mapped(window_end_ms, partials_task(layouts), PARTIAL_SCHEMA)
+    def partials(
+        self, window_end_ms: int, layouts: Layouts, min_storage_bytes: int | None
+    ) -> pa.Table:
+        task = partials_task(layouts, min_storage_bytes)
+        return self._mapped(window_end_ms, task, PARTIAL_SCHEMA)
 
     def topic_rows(
         self,

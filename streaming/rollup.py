@@ -35,7 +35,7 @@ from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.exact_sums import exact_parts, total
 from balancer.core.load import BundleLoad, TopicLoad
 from streaming.closing import KNOWN_POSITIONS_SCHEMA
-from streaming.packing import WINDOW_SCHEMA, decode
+from streaming.packing import WINDOW_SCHEMA, decode, encode
 from streaming.schema import RATE_COLUMNS
 
 Layouts = Mapping[tuple[str, str], NamespaceBundles]
@@ -65,6 +65,9 @@ PARTIAL_SCHEMA: Final = pa.schema(
         ("namespace_known", pa.int64()),  # known topics of the bucket in the namespace
         ("sessions", pa.string()),  # producers + consumers, a decimal integer: never wraps
         *((name, pa.list_(pa.float64())) for name in RATE_COLUMNS),  # exact parts of the sum
+        # Set on a row of its own per (bucket, window), all else null: the topic rows at
+        # least the offload size (TOPIC_ROWS_SCHEMA, an Arrow payload), read in the same pass.
+        ("large_topics", pa.binary()),
     ]
 )
 # The per-topic rows that reach the driver.
@@ -141,9 +144,24 @@ def bundle_partials(
             columns["sessions"].append(str(sessions[i]))
             for name in RATE_COLUMNS:
                 columns[name].append(list(exact_parts(rates[name][rows_i].tolist())))
+    n = len(columns["cluster"])
     return pa.table(
-        {name: columns.get(name, []) for name in PARTIAL_SCHEMA.names}, schema=PARTIAL_SCHEMA
+        {name: columns.get(name, [None] * n) for name in PARTIAL_SCHEMA.names},
+        schema=PARTIAL_SCHEMA,
     )
+
+
+def large_topics_row(rows: pa.Table) -> pa.Table:
+    """A PARTIAL_SCHEMA row carrying `rows` (TOPIC_ROWS_SCHEMA) in `large_topics`."""
+    values: dict[str, list[object]] = {name: [None] for name in PARTIAL_SCHEMA.names}
+    values["large_topics"] = [encode(rows)]
+    return pa.table(values, schema=PARTIAL_SCHEMA)
+
+
+def large_topics_of(partials: pa.Table) -> pa.Table:
+    """The topic rows the `large_topics_row`s among `partials` carry."""
+    payloads = [p for p in partials.column("large_topics").to_pylist() if p is not None]
+    return decode(payloads, TOPIC_ROWS_SCHEMA)
 
 
 def _session_sums(part: pa.Table, order: np.ndarray, starts: np.ndarray) -> list[int]:
@@ -183,6 +201,8 @@ def merge_partials(
     sums: dict[tuple[str, str, int, int], _Sums] = defaultdict(_Sums)
     seen: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)  # per bucket, not summed twice
     for row in partials.to_pylist():
+        if row["large_topics"] is not None:
+            continue
         key = (row["cluster"], row["namespace"], row["lower"], row["upper"])
         s = sums[key]
         s.reported += row["reported"]
@@ -249,8 +269,21 @@ def topic_rows(
     return window.filter(pa.array(keep)).select(TOPIC_ROWS_SCHEMA.names).cast(TOPIC_ROWS_SCHEMA)
 
 
-def topic_loads(rows: pa.Table) -> list[tuple[str, str, TopicLoad]]:
-    """(cluster, namespace, load) per row, sorted by (cluster, namespace, position, topic)."""
+def topic_loads(*tables: pa.Table) -> list[tuple[str, str, TopicLoad]]:
+    """(cluster, namespace, load) per topic row of `tables` (a topic in several once), sorted
+    by (cluster, namespace, position, topic)."""
+    rows = (
+        pa.concat_tables(tables)
+        .group_by(["cluster", "topic"], use_threads=False)
+        .aggregate(
+            [
+                (name, "first")
+                for name in TOPIC_ROWS_SCHEMA.names
+                if name not in ("cluster", "topic")
+            ]
+        )
+    )
+    rows = rows.rename_columns([name.removesuffix("_first") for name in rows.column_names])
     ordered = rows.sort_by(
         [(k, "ascending") for k in ("cluster", "namespace", "position", "topic")]
     )
@@ -298,6 +331,8 @@ __all__ = [
     "bundle_partials",
     "decode_known",
     "decode_window",
+    "large_topics_of",
+    "large_topics_row",
     "merge_partials",
     "topic_loads",
     "topic_rows",
