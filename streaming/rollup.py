@@ -29,7 +29,6 @@ from typing import Final
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.exact_sums import exact_parts, total
@@ -83,21 +82,26 @@ def bundle_index(layout: NamespaceBundles, positions: np.ndarray) -> np.ndarray:
     return np.minimum(index, layout.num_bundles - 1)  # 0xffffffff is in the last bundle
 
 
+def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
+    """Dictionary codes of a string column and its distinct values."""
+    encoded = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    dictionary = encoded.dictionary_encode()
+    codes = np.asarray(dictionary.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return codes, dictionary.dictionary.to_pylist()
+
+
 def _namespace_groups(table: pa.Table) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
     """((cluster, namespace), row indices) of each namespace in `table`."""
     if table.num_rows == 0:
         return
-    keys = pc.binary_join_element_wise(
-        table.column("cluster"), table.column("namespace"), "\x00"
-    ).combine_chunks()
-    encoded = keys.dictionary_encode()
-    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False))
+    cluster_codes, clusters = _codes(table.column("cluster"))
+    namespace_codes, namespaces = _codes(table.column("namespace"))
+    codes = cluster_codes * len(namespaces) + namespace_codes
     order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    cuts = np.flatnonzero(np.diff(sorted_codes)) + 1
+    cuts = np.flatnonzero(np.diff(codes[order])) + 1
     for rows in np.split(order, cuts):
-        cluster, namespace = str(encoded.dictionary[int(codes[rows[0]])]).split("\x00", 1)
-        yield (cluster, namespace), rows
+        code = int(codes[rows[0]])
+        yield (clusters[code // len(namespaces)], namespaces[code % len(namespaces)]), rows
 
 
 def bundle_partials(
@@ -109,6 +113,11 @@ def bundle_partials(
     known_by_namespace = dict(_namespace_groups(known))
     known_positions = known.column("position").to_numpy() if known.num_rows else None
     window_by_namespace = dict(_namespace_groups(window))
+    # Whole columns once, indexed per namespace (a take of the table would copy its strings).
+    positions = window.column("position").to_numpy()
+    rate_values = {name: window.column(name).to_numpy() for name in RATE_COLUMNS}
+    producers = window.column("producer_count").to_numpy()
+    consumers = window.column("consumer_count").to_numpy()
     columns: dict[str, list[object]] = defaultdict(list)
     # A namespace's known topics in this bucket count even where none of them reported here.
     for key in sorted(window_by_namespace.keys() | known_by_namespace.keys()):
@@ -116,8 +125,7 @@ def bundle_partials(
         if layout is None:
             continue
         rows = window_by_namespace.get(key, np.zeros(0, dtype=np.int64))
-        part = window.take(pa.array(rows, pa.int64()))
-        index = bundle_index(layout, part.column("position").to_numpy())
+        index = bundle_index(layout, positions[rows])
         known_rows = known_by_namespace.get(key)
         known_index = (
             bundle_index(layout, known_positions[known_rows])
@@ -127,12 +135,13 @@ def bundle_partials(
         boundaries = layout.boundaries
         reported = np.bincount(index, minlength=layout.num_bundles)
         known_counts = np.bincount(known_index, minlength=layout.num_bundles)
-        rates = {name: part.column(name).to_numpy() for name in RATE_COLUMNS}
         order = np.argsort(index, kind="stable")
         starts = np.searchsorted(index[order], np.arange(layout.num_bundles + 1))
-        sessions = _session_sums(part, order, starts)
+        in_order = rows[order]  # window rows, bundle by bundle
+        rates = {name: values[in_order] for name, values in rate_values.items()}
+        sessions = _session_sums(producers[in_order], consumers[in_order], starts)
         for i in np.flatnonzero((reported > 0) | (known_counts > 0)).tolist():
-            rows_i = order[starts[i] : starts[i + 1]]
+            a, b = int(starts[i]), int(starts[i + 1])
             columns["cluster"].append(key[0])
             columns["namespace"].append(key[1])
             columns["lower"].append(boundaries[i])
@@ -143,7 +152,7 @@ def bundle_partials(
             columns["namespace_known"].append(len(known_index))
             columns["sessions"].append(str(sessions[i]))
             for name in RATE_COLUMNS:
-                columns[name].append(list(exact_parts(rates[name][rows_i].tolist())))
+                columns[name].append(list(exact_parts(rates[name][a:b].tolist())))
     n = len(columns["cluster"])
     return pa.table(
         {name: columns.get(name, [None] * n) for name in PARTIAL_SCHEMA.names},
@@ -164,14 +173,13 @@ def large_topics_of(partials: pa.Table) -> pa.Table:
     return decode(payloads, TOPIC_ROWS_SCHEMA)
 
 
-def _session_sums(part: pa.Table, order: np.ndarray, starts: np.ndarray) -> list[int]:
-    """Producers + consumers per bundle (rows `order[starts[i]:starts[i + 1]]` of bundle i),
-    as Python ints: a sum of int64 counts must not wrap."""
-    producers = part.column("producer_count").to_numpy()[order]
-    consumers = part.column("consumer_count").to_numpy()[order]
+def _session_sums(producers: np.ndarray, consumers: np.ndarray, starts: np.ndarray) -> list[int]:
+    """Producers + consumers per bundle (rows `starts[i]:starts[i + 1]` are bundle i's), as
+    Python ints: a sum of int64 counts must not wrap."""
     bounds = starts.tolist()
-    largest = int(producers.max()) + int(consumers.max()) if len(order) else 0
-    if largest * max(len(order), 1) < 2**63:  # no int64 sum can wrap: add in numpy
+    n = len(producers)
+    largest = int(producers.max()) + int(consumers.max()) if n else 0
+    if largest * max(n, 1) < 2**63:  # no int64 sum can wrap: add in numpy
         running = np.concatenate([[0], np.cumsum(producers + consumers)]).tolist()
         return [running[b] - running[a] for a, b in pairwise(bounds)]
     values = [int(p) + int(c) for p, c in zip(producers.tolist(), consumers.tolist(), strict=True)]
