@@ -3,7 +3,8 @@
 The window stage emits one row per closed (bucket, window) (`streaming.closing`). The
 driver never collects those rows whole: it reads their heads (window, bucket, how many
 topics reported, which namespaces), then asks for the bundle partials of the newest window
-with the layouts in force, then for the few per-topic rows it acts on. The per-row work
+with the layouts in force (and the offload candidates with them), then, only when a bundle
+is near a limit, for that bundle's per-topic rows. The per-row work
 (`partials_task`, `topic_rows_task`) is the same code on Spark's executors
 (`SparkClosedWindows`, through `mapInArrow`) and in-process (`LocalClosedWindows`, for tests
 and replays).
