@@ -7,10 +7,11 @@ the pane's events of that bucket as an Arrow table. A pane is one slide of event
 (`[k * slide, (k+1) * slide)`); every window is a whole number of panes, so a pack belongs
 entirely to each of the `window / slide` windows that hold its pane.
 
-The window stage (`streaming.windows`) keeps the packs of each open (bucket, window) in
-Spark's state store and, when the watermark closes the window, aggregates them here
+The window stage (`streaming.windows`) keeps the packs of each bucket's open windows in
+Spark's state store and, when the watermark closes a window, aggregates them here
 (`aggregate_window`) into one row per topic: average rates, latest sizes and session counts,
-sample count. The result travels to the driver as one payload per (bucket, window).
+sample count. The result stays on the executors, one payload per (bucket, window), where it
+is rolled up to bundles (`streaming.rollup`).
 
 Purely computational: Arrow tables in, Arrow tables and bytes out.
 """
