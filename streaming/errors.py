@@ -16,10 +16,19 @@ _TRACEBACK = "Traceback (most recent call last):"
 _PY_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?::\s?(.*))?$")
 _CAUSED_BY = re.compile(r"^Caused by: (?:[\w$]+\.)*([\w$]+)(?::\s?(.*))?$")
 _QUERY_PREFIX = re.compile(r"^\[STREAM_FAILED\] Query .*? terminated with exception: ")
+# Spark's error classes for a checkpoint whose state another layout wrote: say what to do.
+_STATE_LAYOUT = re.compile(r"\[(STATE_STORE_(?:KEY|VALUE)_SCHEMA_NOT_COMPATIBLE)\]")
+STATE_LAYOUT_HINT = (
+    "the checkpoint's window state was written with another layout (an older release?): "
+    "move spark.checkpoint_dir aside and start again (docs/runbook.md)"
+)
 
 
 def root_cause(error_text: str) -> str:
     """`Class: message` of the innermost Python exception, else of the last Java cause."""
+    layout = _STATE_LAYOUT.search(error_text)
+    if layout:
+        return _clip(f"{layout.group(1)}: {STATE_LAYOUT_HINT}")
     lines = error_text.splitlines()
     for index in reversed([i for i, line in enumerate(lines) if line.endswith(_TRACEBACK)]):
         found = _exception_after(lines, index + 1)

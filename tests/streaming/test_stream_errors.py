@@ -7,7 +7,7 @@ of issue 16.
 
 from __future__ import annotations
 
-from streaming.errors import MAX_CAUSE_CHARS, root_cause
+from streaming.errors import MAX_CAUSE_CHARS, STATE_LAYOUT_HINT, root_cause
 
 FOREACH_BATCH = """\
 [STREAM_FAILED] Query pulsar-balancer-stream [id = a448fe01, runId = 90263ffa] terminated \
@@ -83,3 +83,16 @@ def test_a_plain_message_loses_only_the_query_prefix_and_stays_one_short_line() 
     assert root_cause(text) == "boom"
     long = root_cause("x" * 1000 + "\nsecond line")
     assert len(long) == MAX_CAUSE_CHARS and "\n" not in long
+
+
+def test_a_checkpoint_of_another_state_layout_says_to_move_it_aside() -> None:
+    # As Spark 4.3 failed on a checkpoint written before the state moved to bucket keys.
+    text = (
+        "[STREAM_FAILED] Query [id = 890011b7, runId = 6aee5cfc] terminated with exception: "
+        "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match existing "
+        "state key schema.\n\tat org.apache.spark.sql.execution.streaming.state."
+        "StateStoreErrors$.stateStoreKeySchemaNotCompatible(StateStoreErrors.scala:164)"
+    )
+    cause = root_cause(text)
+    assert cause.startswith("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE: ")
+    assert STATE_LAYOUT_HINT in cause and "\n" not in cause
