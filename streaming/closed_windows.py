@@ -13,8 +13,9 @@ and replays).
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,35 +39,6 @@ if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in 
 HEAD_COLUMNS = ("window_end", "bucket", "topics", "namespaces")
 
 Task = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-
-
-class ClosedWindows(Protocol):
-    spark_s: float  # time spent running Spark jobs (0 in-process)
-
-    def heads(self) -> pa.Table:
-        """`window_end` (epoch ms), `bucket`, `topics`, `namespaces` of every closed row."""
-        ...
-
-    def partials(
-        self, window_end_ms: int, layouts: Layouts, min_storage_bytes: int | None
-    ) -> pa.Table:
-        """PARTIAL_SCHEMA rows of the window ending at `window_end_ms`, over all buckets,
-        with the topic rows at least `min_storage_bytes` large (None: none)."""
-        ...
-
-    def topic_rows(
-        self,
-        window_end_ms: int,
-        layouts: Layouts,
-        *,
-        wanted: Collection[BundleKey],
-        min_storage_bytes: int | None,
-    ) -> pa.Table:
-        """TOPIC_ROWS_SCHEMA rows of that window: the `wanted` bundles' and the large topics.
-
-        The large topics come with the partials already: the driver asks for the wanted
-        bundles only (`min_storage_bytes` None)."""
-        ...
 
 
 def partials_task(layouts: Layouts, min_storage_bytes: int | None) -> Task:
@@ -110,29 +82,26 @@ def topic_rows_task(
     return task
 
 
-def _run_local(task: Task, table: pa.Table, schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_batches(list(task(iter(table.to_batches()))), schema=schema)
+class ClosedWindows(ABC):
+    """A batch's closed windows. `partials` and `topic_rows` run a task on the rows of one
+    window (`_run`): in-process or on Spark's executors."""
 
+    spark_s: float = 0.0  # time spent running Spark jobs (0 in-process)
 
-class LocalClosedWindows:
-    """Closed-window rows (CLOSED_SCHEMA) held in memory; the tasks run in-process."""
-
-    spark_s = 0.0
-
-    def __init__(self, closed: pa.Table) -> None:
-        self.closed = closed.cast(CLOSED_SCHEMA)
-
+    @abstractmethod
     def heads(self) -> pa.Table:
-        return self.closed.select(list(HEAD_COLUMNS))
+        """`window_end` (epoch ms), `bucket`, `topics`, `namespaces` of every closed row."""
 
-    def _window(self, window_end_ms: int) -> pa.Table:
-        return self.closed.filter(pc.equal(self.closed.column("window_end"), window_end_ms))
+    @abstractmethod
+    def _run(self, window_end_ms: int, task: Task, schema: pa.Schema) -> pa.Table:
+        """`task` over the closed rows of the window ending at `window_end_ms`."""
 
     def partials(
         self, window_end_ms: int, layouts: Layouts, min_storage_bytes: int | None
     ) -> pa.Table:
-        task = partials_task(layouts, min_storage_bytes)
-        return _run_local(task, self._window(window_end_ms), PARTIAL_SCHEMA)
+        """PARTIAL_SCHEMA rows of the window ending at `window_end_ms`, over all buckets,
+        with the topic rows at least `min_storage_bytes` large (None: none)."""
+        return self._run(window_end_ms, partials_task(layouts, min_storage_bytes), PARTIAL_SCHEMA)
 
     def topic_rows(
         self,
@@ -142,11 +111,29 @@ class LocalClosedWindows:
         wanted: Collection[BundleKey],
         min_storage_bytes: int | None,
     ) -> pa.Table:
+        """TOPIC_ROWS_SCHEMA rows of that window: the `wanted` bundles' and the large topics.
+
+        The large topics come with the partials already: the driver asks for the wanted
+        bundles only (`min_storage_bytes` None)."""
         task = topic_rows_task(layouts, wanted, min_storage_bytes)
-        return _run_local(task, self._window(window_end_ms), TOPIC_ROWS_SCHEMA)
+        return self._run(window_end_ms, task, TOPIC_ROWS_SCHEMA)
 
 
-class SparkClosedWindows:
+class LocalClosedWindows(ClosedWindows):
+    """Closed-window rows (CLOSED_SCHEMA) held in memory; the tasks run in-process."""
+
+    def __init__(self, closed: pa.Table) -> None:
+        self.closed = closed.cast(CLOSED_SCHEMA)
+
+    def heads(self) -> pa.Table:
+        return self.closed.select(list(HEAD_COLUMNS))
+
+    def _run(self, window_end_ms: int, task: Task, schema: pa.Schema) -> pa.Table:
+        rows = self.closed.filter(pc.equal(self.closed.column("window_end"), window_end_ms))
+        return pa.Table.from_batches(list(task(iter(rows.to_batches()))), schema=schema)
+
+
+class SparkClosedWindows(ClosedWindows):
     """A micro-batch's closed windows in Spark: persisted, so the stateful stage runs once
     however many times the driver reads it; `release` when the batch is done."""
 
@@ -169,30 +156,13 @@ class SparkClosedWindows:
             self._heads = self._timed(lambda: self.df.select(*HEAD_COLUMNS).toArrow())
         return self._heads
 
-    def _mapped(self, window_end_ms: int, task: Task, schema: pa.Schema) -> pa.Table:
+    def _run(self, window_end_ms: int, task: Task, schema: pa.Schema) -> pa.Table:
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import from_arrow_schema
 
         rows = self.df.filter(F.col("window_end") == F.lit(window_end_ms))
         mapped = rows.mapInArrow(task, from_arrow_schema(schema))
         return self._timed(lambda: mapped.toArrow().cast(schema))
-
-    def partials(
-        self, window_end_ms: int, layouts: Layouts, min_storage_bytes: int | None
-    ) -> pa.Table:
-        task = partials_task(layouts, min_storage_bytes)
-        return self._mapped(window_end_ms, task, PARTIAL_SCHEMA)
-
-    def topic_rows(
-        self,
-        window_end_ms: int,
-        layouts: Layouts,
-        *,
-        wanted: Collection[BundleKey],
-        min_storage_bytes: int | None,
-    ) -> pa.Table:
-        task = topic_rows_task(layouts, wanted, min_storage_bytes)
-        return self._mapped(window_end_ms, task, TOPIC_ROWS_SCHEMA)
 
     def release(self) -> None:
         self.df.unpersist()
