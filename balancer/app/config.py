@@ -182,6 +182,9 @@ class SparkConfig(_Model):
     # An event stamped further ahead of the reader's clock is dead-lettered: it would push
     # the event-time watermark ahead and make every on-time event late (docs/events.md).
     max_future_skew_s: int = Field(default=600, gt=0)
+    # The window state is kept per PIP-157 bucket: the stage's unit of parallelism.
+    num_buckets: int = Field(default=4, ge=1, le=4096)
+    shuffle_partitions: int = Field(default=4, ge=1)
 
     @field_validator("master")
     @classmethod

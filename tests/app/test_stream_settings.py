@@ -24,7 +24,13 @@ def sasl_config(tmp_path: Path, **security: Any) -> BalancerConfig:
                     **security,
                 }
             },
-            "spark": {"checkpoint_dir": str(tmp_path / "ck"), "window_s": 180, "slide_s": 60},
+            "spark": {
+                "checkpoint_dir": str(tmp_path / "ck"),
+                "window_s": 180,
+                "slide_s": 60,
+                "num_buckets": 8,
+                "shuffle_partitions": 6,
+            },
             "detection": {"hit_count_threshold": 4},
             "clusters": [{"name": "c1", "admin_url": "http://127.0.0.1:9"}],
             "controller": {
@@ -55,12 +61,13 @@ def test_run_takes_the_password_file_as_collect_does(tmp_path: Path) -> None:
     assert settings.source_options().to_options()["sasl_password_file"] == str(password)
 
 
-def test_the_stream_takes_the_configs_window_values(tmp_path: Path) -> None:
+def test_the_stream_takes_the_configs_window_and_bucket_values(tmp_path: Path) -> None:
     app = BalancerApp(sasl_config(tmp_path, password_env="KAFKA_PASSWORD"))
     try:
         settings = app.stream_settings()
     finally:
         app.stop()
     assert (settings.window_s, settings.slide_s, settings.watermark_s) == (180, 60, 60)
+    assert (settings.num_buckets, settings.shuffle_partitions) == (8, 6)
     assert settings.dead_letter_topic_name == "pulsar-topic-stats-dlq"
     assert settings.security.sasl_password_env == "KAFKA_PASSWORD"
