@@ -100,12 +100,11 @@ WINDOW_OUTPUT_SCHEMA = StructType(
         StructField("known", BinaryType()),
     ]
 )
-# A pack waiting for its window: keyed by (window start, arrival number) within the bucket.
-PACK_KEY_SCHEMA = StructType(
-    [StructField("window_start", LongType()), StructField("seq", LongType())]
+# A pack waiting for its window, in the bucket's list of packs (arrival order).
+PACK_STATE_SCHEMA = StructType(
+    [StructField("window_start", LongType()), StructField("payload", BinaryType())]
 )
 PAYLOAD_SCHEMA = StructType([StructField("payload", BinaryType())])
-SEQ_SCHEMA = StructType([StructField("next", LongType())])
 
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"  # Spark's EventTimeWatermark.delayKey
 
@@ -113,12 +112,12 @@ WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"  # Spark's EventTimeWatermark.del
 class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untyped here
     """The state of one PIP-157 bucket: its open windows' packs and its known topics.
 
-    New packs go to a map keyed by (window start, arrival number), with an event-time timer
-    at each window's end. When the watermark reaches a window's end (Spark fires a key's
-    timers oldest first, after the batch's new rows), the window's packs are aggregated into
-    one row per topic, removed, and the window leaves the stage with the bucket's known
-    topics (`streaming.closing.close_window`). While the bucket knows topics, a timer one
-    slide ahead makes it close the next window too, packs or not. Spark itself drops the
+    New packs are appended to the bucket's list (one state call per batch), each with its
+    window's start, with an event-time timer at each window's end. When the watermark
+    reaches a window's end (Spark fires a key's timers oldest first, after the batch's new
+    rows), the window's packs are aggregated into one row per topic, removed, and the window
+    leaves the stage with the bucket's known topics (`streaming.closing.close_window`).
+    While the bucket knows topics, it closes every later window too, packs or not. Spark itself drops the
     packs of windows that had closed before the batch (late events, counted by the driver
     with the same rule: `late_events`).
     """
@@ -130,21 +129,19 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.packs = handle.getMapState("packs", PACK_KEY_SCHEMA, PAYLOAD_SCHEMA)
-        self.seq = handle.getValueState("seq", SEQ_SCHEMA)
+        self.packs = handle.getListState("packs", PACK_STATE_SCHEMA)
         self.known = handle.getListState("known", PAYLOAD_SCHEMA)
 
     def handleInputRows(
         self, key: tuple[Any, ...], rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        seq = int(self.seq.get()[0]) if self.seq.exists() else 0
-        starts: set[int] = set()
-        for frame in rows:
-            for start, payload in zip(frame["window_start"], frame["payload"], strict=True):
-                self.packs.updateValue((int(start), seq), (bytes(payload),))
-                seq += 1
-                starts.add(int(start))
-        self.seq.update((seq,))
+        new = [
+            (int(start), bytes(payload))
+            for frame in rows
+            for start, payload in zip(frame["window_start"], frame["payload"], strict=True)
+        ]
+        self.packs.appendList(new)
+        starts = {start for start, _ in new}
         self._set_timers(start + self.window_ms - 1 for start in starts)
         return iter(())
 
@@ -195,14 +192,20 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             self.handle.registerTimer(t)
 
     def _take_packs(self, start_ms: int) -> list[bytes]:
-        """The packs of the window starting at `start_ms`, in arrival order; removed."""
-        # MapState is not a dict: keys() is its own call (keys only, no payloads read).
-        stored = self.packs.keys()
-        keys = sorted((int(s), int(n)) for s, n in stored if int(s) == start_ms)
-        payloads = [bytes(self.packs.getValue(k)[0]) for k in keys]
-        for k in keys:
-            self.packs.removeKey(k)
-        return payloads
+        """The packs of the window starting at `start_ms`, in arrival order; removed.
+
+        One read of the bucket's list and one write of what stays (the later windows'
+        packs): each state call is a round trip to the JVM, and a call per pack cost more.
+        """
+        if not self.packs.exists():
+            return []
+        stored = [(int(start), bytes(payload)) for start, payload in self.packs.get()]
+        rest = [(start, payload) for start, payload in stored if start != start_ms]
+        if rest:
+            self.packs.put(rest)
+        else:
+            self.packs.clear()
+        return [payload for start, payload in stored if start == start_ms]
 
 
 def topic_windows(parsed: DataFrame, spec: WindowSpec) -> DataFrame:
