@@ -117,9 +117,9 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     reaches a window's end (Spark fires a key's timers oldest first, after the batch's new
     rows), the window's packs are aggregated into one row per topic, removed, and the window
     leaves the stage with the bucket's known topics (`streaming.closing.close_window`).
-    While the bucket knows topics, it closes every later window too, packs or not. Spark itself drops the
-    packs of windows that had closed before the batch (late events, counted by the driver
-    with the same rule: `late_events`).
+    While the bucket knows topics, it closes every later window too, packs or not. Spark
+    itself drops the packs of windows that had closed before the batch (late events,
+    counted by the driver with the same rule: `late_events`).
     """
 
     def __init__(self, spec: WindowSpec, *, known_ttl_ms: int) -> None:
