@@ -364,10 +364,14 @@ def _read_parsed(options: SourceOptions, task: KafkaRange) -> Iterator[pa.Record
     partition, batch_rows = task.partition, options.batch_rows
     with _range(options, task) as records:
         for batch in records.batches():
-            for record in batch:
-                parser.add(record.value(), partition, record.offset())  # type: ignore[arg-type]
+            values = [m.value() for m in batch]
+            # A consumed record always has an offset (confluent-kafka types it optional).
+            offsets: list[int] = [m.offset() for m in batch]  # type: ignore[misc]
+            while values:
+                taken = parser.add_run(values, partition, offsets, limit=batch_rows)
                 if len(parser) >= batch_rows:
                     yield parser.flush()
+                values, offsets = values[taken:], offsets[taken:]
         summary.high_watermark = records.high_watermark
     if len(parser):
         yield parser.flush()
