@@ -129,7 +129,12 @@ class PartitionRange:
         next_offset = self.start
         idle_since = time.monotonic()
         while next_offset < end:
-            messages = consumer.consume(self.max_messages, self.poll_timeout_s)
+            # consume() returns early only once it has as many messages as asked for: asking
+            # for no more than the range still holds ends the task as soon as its last
+            # records arrive, instead of after poll_timeout_s (ranges with markers, which
+            # hold fewer records than offsets, still end within it).
+            want = min(self.max_messages, end - next_offset)
+            messages = consumer.consume(want, self.poll_timeout_s)
             records = [m for m in messages if m.error() is None]
             if len(records) != len(messages):
                 for m in messages:
