@@ -1,10 +1,11 @@
-"""A Spark streaming source reading Kafka with kafka-python (PySpark's Python Data Source API).
+"""A Spark streaming source reading Kafka (PySpark's Python Data Source API).
 
-Spark's own Kafka connector is not available everywhere, so this source reads a topic with
-kafka-python. Design:
+Spark's own Kafka connector is not available everywhere, so this source reads a topic itself:
+kafka-python on the driver (offsets), confluent-kafka in the read tasks (records; see
+`streaming.partition_range` for why). Design:
 - Offsets are a JSON dict `{"<partition>": next_offset}` kept by Spark in the checkpoint, so a
   restart after a stop or a crash resumes exactly where the last committed batch ended.
-- No consumer group: each read task assigns its partition and seeks to its start offset.
+- No consumer group: each read task assigns its partition at its start offset.
 - The end of a partition is the high-water mark from *fetch* responses: some brokers (tansu)
   answer ListOffsets "latest" wrongly, the fetch high-water mark is always right.
 - By default rows are parsed and validated in the read task itself with the domain core's

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from balancer.kafka.security import KafkaConfigError, KafkaSecurity
+from streaming.partition_range import PartitionRange, consumer_config
 from streaming.source import SourceOptionError, SourceOptions, split_limit
 
 
@@ -159,3 +160,16 @@ def test_a_client_error_quoting_a_password_is_redacted() -> None:
     assert redact_secrets(text, config) == (
         'Invalid value "***" for "sasl.password"; key *** refused for svc'
     )
+
+
+def test_a_read_task_consumer_that_cannot_be_built_shows_no_secret() -> None:
+    security = KafkaSecurity(
+        "SASL_SSL", "PLAIN", "svc", sasl_password_env="PW", ssl_cafile="/nonexistent/ca.pem"
+    )
+    config = consumer_config("127.0.0.1:1", security.librdkafka_config({"PW": "s3cret"}))
+    config["sasl.mechanisms"] = "s3cret"  # librdkafka quotes the value it refuses
+    task = PartitionRange(config, "t", 0, 0, 10, poll_timeout_s=0.1, read_timeout_s=1.0)
+    assert "s3cret" not in repr(task)
+    with pytest.raises(KafkaConfigError, match="cannot build the Kafka consumer") as info, task:
+        pass
+    assert "s3cret" not in str(info.value) and "***" in str(info.value)
