@@ -38,7 +38,7 @@ from pyspark.sql.types import (
 
 from balancer.core.window_rules import WindowRuleError, check_windows
 from streaming.closing import KNOWN_SCHEMA, KNOWN_TTL_WINDOWS, close_window, known_chunks, known_of
-from streaming.packing import PACK_SCHEMA, WINDOW_SCHEMA, aggregate_window, decode
+from streaming.packing import PACK_SCHEMA, aggregate_window, decode
 from streaming.schema import RowKind
 
 # Window, slide and watermark lengths that do not fit together.
@@ -105,6 +105,7 @@ PACK_STATE_SCHEMA = StructType(
     [StructField("window_start", LongType()), StructField("payload", BinaryType())]
 )
 PAYLOAD_SCHEMA = StructType([StructField("payload", BinaryType())])
+CLOSED_THROUGH_SCHEMA = StructType([StructField("end_ms", LongType())])
 
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"  # Spark's EventTimeWatermark.delayKey
 
@@ -130,6 +131,8 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.packs = handle.getListState("packs", PACK_STATE_SCHEMA)
+        # The end of the newest window this bucket closed.
+        self.closed_through = handle.getValueState("closed_through", CLOSED_THROUGH_SCHEMA)
         self.known = handle.getListState("known", PAYLOAD_SCHEMA)
 
     def handleInputRows(
@@ -148,42 +151,69 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     def handleExpiredTimer(
         self, key: tuple[Any, ...], timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
-        # Spark removes the expired timer itself.
-        bucket = int(key[0])
-        end_ms = int(expiredTimerInfo.getExpiryTimeInMs()) + 1
-        start_ms = end_ms - self.window_ms
-        window = aggregate_window(
-            decode(self._take_packs(start_ms), PACK_SCHEMA),
-            bucket=bucket,
-            window_start_ms=start_ms,
-            window_end_ms=end_ms,
-        )
+        # Spark removes the expired timer itself. The bucket's first timer of a batch closes
+        # every window the watermark has passed, oldest first, with one read of the packs
+        # and one write of the rest; its later timers of the batch find theirs closed.
+        first_end_ms = int(expiredTimerInfo.getExpiryTimeInMs()) + 1
+        closed_through_ms = int(self.closed_through.get()[0]) if self.closed_through.exists() else 0
+        if first_end_ms <= closed_through_ms:
+            return
+        watermark_ms = int(timerValues.getCurrentWatermarkInMs())
+        packs = self._packs_by_start()
+        due = sorted(s + self.window_ms for s in packs if s + self.window_ms - 1 <= watermark_ms)
         stored = known_of([bytes(p) for (p,) in self.known.get()]) if self.known.exists() else None
         known = stored if stored is not None else KNOWN_SCHEMA.empty_table()
         rows = []
-        watermark_ms = int(timerValues.getCurrentWatermarkInMs())
-        registered = {int(t) for t in self.handle.listTimers()}
-        while True:
+        end_ms: int | None = first_end_ms
+        while end_ms is not None:
+            start_ms = end_ms - self.window_ms
+            window = aggregate_window(
+                decode(packs.pop(start_ms, []), PACK_SCHEMA),
+                bucket=int(key[0]),
+                window_start_ms=start_ms,
+                window_end_ms=end_ms,
+            )
             closed, known = close_window(
-                window, known, bucket=bucket, start_ms=start_ms, end_ms=end_ms,
+                window, known, bucket=int(key[0]), start_ms=start_ms, end_ms=end_ms,
                 ttl_ms=self.known_ttl_ms,
             )  # fmt: skip
             rows.append(closed.to_row())
-            # While the bucket knows topics it closes every later window too, so that they
-            # count toward each window's completeness. One the watermark has passed already
-            # is closed here: a timer registered now might fire only in the next batch. One
-            # with a timer of its own is closed by that timer.
-            end_ms += self.slide_ms
-            if not known.num_rows or end_ms - 1 in registered or end_ms - 1 > watermark_ms:
-                break
-            start_ms = end_ms - self.window_ms
-            window = WINDOW_SCHEMA.empty_table()
+            closed_through_ms = end_ms
+            end_ms = self._next_close(end_ms, due, bool(known.num_rows), watermark_ms)
+        self.closed_through.update((closed_through_ms,))
+        # What stays: the packs of windows still open (none of a closed one may linger).
+        rest = [
+            (s, p)
+            for s, payloads in packs.items()
+            if s + self.window_ms > closed_through_ms
+            for p in payloads
+        ]
+        if rest:
+            self.packs.put(rest)
+        elif self.packs.exists():
+            self.packs.clear()
         if known.num_rows:
             self.known.put([(chunk,) for chunk in known_chunks(known)])
-            self._set_timers([end_ms - 1])
+            self._set_timers([closed_through_ms + self.slide_ms - 1])
         elif stored is not None:
             self.known.clear()
         yield pd.DataFrame({name: [row[name] for row in rows] for name in rows[0]})
+
+    def _next_close(
+        self, end_ms: int, due: list[int], knows_topics: bool, watermark_ms: int
+    ) -> int | None:
+        """The window to close after the one ending at `end_ms` in this batch, if any.
+
+        The next window with packs that the watermark has passed; while the bucket knows
+        topics, every window in between too (a fill-in: its known topics count toward that
+        window's completeness). Those are closed here, not by a timer: a timer registered
+        while Spark fires timers may fire only in the next batch.
+        """
+        later = [d for d in due if d > end_ms]
+        fill = end_ms + self.slide_ms
+        if knows_topics and fill - 1 <= watermark_ms:
+            return min([fill, *later])
+        return later[0] if later else None
 
     def _set_timers(self, expiry_ms: Iterable[int]) -> None:
         """Registers each timer not registered yet (Spark warns on a duplicate)."""
@@ -191,21 +221,13 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         for t in set(expiry_ms) - registered:
             self.handle.registerTimer(t)
 
-    def _take_packs(self, start_ms: int) -> list[bytes]:
-        """The packs of the window starting at `start_ms`, in arrival order; removed.
-
-        One read of the bucket's list and one write of what stays (the later windows'
-        packs): each state call is a round trip to the JVM, and a call per pack cost more.
-        """
-        if not self.packs.exists():
-            return []
-        stored = [(int(start), bytes(payload)) for start, payload in self.packs.get()]
-        rest = [(start, payload) for start, payload in stored if start != start_ms]
-        if rest:
-            self.packs.put(rest)
-        else:
-            self.packs.clear()
-        return [payload for start, payload in stored if start == start_ms]
+    def _packs_by_start(self) -> dict[int, list[bytes]]:
+        """The bucket's packs by window start, each window's in arrival order."""
+        out: dict[int, list[bytes]] = {}
+        if self.packs.exists():
+            for start, payload in self.packs.get():
+                out.setdefault(int(start), []).append(bytes(payload))
+        return out
 
 
 def topic_windows(parsed: DataFrame, spec: WindowSpec) -> DataFrame:
