@@ -51,7 +51,7 @@ def partials_task(layouts: Layouts, min_storage_bytes: int | None) -> Task:
                 window = decode_window(row["payload"])
                 known = decode_known(row["known"])
                 yield from bundle_partials(
-                    window, known, layouts, bucket=row["bucket"]
+                    window, known, layouts, bucket=row["bucket"], part=row["part"]
                 ).to_batches()
                 if min_storage_bytes is not None:
                     large = topic_rows(

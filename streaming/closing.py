@@ -53,6 +53,8 @@ KNOWN_POSITIONS_SCHEMA: Final = pa.schema(
 KNOWN_TTL_WINDOWS: Final = 3
 # Known topics are stored in chunks of this many rows: no state value grows without bound.
 KNOWN_CHUNK_ROWS: Final = 200_000
+# A close leaves the stage in parts of at most this many topics (and known topics).
+CLOSE_PART_ROWS: Final = 200_000
 
 
 def remember(known: pa.Table, window: pa.Table, *, end_ms: int, ttl_ms: int) -> pa.Table:
@@ -99,21 +101,28 @@ def known_of(chunks: Sequence[bytes]) -> pa.Table:
 
 @dataclass(frozen=True, slots=True)
 class ClosedWindow:
-    """One output row of the window stage: a window of one bucket has closed."""
+    """One output row of the window stage: a part of a window of one bucket that closed.
+
+    A close is cut into parts of at most `CLOSE_PART_ROWS` topics and as many known topics,
+    so no row grows with the topic count (a 10M-topic bucket would be one value of
+    hundreds of MB for the JVM to hold); each topic is in exactly one part.
+    """
 
     window_start_ms: int
     window_end_ms: int
     bucket: int
-    topics: int  # topics that reported in the window (0: only the known topics are carried)
+    part: int
+    topics: int  # topics of this part that reported in the window (0: known topics only)
     namespaces: str  # JSON list of [cluster, namespace] pairs that reported, sorted
-    payload: bytes  # the per-topic rows (WINDOW_SCHEMA)
-    known: bytes  # the bucket's known topics after this window (KNOWN_POSITIONS_SCHEMA)
+    payload: bytes  # this part's per-topic rows (WINDOW_SCHEMA)
+    known: bytes  # this part's known topics of the bucket (KNOWN_POSITIONS_SCHEMA)
 
     def to_row(self) -> dict[str, object]:
         return {
             "window_start": self.window_start_ms,
             "window_end": self.window_end_ms,
             "bucket": self.bucket,
+            "part": self.part,
             "topics": self.topics,
             "namespaces": self.namespaces,
             "payload": self.payload,
@@ -121,23 +130,43 @@ class ClosedWindow:
         }
 
 
-def close_window(
-    window: pa.Table, known: pa.Table, *, bucket: int, start_ms: int, end_ms: int, ttl_ms: int
-) -> tuple[ClosedWindow, pa.Table]:
-    """The stage's output row for a closed window (`window`: its per-topic rows), and the
-    bucket's known topics after it."""
-    after = remember(known, window, end_ms=end_ms, ttl_ms=ttl_ms)
+def _namespaces(window: pa.Table) -> str:
     pairs = window.select(["cluster", "namespace"]).group_by(["cluster", "namespace"]).aggregate([])
-    namespaces = sorted(zip(pairs.column(0).to_pylist(), pairs.column(1).to_pylist(), strict=True))
-    closed = ClosedWindow(
-        window_start_ms=start_ms,
-        window_end_ms=end_ms,
-        bucket=bucket,
-        topics=window.num_rows,
-        namespaces=json.dumps(namespaces),
-        payload=encode(window),
-        known=encode(after.select(["cluster", "namespace", "position"])),
+    return json.dumps(
+        sorted(zip(pairs.column(0).to_pylist(), pairs.column(1).to_pylist(), strict=True))
     )
+
+
+def close_window(
+    window: pa.Table,
+    known: pa.Table,
+    *,
+    bucket: int,
+    start_ms: int,
+    end_ms: int,
+    ttl_ms: int,
+    part_rows: int = CLOSE_PART_ROWS,
+) -> tuple[list[ClosedWindow], pa.Table]:
+    """The stage's output rows for a closed window (`window`: its per-topic rows), in parts
+    of at most `part_rows` topics and known topics, and the bucket's known topics after it."""
+    after = remember(known, window, end_ms=end_ms, ttl_ms=ttl_ms)
+    positions = after.select(["cluster", "namespace", "position"])
+    parts = max(1, -(-window.num_rows // part_rows), -(-positions.num_rows // part_rows))
+    closed = []
+    for part in range(parts):
+        rows = window.slice(part * part_rows, part_rows)
+        closed.append(
+            ClosedWindow(
+                window_start_ms=start_ms,
+                window_end_ms=end_ms,
+                bucket=bucket,
+                part=part,
+                topics=rows.num_rows,
+                namespaces=_namespaces(rows),
+                payload=encode(rows),
+                known=encode(positions.slice(part * part_rows, part_rows)),
+            )
+        )
     return closed, after
 
 
@@ -147,6 +176,7 @@ CLOSED_SCHEMA: Final = pa.schema(
         ("window_start", pa.int64()),  # epoch ms
         ("window_end", pa.int64()),
         ("bucket", pa.int32()),
+        ("part", pa.int32()),
         ("topics", pa.int64()),
         ("namespaces", pa.string()),
         ("payload", pa.binary()),
@@ -187,10 +217,18 @@ class LocalStage:
     (with no topics of its own: the stage's fill-in closes).
     """
 
-    def __init__(self, *, window_ms: int, slide_ms: int, known_ttl_ms: int) -> None:
+    def __init__(
+        self,
+        *,
+        window_ms: int,
+        slide_ms: int,
+        known_ttl_ms: int,
+        part_rows: int = CLOSE_PART_ROWS,
+    ) -> None:
         self.window_ms = window_ms
         self.slide_ms = slide_ms
         self.known_ttl_ms = known_ttl_ms
+        self.part_rows = part_rows
         self._known: dict[int, pa.Table] = {}
         self._last_end_ms: dict[int, int] = {}
 
@@ -217,9 +255,9 @@ class LocalStage:
                                    window_ms=self.window_ms)  # fmt: skip
                 closed, self._known[bucket] = close_window(
                     rows, known, bucket=bucket, start_ms=end_ms - self.window_ms,
-                    end_ms=end_ms, ttl_ms=self.known_ttl_ms,
+                    end_ms=end_ms, ttl_ms=self.known_ttl_ms, part_rows=self.part_rows,
                 )  # fmt: skip
-                out.append(closed)
+                out.extend(closed)
                 self._last_end_ms[bucket] = end_ms
                 fill = end_ms + self.slide_ms
         return closed_table(out)
@@ -227,6 +265,7 @@ class LocalStage:
 
 __all__ = [
     "CLOSED_SCHEMA",
+    "CLOSE_PART_ROWS",
     "KNOWN_POSITIONS_SCHEMA",
     "KNOWN_SCHEMA",
     "KNOWN_TTL_WINDOWS",

@@ -59,9 +59,10 @@ PARTIAL_SCHEMA: Final = pa.schema(
         ("lower", pa.int64()),
         ("upper", pa.int64()),
         ("bucket", pa.int32()),
+        ("part", pa.int32()),  # of the bucket's close (streaming.closing.ClosedWindow)
         ("reported", pa.int64()),  # topics of the bundle that reported in the window
         ("known", pa.int64()),  # known topics of the bucket in the bundle
-        ("namespace_known", pa.int64()),  # known topics of the bucket in the namespace
+        ("namespace_known", pa.int64()),  # known topics of the part in the namespace
         ("sessions", pa.string()),  # producers + consumers, a decimal integer: never wraps
         *((name, pa.list_(pa.float64())) for name in RATE_COLUMNS),  # exact parts of the sum
         # Set on a row of its own per (bucket, window), all else null: the topic rows at
@@ -105,10 +106,10 @@ def _namespace_groups(table: pa.Table) -> Iterator[tuple[tuple[str, str], np.nda
 
 
 def bundle_partials(
-    window: pa.Table, known: pa.Table, layouts: Layouts, *, bucket: int
+    window: pa.Table, known: pa.Table, layouts: Layouts, *, bucket: int, part: int = 0
 ) -> pa.Table:
-    """PARTIAL_SCHEMA rows of one closed (bucket, window): `window` is its per-topic rows,
-    `known` the bucket's known topics (KNOWN_POSITIONS_SCHEMA). Namespaces without a layout
+    """PARTIAL_SCHEMA rows of one part of a closed (bucket, window): `window` is its
+    per-topic rows, `known` its known topics (KNOWN_POSITIONS_SCHEMA). Namespaces without a layout
     are left out; a bundle appears when a topic of this bucket reported in it or is known."""
     known_by_namespace = dict(_namespace_groups(known))
     known_positions = known.column("position").to_numpy() if known.num_rows else None
@@ -147,6 +148,7 @@ def bundle_partials(
             columns["lower"].append(boundaries[i])
             columns["upper"].append(boundaries[i + 1])
             columns["bucket"].append(bucket)
+            columns["part"].append(part)
             columns["reported"].append(int(reported[i]))
             columns["known"].append(int(known_counts[i]))
             columns["namespace_known"].append(len(known_index))
@@ -207,7 +209,8 @@ def merge_partials(
     the topics seen, each bundle's known count is scaled up by that ratio.
     """
     sums: dict[tuple[str, str, int, int], _Sums] = defaultdict(_Sums)
-    seen: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)  # per bucket, not summed twice
+    # Per (bucket, part): each partial row of a part repeats its namespace's count.
+    seen: dict[tuple[str, str], dict[tuple[int, int], int]] = defaultdict(dict)
     for row in partials.to_pylist():
         if row["large_topics"] is not None:
             continue
@@ -218,7 +221,9 @@ def merge_partials(
         s.sessions += int(row["sessions"])
         for name in RATE_COLUMNS:
             s.parts[name].extend(row[name])
-        seen[(row["cluster"], row["namespace"])][row["bucket"]] = row["namespace_known"]
+        seen[(row["cluster"], row["namespace"])][(row["bucket"], row["part"])] = row[
+            "namespace_known"
+        ]
     out: list[BundleLoad] = []
     for (cluster, namespace, lower, upper), s in sorted(sums.items()):
         if s.reported == 0:

@@ -87,13 +87,14 @@ def late_events(event_times: Mapping[int, int], watermark_ms: int, spec: WindowS
     return sum(n for t, n in event_times.items() if first_window_end_ms(t, spec) <= watermark_ms)
 
 
-# Output of the window stage (what foreachBatch receives): one row per closed (bucket,
-# window), as `streaming.closing.ClosedWindow`.
+# Output of the window stage (what foreachBatch receives): one row per part of a closed
+# (bucket, window), as `streaming.closing.ClosedWindow`.
 WINDOW_OUTPUT_SCHEMA = StructType(
     [
         StructField("window_start", LongType()),  # epoch ms
         StructField("window_end", LongType()),
         StructField("bucket", IntegerType()),
+        StructField("part", IntegerType()),
         StructField("topics", LongType()),
         StructField("namespaces", StringType()),
         StructField("payload", BinaryType()),
@@ -163,7 +164,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         due = sorted(s + self.window_ms for s in packs if s + self.window_ms - 1 <= watermark_ms)
         stored = known_of([bytes(p) for (p,) in self.known.get()]) if self.known.exists() else None
         known = stored if stored is not None else KNOWN_SCHEMA.empty_table()
-        rows = []
+        rows: list[dict[str, object]] = []
         end_ms: int | None = first_end_ms
         while end_ms is not None:
             start_ms = end_ms - self.window_ms
@@ -177,7 +178,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
                 window, known, bucket=int(key[0]), start_ms=start_ms, end_ms=end_ms,
                 ttl_ms=self.known_ttl_ms,
             )  # fmt: skip
-            rows.append(closed.to_row())
+            rows.extend(part.to_row() for part in closed)
             closed_through_ms = end_ms
             end_ms = self._next_close(end_ms, due, bool(known.num_rows), watermark_ms)
         self.closed_through.update((closed_through_ms,))

@@ -89,6 +89,7 @@ NO_LETTERS: tuple[DeadLetter, ...] = ()
     want_every=st.integers(1, 3),
     num_buckets=st.integers(1, 4),
     min_storage=st.one_of(st.none(), st.integers(0, 2**62)),
+    part_rows=st.sampled_from([1, 2, 5, 200_000]),  # closes cut into parts of this many topics
 )
 def test_bucketed_roll_up_equals_the_reference(
     history: list[TopicWindow],
@@ -98,6 +99,7 @@ def test_bucketed_roll_up_equals_the_reference(
     want_every: int,
     num_buckets: int,
     min_storage: int | None,
+    part_rows: int,
 ) -> None:
     layouts = {
         key: NamespaceBundles(key[1], b) for key, b in zip(NAMESPACES, boundaries, strict=True)
@@ -125,7 +127,9 @@ def test_bucketed_roll_up_equals_the_reference(
         ),
         dead_letters=NoDeadLetters(),
     )
-    stage = LocalStage(window_ms=window_ms, slide_ms=60_000, known_ttl_ms=ttl_ms)
+    stage = LocalStage(
+        window_ms=window_ms, slide_ms=60_000, known_ttl_ms=ttl_ms, part_rows=part_rows
+    )
     for batch_id, step in enumerate((history, batch)):
         closed = stage.close((topic_bucket(w.load.topic, num_buckets), w) for w in step)
         handler.handle(processor.report(batch_id, LocalClosedWindows(closed), OBSERVED, 0.0))
