@@ -114,8 +114,8 @@ WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"  # Spark's EventTimeWatermark.del
 class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untyped here
     """The state of one PIP-157 bucket: its open windows' packs and its known topics.
 
-    New packs are appended to the bucket's list (one state call per batch), each with its
-    window's start, with an event-time timer at each window's end. When the watermark
+    New packs are appended to the bucket's lists (one state call per list and batch), each
+    with its window's start, with an event-time timer at each window's end. When the watermark
     reaches a window's end (Spark fires a key's timers oldest first, after the batch's new
     rows), the window's packs are aggregated into one row per topic, removed, and the window
     leaves the stage with the bucket's known topics (`streaming.closing.close_window`).
@@ -128,10 +128,16 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         self.window_ms = spec.window_ms
         self.slide_ms = spec.slide_ms
         self.known_ttl_ms = known_ttl_ms
+        self.pack_slots = spec.window_ms // spec.slide_ms + 2
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.packs = handle.getListState("packs", PACK_STATE_SCHEMA)
+        # A window's packs go to list (start / slide) mod K: a close reads about one window's
+        # packs (a single list would hold every open window's: ~135 MB per bucket at 10M
+        # topics, more than the state server could send), whatever the number of windows.
+        self.pack_lists = [
+            handle.getListState(f"packs_{i}", PACK_STATE_SCHEMA) for i in range(self.pack_slots)
+        ]
         # The end of the newest window this bucket closed.
         self.closed_through = handle.getValueState("closed_through", CLOSED_THROUGH_SCHEMA)
         self.known = handle.getListState("known", PAYLOAD_SCHEMA)
@@ -139,13 +145,13 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     def handleInputRows(
         self, key: tuple[Any, ...], rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        new = [
-            (int(start), bytes(payload))
-            for frame in rows
-            for start, payload in zip(frame["window_start"], frame["payload"], strict=True)
-        ]
-        self.packs.appendList(new)
-        starts = {start for start, _ in new}
+        by_slot: dict[int, list[tuple[int, bytes]]] = {}
+        for frame in rows:
+            for start, payload in zip(frame["window_start"], frame["payload"], strict=True):
+                by_slot.setdefault(self._slot(int(start)), []).append((int(start), bytes(payload)))
+        for slot, packs in by_slot.items():
+            self.pack_lists[slot].appendList(packs)
+        starts = {start for packs in by_slot.values() for start, _ in packs}
         self._set_timers(start + self.window_ms - 1 for start in starts)
         return iter(())
 
@@ -153,15 +159,15 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         self, key: tuple[Any, ...], timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         # Spark removes the expired timer itself. The bucket's first timer of a batch closes
-        # every window the watermark has passed, oldest first, with one read of the packs
-        # and one write of the rest; its later timers of the batch find theirs closed.
+        # every window the watermark has passed, oldest first; its later timers of the batch
+        # find theirs closed.
         first_end_ms = int(expiredTimerInfo.getExpiryTimeInMs()) + 1
         closed_through_ms = int(self.closed_through.get()[0]) if self.closed_through.exists() else 0
         if first_end_ms <= closed_through_ms:
             return
         watermark_ms = int(timerValues.getCurrentWatermarkInMs())
-        packs = self._packs_by_start()
-        due = sorted(s + self.window_ms for s in packs if s + self.window_ms - 1 <= watermark_ms)
+        # Every window with packs has a timer: those the watermark has passed are due.
+        due = sorted(int(t) + 1 for t in self.handle.listTimers() if int(t) <= watermark_ms)
         stored = known_of([bytes(p) for (p,) in self.known.get()]) if self.known.exists() else None
         known = stored if stored is not None else KNOWN_SCHEMA.empty_table()
         rows: list[dict[str, object]] = []
@@ -169,7 +175,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         while end_ms is not None:
             start_ms = end_ms - self.window_ms
             window = aggregate_window(
-                decode(packs.pop(start_ms, []), PACK_SCHEMA),
+                decode(self._take_packs(start_ms), PACK_SCHEMA),
                 bucket=int(key[0]),
                 window_start_ms=start_ms,
                 window_end_ms=end_ms,
@@ -182,17 +188,6 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             closed_through_ms = end_ms
             end_ms = self._next_close(end_ms, due, bool(known.num_rows), watermark_ms)
         self.closed_through.update((closed_through_ms,))
-        # What stays: the packs of windows still open (none of a closed one may linger).
-        rest = [
-            (s, p)
-            for s, payloads in packs.items()
-            if s + self.window_ms > closed_through_ms
-            for p in payloads
-        ]
-        if rest:
-            self.packs.put(rest)
-        elif self.packs.exists():
-            self.packs.clear()
         if known.num_rows:
             self.known.put([(chunk,) for chunk in known_chunks(known)])
             self._set_timers([closed_through_ms + self.slide_ms - 1])
@@ -222,13 +217,25 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         for t in set(expiry_ms) - registered:
             self.handle.registerTimer(t)
 
-    def _packs_by_start(self) -> dict[int, list[bytes]]:
-        """The bucket's packs by window start, each window's in arrival order."""
-        out: dict[int, list[bytes]] = {}
-        if self.packs.exists():
-            for start, payload in self.packs.get():
-                out.setdefault(int(start), []).append(bytes(payload))
-        return out
+    def _slot(self, start_ms: int) -> int:
+        return (start_ms // self.slide_ms) % self.pack_slots
+
+    def _take_packs(self, start_ms: int) -> list[bytes]:
+        """The packs of the window starting at `start_ms`, in arrival order; removed.
+
+        One read of its list and one write of what stays there: later windows' packs (an
+        event far ahead in time), none of an older window, which has closed.
+        """
+        packs = self.pack_lists[self._slot(start_ms)]
+        if not packs.exists():
+            return []
+        stored = [(int(start), bytes(payload)) for start, payload in packs.get()]
+        rest = [(start, payload) for start, payload in stored if start > start_ms]
+        if rest:
+            packs.put(rest)
+        else:
+            packs.clear()
+        return [payload for start, payload in stored if start == start_ms]
 
 
 def topic_windows(parsed: DataFrame, spec: WindowSpec) -> DataFrame:
