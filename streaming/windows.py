@@ -171,11 +171,12 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         stored = known_of([bytes(p) for (p,) in self.known.get()]) if self.known.exists() else None
         known = stored if stored is not None else KNOWN_SCHEMA.empty_table()
         rows: list[dict[str, object]] = []
+        lists: dict[int, list[tuple[int, bytes]]] = {}  # the pack lists read, by slot
         end_ms: int | None = first_end_ms
         while end_ms is not None:
             start_ms = end_ms - self.window_ms
             window = aggregate_window(
-                decode(self._take_packs(start_ms), PACK_SCHEMA),
+                decode(self._take_packs(start_ms, lists), PACK_SCHEMA),
                 bucket=int(key[0]),
                 window_start_ms=start_ms,
                 window_end_ms=end_ms,
@@ -188,6 +189,11 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             closed_through_ms = end_ms
             end_ms = self._next_close(end_ms, due, bool(known.num_rows), watermark_ms)
         self.closed_through.update((closed_through_ms,))
+        for slot, rest in lists.items():  # what stays: later windows' packs
+            if rest:
+                self.pack_lists[slot].put(rest)
+            else:
+                self.pack_lists[slot].clear()
         if known.num_rows:
             self.known.put([(chunk,) for chunk in known_chunks(known)])
             self._set_timers([closed_through_ms + self.slide_ms - 1])
@@ -220,22 +226,18 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     def _slot(self, start_ms: int) -> int:
         return (start_ms // self.slide_ms) % self.pack_slots
 
-    def _take_packs(self, start_ms: int) -> list[bytes]:
-        """The packs of the window starting at `start_ms`, in arrival order; removed.
-
-        One read of its list and one write of what stays there: later windows' packs (an
-        event far ahead in time), none of an older window, which has closed.
-        """
-        packs = self.pack_lists[self._slot(start_ms)]
-        if not packs.exists():
-            return []
-        stored = [(int(start), bytes(payload)) for start, payload in packs.get()]
-        rest = [(start, payload) for start, payload in stored if start > start_ms]
-        if rest:
-            packs.put(rest)
-        else:
-            packs.clear()
-        return [payload for start, payload in stored if start == start_ms]
+    def _take_packs(self, start_ms: int, lists: dict[int, list[tuple[int, bytes]]]) -> list[bytes]:
+        """The packs of the window starting at `start_ms`, in arrival order, taken out of
+        its list in `lists` (read from the state once per call of the timer; the caller
+        writes back what stays: later windows' packs, none of an older, closed window)."""
+        slot = self._slot(start_ms)
+        if slot not in lists:
+            packs = self.pack_lists[slot]
+            stored = packs.get() if packs.exists() else []
+            lists[slot] = [(int(start), bytes(payload)) for start, payload in stored]
+        stored_packs = lists[slot]
+        lists[slot] = [(start, payload) for start, payload in stored_packs if start > start_ms]
+        return [payload for start, payload in stored_packs if start == start_ms]
 
 
 def topic_windows(parsed: DataFrame, spec: WindowSpec) -> DataFrame:
