@@ -62,6 +62,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--num-buckets", type=int, default=4, help="PIP-157 buckets (state keys)")
     p.add_argument("--ui", action="store_true", help="serve Spark's UI on 127.0.0.1:4040")
     p.add_argument(
+        "--driver-memory",
+        default="2g",
+        help="Spark's driver heap (in local mode the executors' too: the window state server)",
+    )
+    p.add_argument(
         "--no-close-windows",
         dest="close_windows",
         action="store_false",
@@ -200,7 +205,7 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
         window_s=args.window_s,
         slide_s=args.slide_s,
         watermark_s=args.watermark_s,
-        extra_spark_conf=(("spark.driver.memory", "2g"),),
+        extra_spark_conf=(("spark.driver.memory", args.driver_memory),),
         ui_enabled=args.ui,
         num_buckets=args.num_buckets,
     )

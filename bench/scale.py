@@ -158,13 +158,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=100,
         help="events per Kafka message (0: one each); passed to bench.pipeline",
     )
+    p.add_argument(
+        "--driver-memory",
+        default="2g",
+        help="Spark's driver heap, passed to bench.pipeline (10M topics needs more than 2g)",
+    )
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     print(header("Scale: the pipeline at many topics"))
-    extra = ["--envelope", str(args.envelope)]
+    extra = ["--envelope", str(args.envelope), "--driver-memory", args.driver_memory]
     results = []
     for topics in args.topics:
         events = max(1, int(topics * args.events_per_topic))
