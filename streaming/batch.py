@@ -202,7 +202,11 @@ class BatchProcessor:
             if wanted
             else TOPIC_ROWS_SCHEMA.empty_table()
         )
-        large_rows = large_topics_of(partials)
-        large = [(c, load) for c, _, load in topic_loads(large_rows)]
-        loads = topic_loads(wanted_rows, large_rows)
+        loads = topic_loads(wanted_rows, large_topics_of(partials))
+        # Every topic at least the threshold came with the partials: the large ones are those.
+        large = (
+            []
+            if threshold is None
+            else [(c, load) for c, _, load in loads if load.storage_size >= threshold]
+        )
         return with_topics(bundles, loads, layouts, wanted), large
