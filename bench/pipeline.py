@@ -54,7 +54,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--envelope", type=int, default=0, help="events per message (0: one each)")
     p.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
     p.add_argument("--master", default="local[2]")
-    p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument("--shuffle-partitions", type=int, default=SPARK.shuffle_partitions)
     p.add_argument("--window-s", type=int, default=SPARK.window_s, help="window length (config)")
     p.add_argument("--slide-s", type=int, default=SPARK.slide_s, help="window slide (config)")
     p.add_argument("--watermark-s", type=int, default=SPARK.watermark_s, help="lateness (config)")

@@ -241,7 +241,12 @@ def observe_side_rows(parsed: DataFrame) -> DataFrame:
 def build_pipeline(spark: SparkSession, settings: StreamSettings) -> DataFrame:
     """Closed per-topic windows (append mode), with side rows observed on the way."""
     parsed = observe_side_rows(read_parsed(spark, settings))
-    return topic_windows(parsed, settings.window_spec)
+    return topic_windows(
+        parsed,
+        settings.window_spec,
+        num_buckets=settings.num_buckets,
+        shuffle_partitions=settings.shuffle_partitions,
+    )
 
 
 def dead_letter_sink(settings: StreamSettings) -> DeadLetterSink:

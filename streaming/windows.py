@@ -39,6 +39,7 @@ from pyspark.sql.types import (
 from balancer.core.window_rules import WindowRuleError, check_windows
 from streaming.closing import KNOWN_SCHEMA, KNOWN_TTL_WINDOWS, close_window, known_chunks, known_of
 from streaming.packing import PACK_SCHEMA, aggregate_window, decode
+from streaming.routing import bucket_of_route, bucket_routes
 from streaming.schema import RowKind
 
 # Window, slide and watermark lengths that do not fit together.
@@ -124,7 +125,8 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     counted by the driver with the same rule: `late_events`).
     """
 
-    def __init__(self, spec: WindowSpec, *, known_ttl_ms: int) -> None:
+    def __init__(self, spec: WindowSpec, *, known_ttl_ms: int, num_buckets: int) -> None:
+        self.num_buckets = num_buckets  # the stage's key is the bucket's route (streaming.routing)
         self.window_ms = spec.window_ms
         self.slide_ms = spec.slide_ms
         self.known_ttl_ms = known_ttl_ms
@@ -166,6 +168,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         if first_end_ms <= closed_through_ms:
             return
         watermark_ms = int(timerValues.getCurrentWatermarkInMs())
+        bucket = bucket_of_route(int(key[0]), self.num_buckets)
         # Every window with packs has a timer: those the watermark has passed are due.
         due = sorted(int(t) + 1 for t in self.handle.listTimers() if int(t) <= watermark_ms)
         stored = known_of([bytes(p) for (p,) in self.known.get()]) if self.known.exists() else None
@@ -177,12 +180,12 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             start_ms = end_ms - self.window_ms
             window = aggregate_window(
                 decode(self._take_packs(start_ms, lists), PACK_SCHEMA),
-                bucket=int(key[0]),
+                bucket=bucket,
                 window_start_ms=start_ms,
                 window_end_ms=end_ms,
             )
             closed, known = close_window(
-                window, known, bucket=int(key[0]), start_ms=start_ms, end_ms=end_ms,
+                window, known, bucket=bucket, start_ms=start_ms, end_ms=end_ms,
                 ttl_ms=self.known_ttl_ms,
             )  # fmt: skip
             rows.extend(part.to_row() for part in closed)
@@ -240,21 +243,28 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         return [payload for start, payload in stored_packs if start == start_ms]
 
 
-def topic_windows(parsed: DataFrame, spec: WindowSpec) -> DataFrame:
-    """Closed windows, one row per (bucket, window) (`streaming.closing.ClosedWindow`).
+def topic_windows(
+    parsed: DataFrame, spec: WindowSpec, *, num_buckets: int, shuffle_partitions: int
+) -> DataFrame:
+    """Closed windows, one row per part of a closed (bucket, window)
+    (`streaming.closing.ClosedWindow`).
 
     `parsed` is the source's output (all row kinds); only packs are windowed. Each pack
     belongs to the `window / slide` windows holding its pane; the state of a bucket is its
     open windows' packs and its known topics, kept in Spark's state store (checkpointed with
-    the offsets) and placed by the hash of the bucket. Append mode: a window comes out once,
+    the offsets) under the bucket's route, which puts bucket `b` on shuffle partition
+    `b mod shuffle_partitions` (`streaming.routing`). Append mode: a window comes out once,
     when the watermark passes its end.
     """
     panes_per_window = spec.window_ms // spec.slide_ms
+    routes = F.array(
+        *(F.lit(r).cast("long") for r in bucket_routes(num_buckets, shuffle_partitions))
+    )
     packs = parsed.filter(F.col("kind") == int(RowKind.PACK)).withWatermark(
         "event_time", f"{spec.watermark_s} seconds"
     )
     exploded = packs.select(
-        "bucket",
+        F.element_at(routes, F.col("bucket") + 1).alias("route"),
         F.explode(
             F.sequence(
                 F.col("pane_start") - (panes_per_window - 1) * spec.slide_ms,
@@ -274,8 +284,8 @@ def topic_windows(parsed: DataFrame, spec: WindowSpec) -> DataFrame:
             "event_time", metadata={WATERMARK_DELAY_KEY: spec.watermark_s * 1000}
         ),
     )
-    return windows.groupBy("bucket").transformWithStateInPandas(
-        WindowPacks(spec, known_ttl_ms=KNOWN_TTL_WINDOWS * spec.window_ms),
+    return windows.groupBy("route").transformWithStateInPandas(
+        WindowPacks(spec, known_ttl_ms=KNOWN_TTL_WINDOWS * spec.window_ms, num_buckets=num_buckets),
         outputStructType=WINDOW_OUTPUT_SCHEMA,
         outputMode="append",
         timeMode="EventTime",

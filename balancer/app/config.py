@@ -184,7 +184,8 @@ class SparkConfig(_Model):
     max_future_skew_s: int = Field(default=600, gt=0)
     # The window state is kept per PIP-157 bucket: the stage's unit of parallelism.
     num_buckets: int = Field(default=4, ge=1, le=4096)
-    shuffle_partitions: int = Field(default=4, ge=1)
+    # One task per core holds its buckets: each task of the stage costs a fixed time per batch.
+    shuffle_partitions: int = Field(default=2, ge=1)
 
     @field_validator("master")
     @classmethod
