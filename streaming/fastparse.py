@@ -159,29 +159,32 @@ _CANONICAL: Final = re.compile(
 )
 
 
-class TopicInfo:
+# gc=False: a read task's cache holds an info per topic (up to half a million), which the
+# collector would otherwise scan on every full collection (~20 % of a cold task's time).
+class TopicInfo(msgspec.Struct, gc=False):
     """What the stream needs of a topic: full name, namespace, hash position, bucket."""
 
-    __slots__ = ("bucket", "full", "local_name", "namespace", "position")
+    full: str
+    namespace: str
+    local_name: str
+    position: int  # hash_position(full)
+    bucket: int = -1  # filled by TopicInfoCache.fill_buckets
 
-    def __init__(self, full: str, namespace: str, local_name: str) -> None:
-        self.full = full
-        self.namespace = namespace
-        self.local_name = local_name
-        self.position = hash_position(full)
-        self.bucket = -1  # filled by TopicInfoCache.fill_buckets
+
+def _info(full: str, namespace: str, local_name: str) -> TopicInfo:
+    return TopicInfo(full, namespace, local_name, hash_position(full))
 
 
 def topic_info(name: str) -> TopicInfo | None:
     """The info of any accepted spelling of a topic name; None when Pulsar would reject it."""
     match = _CANONICAL.fullmatch(name)
     if match is not None and not name[-1].isspace():
-        return TopicInfo(name, match.group(2), match.group(3))
+        return _info(name, match.group(2), match.group(3))
     try:
         parsed = parse_topic(name)
     except InvalidTopicName:
         return None
-    return TopicInfo(parsed.full, parsed.namespace_name, parsed.local_name)
+    return _info(parsed.full, parsed.namespace_name, parsed.local_name)
 
 
 class TopicInfoCache:
