@@ -87,6 +87,7 @@ class PartitionRange:
         self.read_timeout_s = read_timeout_s
         self.max_messages = max_messages
         self.high_watermark: int | None = None
+        self.lost_offsets = 0  # offsets of the range the broker no longer had
         self._consumer: Consumer | None = None
 
     def __repr__(self) -> str:  # the config holds passwords: never shown
@@ -148,13 +149,32 @@ class PartitionRange:
                         self._on_error(error)
             if records:
                 last = _offset(records[-1])
-                if last >= end:
-                    records = [m for m in records if _offset(m) < end]
+                if last >= end or _offset(records[0]) < self.start:
+                    # Below the start: librdkafka reset an offset the broker no longer has to
+                    # the earliest (see _partition_end); those records are not the range's.
+                    records = [m for m in records if self.start <= _offset(m) < end]
                 next_offset = max(next_offset, last + 1)
                 idle_since = time.monotonic()
                 if records:
                     yield records
-            elif next_offset < end and time.monotonic() - idle_since > self.read_timeout_s:
+                continue
+            partition_end = self._partition_end(consumer)
+            if partition_end is not None and next_offset >= partition_end < end:
+                # The range was planned on records the broker no longer has: it came back
+                # empty (or truncated its log) and Spark replays a batch planned before. The
+                # high-water mark never falls otherwise, so the rest will never come:
+                # waiting would time out, and the restarted job would replay the same range
+                # and time out again. The driver re-reads the partition from offset 0 in the
+                # next batch (KafkaStatsStreamReader.latestOffset).
+                log.warning(
+                    "Kafka %s-%d ends at offset %d, before this batch's range %d..%d: the "
+                    "broker lost those records; offsets %d..%d are skipped",
+                    self.topic, self.partition, partition_end, self.start, end,
+                    next_offset, end,
+                )  # fmt: skip
+                self.lost_offsets = end - next_offset
+                break
+            if next_offset < end and time.monotonic() - idle_since > self.read_timeout_s:
                 raise TimeoutError(
                     f"{self.topic}-{self.partition}: no record for {self.read_timeout_s} s "
                     f"while reading offsets {next_offset}..{end}"
@@ -163,6 +183,20 @@ class PartitionRange:
             TopicPartition(self.topic, self.partition), cached=True
         )
         self.high_watermark = high if high >= 0 else None  # negative: no fetch answered
+
+    def _partition_end(self, consumer: Consumer) -> int | None:
+        """The partition's high-water mark as the broker answers now (None: no answer)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(self.topic, self.partition),
+                timeout=self.poll_timeout_s,
+                cached=False,
+            )
+        except KafkaException:
+            return None  # the broker is away: the read timeout bounds the wait
+        return int(high) if high >= 0 else None
 
     def _on_error(self, error: object) -> None:
         from confluent_kafka import KafkaError, KafkaException
