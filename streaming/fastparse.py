@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Annotated, Final
 
 import msgspec
@@ -93,6 +94,7 @@ _BROKER_KEY: Final = f'"{OPTIONAL_FIELDS[0]}"'.encode()
 # A key spelled with escapes (`"clust\u0065r"`): letters, digits and \uXXXX, then a colon.
 _BACKSLASH: Final = b"\\"
 _ESCAPED_KEY: Final = re.compile(rb'"[\w\\]*\\u[0-9a-fA-F]{4}[\w\\]*"\s*:')
+_BROKER_SENT: Final = attrgetter("broker_sent")
 
 
 def decode_fast(raw: bytes) -> list[FastEvent] | None:
@@ -108,6 +110,40 @@ def decode_fast(raw: bytes) -> list[FastEvent] | None:
         return None
     events, envelope = decoded
     if not _keys_unique(raw, events, envelope=envelope):
+        return None
+    return events
+
+
+def decode_single_events(values: Sequence[bytes | None]) -> list[FastEvent] | None:
+    """One event per message for a whole run of messages, or None: then take them one by one.
+
+    With one event per message, the per-message Python around msgspec costs more than the
+    decoding itself, so a run is checked at once. Exact by construction: the result is the
+    events `decode_fast` gives message by message, when every message is a single event it
+    accepts. An envelope never decodes as an event (no unknown fields), so the decoder
+    order `decode_fast` guesses does not matter. The duplicate-key check of
+    `_keys_unique` is summed over the run: without a backslash, each message has at least
+    as many quotes as its keys and strings need, so the totals are equal only if every
+    message's are.
+    """
+    if not values:
+        return []
+    try:
+        joined = b"".join(values)  # type: ignore[arg-type]  # a None refuses the run
+    except TypeError:
+        return None
+    if _BACKSLASH in joined or max(map(len, values)) > MAX_MESSAGE_BYTES:  # type: ignore[arg-type]
+        return None
+    try:
+        events = list(map(_EVENT_DECODER.decode, values))  # type: ignore[arg-type]
+    except _REFUSED:
+        return None
+    n = len(events)
+    brokers = list(map(_BROKER_SENT, events))
+    absent = brokers.count(msgspec.UNSET)
+    strings = n - absent - brokers.count(None)  # a broker sent as a string
+    keys = len(_KEYS) * n + (n - absent)
+    if joined.count(b'"') != 2 * (keys + 2 * n + strings):
         return None
     return events
 
@@ -217,6 +253,14 @@ class TopicInfoCache:
             self._unbucketed.setdefault(num_buckets, []).append(info)
         return info
 
+    def get_many(self, names: list[str], num_buckets: int) -> list[TopicInfo | None]:
+        """`get` of each name; names already seen are looked up in one C loop."""
+        if num_buckets == self._num_buckets:
+            infos = list(map(self._infos.get, names))
+            if None not in infos:
+                return infos
+        return [self.get(name, num_buckets) for name in names]
+
     def fill_buckets(self) -> None:
         """Compute the buckets of the names first seen since the last call (vectorised)."""
         for num_buckets, pending in self._unbucketed.items():
@@ -261,6 +305,7 @@ __all__ = [
     "TopicInfo",
     "TopicInfoCache",
     "decode_fast",
+    "decode_single_events",
     "java_hash_codes",
     "topic_info",
 ]

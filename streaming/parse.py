@@ -29,7 +29,13 @@ from balancer.core.events import (
     TopicStatsEvent,
     parse_message,
 )
-from streaming.fastparse import FastEvent, TopicInfo, TopicInfoCache, decode_fast
+from streaming.fastparse import (
+    FastEvent,
+    TopicInfo,
+    TopicInfoCache,
+    decode_fast,
+    decode_single_events,
+)
 from streaming.packing import PACK_SCHEMA, pack_events
 from streaming.schema import LATEST_COLUMNS, PARSED_ARROW_SCHEMA, RATE_COLUMNS, RowKind
 
@@ -113,6 +119,10 @@ def _to_batch(rows: list[Row]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=PARSED_ARROW_SCHEMA)
 
 
+_TIMESTAMP_MS = attrgetter("timestamp_ms")
+_CLUSTER = attrgetter("cluster")
+_TOPIC = attrgetter("topic")
+
 # One cache per Python worker process: workers are reused across micro-batches.
 _TOPICS = TopicInfoCache()
 
@@ -179,15 +189,41 @@ class RecordParser:
             return
         self._add_slow(raw, partition, offset)
 
+    def add_run(
+        self, values: Sequence[bytes | None], partition: int, offsets: Sequence[int], *, limit: int
+    ) -> int:
+        """`add` the records of a run in order until the parser holds `limit` rows or more.
+
+        Returns how many records were added (the caller flushes, then passes the rest).
+        The rows are exactly those of `add` called record by record with a flush whenever
+        `limit` is reached: a run of single well-formed events that all pass is kept in one
+        go (`decode_single_events`), anything else goes record by record.
+        """
+        room = limit - len(self)
+        if room <= 0:
+            return 0
+        head = values[:room]  # one row each on the fast path: the limit is never passed
+        events = decode_single_events(head)
+        if events and self._accept_all(events, partition, offsets[0]):
+            self.summary.messages += len(head)
+            return len(head)
+        for index, (value, offset) in enumerate(zip(values, offsets, strict=True)):
+            self.add(value, partition, offset)
+            if len(self) >= limit:
+                return index + 1
+        return len(values)
+
     def _accept_all(self, events: list[FastEvent], partition: int, offset: int) -> bool:
-        """Keep `events` if every rule holds (else the slow path judges them, with reasons)."""
+        """Keep `events` if every rule holds (else the slow path judges them, with reasons).
+
+        `offset` is the first event's record; map() keeps each rule's loop in C.
+        """
         latest_ms = self._latest_ms
-        if latest_ms is not None and any(e.timestamp_ms > latest_ms for e in events):
+        if latest_ms is not None and max(map(_TIMESTAMP_MS, events), default=0) > latest_ms:
             return False
-        if self.clusters is not None and not all(e.cluster in self.clusters for e in events):
+        if self.clusters is not None and not self.clusters.issuperset(map(_CLUSTER, events)):
             return False
-        get = self._topics_cache.get
-        infos = [get(e.topic, self.num_buckets) for e in events]
+        infos = self._topics_cache.get_many(list(map(_TOPIC, events)), self.num_buckets)
         if None in infos:
             return False
         self._keep(events, infos, partition, offset)  # type: ignore[arg-type]

@@ -1,10 +1,11 @@
-"""A Spark streaming source reading Kafka with kafka-python (PySpark's Python Data Source API).
+"""A Spark streaming source reading Kafka (PySpark's Python Data Source API).
 
-Spark's own Kafka connector is not available everywhere, so this source reads a topic with
-kafka-python. Design:
+Spark's own Kafka connector is not available everywhere, so this source reads a topic itself:
+kafka-python on the driver (offsets), confluent-kafka in the read tasks (records; see
+`streaming.partition_range` for why). Design:
 - Offsets are a JSON dict `{"<partition>": next_offset}` kept by Spark in the checkpoint, so a
   restart after a stop or a crash resumes exactly where the last committed batch ended.
-- No consumer group: each read task assigns its partition and seeks to its start offset.
+- No consumer group: each read task assigns its partition at its start offset.
 - The end of a partition is the high-water mark from *fetch* responses: some brokers (tansu)
   answer ListOffsets "latest" wrongly, the fetch high-water mark is always right.
 - By default rows are parsed and validated in the read task itself with the domain core's
@@ -42,11 +43,11 @@ from pyspark.sql.types import StructType
 from balancer.kafka.clients import close_consumer
 from balancer.kafka.security import KafkaSecurity
 from streaming.parse import ReadSummary, RecordParser
+from streaming.partition_range import PartitionRange, consumer_config
 from streaming.schema import PARSED_SPARK_SCHEMA, RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA
 
 if TYPE_CHECKING:  # kafka-python is imported where a consumer is made
     from kafka import KafkaConsumer
-    from kafka.consumer.fetcher import ConsumerRecord
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,10 @@ class SourceOptions:
             **overrides,
         }
         return KafkaConsumer(**kwargs)
+
+    def range_config(self) -> dict[str, str | int | bool]:
+        """librdkafka properties of a read task's consumer (passwords read now, in the task)."""
+        return consumer_config(self.bootstrap_servers, self.security.librdkafka_config())
 
 
 @dataclass(frozen=True)
@@ -334,77 +339,60 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             self._consumer = None
 
 
-def _records(
-    options: SourceOptions, task: KafkaRange, consumer: KafkaConsumer
-) -> Iterator[ConsumerRecord]:
-    """The records of `task` in offset order (offsets may have gaps: markers, compaction)."""
-    from kafka import TopicPartition
-
-    tp = TopicPartition(options.topic, task.partition)
-    consumer.assign([tp])
-    consumer.seek(tp, task.start)
-    idle_since = time.monotonic()
-    while True:
-        batch = consumer.poll(timeout_ms=options.poll_timeout_ms)
-        records = batch.get(tp, [])
-        for record in records:
-            if record.offset >= task.end:
-                return
-            yield record
-        if consumer.position(tp) >= task.end:
-            return
-        if records:
-            idle_since = time.monotonic()
-        elif time.monotonic() - idle_since > options.read_timeout_s:
-            raise TimeoutError(
-                f"{options.topic}-{task.partition}: no record for {options.read_timeout_s} s "
-                f"while reading offsets {consumer.position(tp)}..{task.end}"
-            )
+def _range(options: SourceOptions, task: KafkaRange) -> PartitionRange:
+    return PartitionRange(
+        options.range_config(),
+        options.topic,
+        task.partition,
+        task.start,
+        task.end,
+        poll_timeout_s=options.poll_timeout_ms / 1000,
+        read_timeout_s=options.read_timeout_s,
+    )
 
 
 def _read_parsed(options: SourceOptions, task: KafkaRange) -> Iterator[pa.RecordBatch]:
-    from kafka import TopicPartition
-
-    consumer = options.consumer(max_poll_records=5000)
-    try:
-        summary = ReadSummary(task.partition, task.start, task.end)
-        parser = RecordParser(
-            num_buckets=options.num_buckets,
-            slide_ms=options.pane_ms,
-            summary=summary,
-            # The edge reads the clock once per task; the parser itself is pure.
-            now_ms=int(time.time() * 1000),
-            max_future_skew_ms=options.max_future_skew_ms,
-            clusters=frozenset(options.clusters) or None,
-        )
-        for record in _records(options, task, consumer):
-            parser.add(record.value, task.partition, record.offset)
-            if len(parser) >= options.batch_rows:
-                yield parser.flush()
-        mark = consumer.highwater(TopicPartition(options.topic, task.partition))
-        summary.high_watermark = None if mark is None else int(mark)
-        if len(parser):
-            yield parser.flush()
-        yield parser.summary_batch()
-    finally:
-        close_consumer(consumer)
+    summary = ReadSummary(task.partition, task.start, task.end)
+    parser = RecordParser(
+        num_buckets=options.num_buckets,
+        slide_ms=options.pane_ms,
+        summary=summary,
+        # The edge reads the clock once per task; the parser itself is pure.
+        now_ms=int(time.time() * 1000),
+        max_future_skew_ms=options.max_future_skew_ms,
+        clusters=frozenset(options.clusters) or None,
+    )
+    partition, batch_rows = task.partition, options.batch_rows
+    with _range(options, task) as records:
+        for batch in records.batches():
+            values = [m.value() for m in batch]
+            # A consumed record always has an offset (confluent-kafka types it optional).
+            offsets: list[int] = [m.offset() for m in batch]  # type: ignore[misc]
+            while values:
+                taken = parser.add_run(values, partition, offsets, limit=batch_rows)
+                if len(parser) >= batch_rows:
+                    yield parser.flush()
+                values, offsets = values[taken:], offsets[taken:]
+        summary.high_watermark = records.high_watermark
+    if len(parser):
+        yield parser.flush()
+    yield parser.summary_batch()
 
 
 def _read_raw(options: SourceOptions, task: KafkaRange) -> Iterator[pa.RecordBatch]:
-    consumer = options.consumer(max_poll_records=5000)
-    try:
-        offsets: list[int] = []
-        values: list[bytes | None] = []
-        for record in _records(options, task, consumer):
-            offsets.append(record.offset)
-            values.append(record.value)
-            if len(offsets) >= options.batch_rows:
-                yield _raw_batch(task.partition, offsets, values)
-                offsets, values = [], []
-        if offsets:
-            yield _raw_batch(task.partition, offsets, values)
-    finally:
-        close_consumer(consumer)
+    offsets: list[int] = []
+    values: list[bytes | None] = []
+    with _range(options, task) as records:
+        for batch in records.batches():
+            # A consumed record always has an offset (confluent-kafka types it optional).
+            offsets.extend(m.offset() for m in batch)  # type: ignore[misc]
+            values.extend(m.value() for m in batch)
+            while len(offsets) >= options.batch_rows:
+                n = options.batch_rows
+                yield _raw_batch(task.partition, offsets[:n], values[:n])
+                offsets, values = offsets[n:], values[n:]
+    if offsets:
+        yield _raw_batch(task.partition, offsets, values)
 
 
 def _raw_batch(partition: int, offsets: list[int], values: list[bytes | None]) -> pa.RecordBatch:

@@ -1,5 +1,9 @@
 """Kafka connection settings shared by the source, the dead-letter producer and the collector.
 
+One mapping of the settings for every client: kafka-python (`client_kwargs`), librdkafka
+through confluent-kafka (`librdkafka_config`, the source's read tasks) and Spark's native
+`kafka` format (`native_options`).
+
 Secrets are never held in these values: a password is named by the environment variable or
 file that holds it (`sasl_password_env`, `sasl_password_file`, `ssl_password_env`) and read
 only when a client is built.
@@ -27,6 +31,17 @@ _OPTION_KEYS = (
     "ssl_keyfile",
     "ssl_password_env",
 )
+
+
+# Our file settings and librdkafka's names for them.
+_LIBRDKAFKA_SSL_FILES = (
+    ("ssl_cafile", "ssl.ca.location"),
+    ("ssl_certfile", "ssl.certificate.location"),
+    ("ssl_keyfile", "ssl.key.location"),
+)
+
+# librdkafka properties whose values are secrets: never shown in a message.
+LIBRDKAFKA_SECRET_KEYS = frozenset({"sasl.password", "ssl.key.password"})
 
 
 class KafkaConfigError(ValueError):
@@ -91,6 +106,27 @@ class KafkaSecurity:
                 out["ssl_password"] = _secret(env, self.ssl_password_env, "ssl_password_env")
         return out
 
+    def librdkafka_config(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """librdkafka (confluent-kafka) config properties; reads the passwords now.
+
+        The same settings as `client_kwargs`, under librdkafka's names, so a deployment
+        configures its security once whatever client reads.
+        """
+        env = os.environ if environ is None else environ
+        out: dict[str, str] = {"security.protocol": self.security_protocol}
+        if self.security_protocol.startswith("SASL"):
+            out["sasl.mechanisms"] = str(self.sasl_mechanism)
+            out["sasl.username"] = str(self.sasl_username)
+            out["sasl.password"] = self.sasl_password(env)
+        if self.security_protocol.endswith("SSL"):
+            for ours, theirs in _LIBRDKAFKA_SSL_FILES:
+                value = getattr(self, ours)
+                if value is not None:
+                    out[theirs] = value
+            if self.ssl_password_env:
+                out["ssl.key.password"] = _secret(env, self.ssl_password_env, "ssl_password_env")
+        return out
+
     def native_options(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """Options for Spark's native `kafka` format (`kafka.`-prefixed consumer properties)."""
         env = os.environ if environ is None else environ
@@ -110,6 +146,19 @@ class KafkaSecurity:
             out["kafka.ssl.truststore.type"] = "PEM"
             out["kafka.ssl.truststore.location"] = self.ssl_cafile
         return out
+
+
+def redact_secrets(text: str, config: Mapping[str, object]) -> str:
+    """`text` (a client's error message) with the secret values of `config` masked.
+
+    librdkafka may quote a property's value when it refuses it; a message we raise or log
+    must never carry a password.
+    """
+    for key in LIBRDKAFKA_SECRET_KEYS:
+        secret = config.get(key)
+        if isinstance(secret, str) and secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 def _secret(env: Mapping[str, str], var: str | None, what: str) -> str:

@@ -53,8 +53,10 @@ def run_bench(name: str, *args: str, timeout_s: float = 60) -> tuple[str, dict[s
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
-    # bench.pipeline (and bench.scale's children) add one plain summary line after it.
-    last = lines[-2] if lines[-1].startswith("events_per_s=") else lines[-1]
+    # bench.pipeline, bench.read_task (and bench.scale's children) add one plain summary
+    # line after it.
+    summary = lines[-1].startswith(("events_per_s=", "task_records_per_s="))
+    last = lines[-2] if summary else lines[-1]
     assert last.startswith("RESULT "), last
     result = json.loads(last.removeprefix("RESULT "))
     assert result["machine"]["cores"] >= 1
@@ -127,3 +129,11 @@ def test_pipeline_on_a_tiny_stream_counts_its_window_closes() -> None:
     assert 0 <= result["close_driver_s"] <= result["close_batch_s"]
     assert result["events_per_s"] > 0
     assert "window close: slowest closing batch" in out
+
+
+@pytest.mark.kafka
+def test_read_task_on_a_tiny_partition() -> None:
+    out, result = run_bench("read_task", "--events", "300", "--topics", "20", "--repeat", "1")
+    assert result["messages"] == 300
+    assert result["task_records_per_s"] > 0 and result["raw_records_per_s"] > 0
+    assert "read task, raw:" in out

@@ -7,6 +7,7 @@ tests make the same calls, so the offset logic is checked without a JVM.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from typing import Any
 
@@ -17,8 +18,14 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from streaming.packing import events_of
 from streaming.parse import ReadSummary
+from streaming.partition_range import PartitionRange, consumer_config
 from streaming.schema import PARSED_ARROW_SCHEMA, RAW_ARROW_SCHEMA, RowKind
-from streaming.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
+from streaming.source import (
+    KafkaRange,
+    KafkaStatsStreamReader,
+    SourceOptions,
+    fetch_high_watermarks,
+)
 from tests.kafka_broker import Broker
 from tests.stream_events import BASE_MS, encode, event
 
@@ -169,12 +176,43 @@ def test_raw_mode_yields_kafka_coordinates_and_bytes(kafka: Broker) -> None:
     ]
 
 
-def test_a_range_beyond_the_data_fails_clearly(kafka: Broker) -> None:
+def test_a_range_past_the_partitions_end_ends_with_the_records_there_are(kafka: Broker) -> None:
+    # A replayed batch planned on records the broker has since lost (it came back empty,
+    # new records took offsets 0..2): waiting for offsets 3..5 would time out on every
+    # restart. The task ends at the partition's end and skips the rest.
     topic = kafka.new_topic(prefix="src")
-    kafka.produce(topic, [b"x"], partition=0)
-    reader = _reader(kafka, topic, read_timeout_s=1.0, poll_timeout_ms=200)
-    with pytest.raises(TimeoutError, match=r"-0: no record for 1.0 s while reading offsets 1\.\.5"):
-        list(reader.read(KafkaRange(0, 0, 5)))
+    kafka.produce(topic, [b"a", b"b", b"c"], partition=0)
+    reader = _reader(kafka, topic, read_timeout_s=30.0, poll_timeout_ms=200, raw=True)
+    started = time.monotonic()
+    table = pa.Table.from_batches(list(reader.read(KafkaRange(0, 1, 6))), schema=RAW_ARROW_SCHEMA)
+    assert table.column("offset").to_pylist() == [1, 2]
+    assert time.monotonic() - started < 15  # ended at the partition's end, not a timeout
+    # A range wholly past the end: librdkafka resets to the earliest offset, and those
+    # records are not the range's.
+    gone = pa.Table.from_batches(list(reader.read(KafkaRange(0, 7, 9))), schema=RAW_ARROW_SCHEMA)
+    assert gone.num_rows == 0
+
+
+def test_a_partition_range_counts_the_offsets_the_broker_no_longer_has(kafka: Broker) -> None:
+    topic = kafka.new_topic(prefix="src")
+    kafka.produce(topic, [b"a", b"b", b"c"], partition=0)
+    config = consumer_config(kafka.bootstrap_servers, {})
+    with PartitionRange(config, topic, 0, 1, 6, poll_timeout_s=0.2, read_timeout_s=30) as part:
+        offsets = [m.offset() for batch in part.batches() for m in batch]
+    assert (offsets, part.lost_offsets) == ([1, 2], 3)
+
+
+def test_a_broker_that_does_not_answer_fails_the_task_clearly() -> None:
+    from balancer.kafka.embedded import free_port
+
+    config = consumer_config(f"127.0.0.1:{free_port()}", {})  # nothing listens there
+    with (
+        PartitionRange(config, "stats", 0, 0, 5, poll_timeout_s=0.2, read_timeout_s=1.0) as part,
+        pytest.raises(
+            TimeoutError, match=r"stats-0: no record for 1.0 s .* offsets 0\.\.5"
+        ),
+    ):
+        list(part.batches())
 
 
 def test_the_reader_pickles_without_its_consumer(kafka: Broker) -> None:
@@ -186,3 +224,119 @@ def test_the_reader_pickles_without_its_consumer(kafka: Broker) -> None:
     clone = pickle.loads(pickle.dumps(reader))
     assert clone._consumer is None and clone.options == reader.options
     reader.stop()
+
+
+def _produce_with_markers(
+    kafka: Broker, topic: str, before: list[bytes], after: list[bytes]
+) -> tuple[int, int]:
+    """`before`, a committed and an aborted transaction, then `after`: offsets with gaps.
+
+    A transaction's end is a control record (a marker) that takes an offset but is no data
+    record. Returns the partition's end (fetch high-water mark, from kafka-python) and the
+    number of data records; their difference is the markers (0 if the broker wrote none).
+    """
+    from kafka import KafkaProducer
+
+    kafka.produce(topic, before, partition=0)
+    producer = KafkaProducer(
+        bootstrap_servers=kafka.bootstrap_servers, transactional_id=f"tx-{topic}"
+    )
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, encode(event("t/ns/committed", BASE_MS)), partition=0)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(topic, encode(event("t/ns/aborted", BASE_MS)), partition=0)
+        producer.flush()  # written, then aborted: read_uncommitted still reads it
+        producer.abort_transaction()
+    finally:
+        producer.close()
+    kafka.produce(topic, after, partition=0)
+    consumer = SourceOptions(kafka.bootstrap_servers, topic).consumer()
+    try:
+        end = fetch_high_watermarks(consumer, topic, {0: 0})[0]
+    finally:
+        consumer.close()
+    return end, len(kafka.read_all(topic))
+
+
+def _reference(
+    kafka: Broker, topic: str, task: KafkaRange, options: SourceOptions
+) -> tuple[list[pa.RecordBatch], ReadSummary, int | None]:
+    """The read task's output built record by record from kafka-python's records."""
+    from streaming.parse import RecordParser
+
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers, group_id=None)
+    tp = TopicPartition(topic, task.partition)
+    consumer.assign([tp])
+    consumer.seek(tp, task.start)
+    records = []
+    while consumer.position(tp) < task.end:
+        for record in consumer.poll(timeout_ms=500).get(tp, []):
+            if record.offset < task.end:
+                records.append(record)
+    mark = consumer.highwater(tp)
+    consumer.close()
+    summary = ReadSummary(task.partition, task.start, task.end)
+    parser = RecordParser(
+        num_buckets=options.num_buckets, slide_ms=options.pane_ms, summary=summary,
+        now_ms=int(time.time() * 1000), max_future_skew_ms=options.max_future_skew_ms,
+    )  # fmt: skip
+    batches = []
+    for record in records:
+        parser.add(record.value, task.partition, record.offset)
+        if len(parser) >= options.batch_rows:
+            batches.append(parser.flush())
+    if len(parser):
+        batches.append(parser.flush())
+    return batches, summary, mark
+
+
+def test_a_read_task_gives_the_rows_of_the_record_by_record_reference(kafka: Broker) -> None:
+    """librdkafka in the read task (streaming.partition_range) against kafka-python read
+    record by record: the same rows and summary, over offsets with transaction markers."""
+    topic = kafka.new_topic(prefix="src")
+    before = [encode(event(f"t/ns/a{i % 5}", BASE_MS + i * 1000)) for i in range(23)]
+    before[7] = b"not json"
+    after = [encode(event(f"t/ns/b{i % 3}", BASE_MS + 60_000 + i)) for i in range(11)]
+    end, records = _produce_with_markers(kafka, topic, before, after)
+    assert records == len(before) + 2 + len(after)
+    if kafka.kind == "tansu":
+        assert end > records  # the gaps this test is about are really there
+    options = SourceOptions(kafka.bootstrap_servers, topic, batch_rows=4, num_buckets=4)
+    for task in (KafkaRange(0, 0, end), KafkaRange(0, 5, end - 3), KafkaRange(0, 24, end)):
+        got = list(KafkaStatsStreamReader(options).read(task))
+        want, want_summary, want_mark = _reference(kafka, topic, task, options)
+        assert _rows(got[:-1]) == _rows(want)
+        summary = ReadSummary.from_json(_rows(got[-1:])[0]["summary"])
+        assert summary.high_watermark == want_mark == end
+        summary.high_watermark = want_summary.high_watermark = None
+        assert summary == want_summary
+
+
+def test_raw_mode_skips_the_markers_as_the_reference_does(kafka: Broker) -> None:
+    topic = kafka.new_topic(prefix="src")
+    end, _ = _produce_with_markers(kafka, topic, [b"a", b"b"], [b"c"])
+    reader = _reader(kafka, topic, raw=True, batch_rows=2)
+    batches = list(reader.read(KafkaRange(0, 0, end)))
+    assert [b.num_rows for b in batches] == [2, 2, 1]  # batch_rows rows at a time
+    got = pa.Table.from_batches(batches, schema=RAW_ARROW_SCHEMA).to_pylist()
+    want = [
+        {"partition": r.partition, "offset": r.offset, "value": r.value}
+        for r in kafka.read_all(topic)
+    ]
+    assert got == want
+
+
+def test_a_read_task_that_stalls_after_a_marker_fails_with_partition_and_offsets(
+    kafka: Broker,
+) -> None:
+    topic = kafka.new_topic(prefix="src")
+    end, _ = _produce_with_markers(kafka, topic, [b"a"], [])  # a marker last
+    reader = _reader(kafka, topic, read_timeout_s=1.0, poll_timeout_ms=200)
+    with pytest.raises(TimeoutError) as info:
+        list(reader.read(KafkaRange(0, 1, end + 4)))
+    assert str(info.value) == (
+        f"{topic}-0: no record for 1.0 s while reading offsets {end}..{end + 4}"
+    )

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from balancer.kafka.security import KafkaConfigError, KafkaSecurity
+from streaming.partition_range import PartitionRange, consumer_config
 from streaming.source import SourceOptionError, SourceOptions, split_limit
 
 
@@ -103,3 +104,72 @@ def test_a_password_file_is_read(tmp_path: Path) -> None:
 def test_sasl_without_a_mechanism_is_refused() -> None:
     with pytest.raises(KafkaConfigError, match="sasl_mechanism"):
         KafkaSecurity("SASL_SSL")
+
+
+def test_librdkafka_config_maps_the_same_settings_and_reads_passwords_when_built() -> None:
+    security = KafkaSecurity(
+        "SASL_SSL",
+        "SCRAM-SHA-512",
+        "svc",
+        sasl_password_env="PW",
+        ssl_cafile="/etc/ca.pem",
+        ssl_certfile="/etc/client.pem",
+        ssl_keyfile="/etc/client.key",
+        ssl_password_env="KEY_PW",
+    )
+    assert "s3cret" not in repr(security) and "k3y" not in repr(security)
+    config = security.librdkafka_config({"PW": "s3cret", "KEY_PW": "k3y"})
+    assert config == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "svc",
+        "sasl.password": "s3cret",
+        "ssl.ca.location": "/etc/ca.pem",
+        "ssl.certificate.location": "/etc/client.pem",
+        "ssl.key.location": "/etc/client.key",
+        "ssl.key.password": "k3y",
+    }
+    # kafka-python gets the same values under its own names: one mapping of the settings.
+    kwargs = security.client_kwargs({"PW": "s3cret", "KEY_PW": "k3y"})
+    assert (kwargs["sasl_plain_password"], kwargs["ssl_password"]) == ("s3cret", "k3y")
+    assert kwargs["ssl_cafile"] == config["ssl.ca.location"]
+
+
+def test_librdkafka_config_of_plaintext_and_of_a_password_file(tmp_path: Path) -> None:
+    assert KafkaSecurity().librdkafka_config({}) == {"security.protocol": "PLAINTEXT"}
+    secret = tmp_path / "pw"
+    secret.write_text("from-file\n")
+    security = KafkaSecurity("SASL_PLAINTEXT", "PLAIN", "svc", sasl_password_file=str(secret))
+    config = security.librdkafka_config({})
+    assert config["sasl.password"] == "from-file"
+    assert not any(key.startswith("ssl.") for key in config)  # no TLS on SASL_PLAINTEXT
+
+
+def test_librdkafka_config_names_a_missing_password_variable_not_its_value() -> None:
+    security = KafkaSecurity("SSL", ssl_keyfile="/k", ssl_password_env="KEY_PW")
+    with pytest.raises(KafkaConfigError, match="KEY_PW") as info:
+        security.librdkafka_config({"OTHER": "k3y"})
+    assert "k3y" not in str(info.value)
+
+
+def test_a_client_error_quoting_a_password_is_redacted() -> None:
+    from balancer.kafka.security import redact_secrets
+
+    config = {"sasl.password": "s3cret", "ssl.key.password": "k3y", "sasl.username": "svc"}
+    text = 'Invalid value "s3cret" for "sasl.password"; key k3y refused for svc'
+    assert redact_secrets(text, config) == (
+        'Invalid value "***" for "sasl.password"; key *** refused for svc'
+    )
+
+
+def test_a_read_task_consumer_that_cannot_be_built_shows_no_secret() -> None:
+    security = KafkaSecurity(
+        "SASL_SSL", "PLAIN", "svc", sasl_password_env="PW", ssl_cafile="/nonexistent/ca.pem"
+    )
+    config = consumer_config("127.0.0.1:1", security.librdkafka_config({"PW": "s3cret"}))
+    config["sasl.mechanisms"] = "s3cret"  # librdkafka quotes the value it refuses
+    task = PartitionRange(config, "t", 0, 0, 10, poll_timeout_s=0.1, read_timeout_s=1.0)
+    assert "s3cret" not in repr(task)
+    with pytest.raises(KafkaConfigError, match="cannot build the Kafka consumer") as info, task:
+        pass
+    assert "s3cret" not in str(info.value) and "***" in str(info.value)

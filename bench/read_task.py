@@ -1,0 +1,92 @@
+"""One read task of the Kafka source on its own: records/s against raw kafka-python.
+
+    .venv/bin/python -m bench.read_task [--events 400000] [--topics 10000] [--repeat 3]
+
+Produces N one-event messages (bench.pipeline's events) to a fresh one-partition topic on an
+embedded tansu broker (or `--bootstrap`), then times, in one process and one at a time:
+1. raw: every record read once with kafka-python, nothing else (bench.pipeline's raw side);
+2. read task, parsed: `streaming.source`'s read task over the whole partition with the
+   job's defaults (4 PIP-157 buckets, 60 s panes), to its last Arrow batch and summary;
+3. read task, raw (`raw=true`): records to Arrow batches, no parsing.
+Each read task runs `--repeat` times; the best run counts (the first pays for imports and
+the topic cache, which a Spark worker keeps between micro-batches). No Spark: this isolates
+what a read task costs per record, the part of the job `bench.pipeline` cannot separate.
+
+The last two lines are `RESULT <json>` and `task_records_per_s=<N> raw_records_per_s=<M>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import uuid
+from collections.abc import Sequence
+
+from bench.common import machine, print_result
+from bench.pipeline import broker, consume_raw, parse_args, produce
+from streaming.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
+
+
+def parse_own_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.read_task", description=__doc__)
+    p.add_argument("--events", type=int, default=400_000, help="one-event messages")
+    p.add_argument("--topics", type=int, default=10_000, help="distinct topics")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each read task")
+    p.add_argument("--bootstrap", help="an existing Kafka (default: embedded tansu)")
+    return p.parse_args(argv)
+
+
+def time_task(options: SourceOptions, task: KafkaRange, repeat: int) -> tuple[float, int]:
+    """Best seconds of `repeat` runs of the read task, and the rows of the last."""
+    best_s, rows = float("inf"), 0
+    for _ in range(repeat):
+        started = time.perf_counter()
+        rows = sum(b.num_rows for b in KafkaStatsStreamReader(options).read(task))
+        best_s = min(best_s, time.perf_counter() - started)
+    return best_s, rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_own_args(argv)
+    print(f"machine: {machine().describe()}")
+    produce_args = parse_args(
+        ["--events", str(args.events), "--topics", str(args.topics), "--partitions", "1",
+         "--no-close-windows"]
+    )  # fmt: skip
+    with broker(args.bootstrap) as bootstrap:
+        topic = f"bench-read-task-{uuid.uuid4().hex[:8]}"
+        messages, produce_s = produce(bootstrap, topic, produce_args)
+        print(f"produced {messages} one-event messages in {produce_s:.1f} s")
+        raw_s = consume_raw(bootstrap, topic, messages)
+        task = KafkaRange(0, 0, messages)
+        parsed = SourceOptions(bootstrap, topic, num_buckets=4, pane_ms=60_000)
+        parsed_s, parsed_rows = time_task(parsed, task, args.repeat)
+        raw_task_s, _ = time_task(SourceOptions(bootstrap, topic, raw=True), task, args.repeat)
+    rates = {
+        "raw_records_per_s": messages / raw_s,
+        "task_records_per_s": messages / parsed_s,
+        "raw_task_records_per_s": messages / raw_task_s,
+    }
+    print(f"raw kafka-python: {raw_s:.2f} s, {rates['raw_records_per_s']:,.0f} records/s")
+    print(
+        f"read task, parsed: {parsed_s:.2f} s, {rates['task_records_per_s']:,.0f} records/s "
+        f"({parsed_rows} rows: packs and the summary)"
+    )
+    print(f"read task, raw: {raw_task_s:.2f} s, {rates['raw_task_records_per_s']:,.0f} records/s")
+    print_result(
+        {
+            "events": args.events,
+            "topics": args.topics,
+            "messages": messages,
+            **{k: round(v) for k, v in rates.items()},
+        }
+    )
+    print(
+        f"task_records_per_s={rates['task_records_per_s']:.0f} "
+        f"raw_records_per_s={rates['raw_records_per_s']:.0f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
