@@ -27,6 +27,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from balancer.core.report import BatchHandler, LayoutProvider
 from balancer.kafka.security import KafkaSecurity
+from streaming import spark_daemon
 from streaming.batch import OBSERVATION_NAME, BatchProcessor
 from streaming.deadletters import DeadLetterSink, DirectoryDeadLetters, KafkaDeadLetters
 from streaming.kafka_connector import KAFKA_SOURCES, KafkaSource, connector_problem
@@ -137,6 +138,8 @@ def spark_conf(settings: StreamSettings) -> list[tuple[str, str]]:
         # A checksum over every shuffled row, to detect a non-deterministic stage being
         # retried: ours is deterministic, and XXH64 over each pack cost ~30 % of the JVM.
         ("spark.sql.shuffle.orderIndependentChecksum.enabled", "false"),
+        # pyspark's daemon, loading compiled pyspark and freezing what outlives a task.
+        ("spark.python.daemon.module", spark_daemon.__name__),
     ]
     if settings.loopback:
         conf += [("spark.driver.bindAddress", "127.0.0.1"), ("spark.driver.host", "127.0.0.1")]

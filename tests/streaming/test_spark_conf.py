@@ -40,6 +40,11 @@ def test_no_row_checksum_on_the_shuffle_of_packs() -> None:
     assert conf["spark.sql.shuffle.orderIndependentChecksum.enabled"] == "false"
 
 
+def test_python_workers_fork_from_the_jobs_daemon() -> None:
+    conf = effective(spark_conf(settings()))
+    assert conf["spark.python.daemon.module"] == "streaming.spark_daemon"
+
+
 def test_extra_settings_override_the_defaults_and_loopback_binds_to_127_0_0_1() -> None:
     extra = (("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows", "true"),)
     conf = effective(spark_conf(settings(extra_spark_conf=extra, shuffle_partitions=7)))
