@@ -128,6 +128,9 @@ def decode_single_events(values: Sequence[bytes | None]) -> list[FastEvent] | No
     """
     if not values:
         return []
+    first = values[0]
+    if first is None or _ENVELOPE_KEY in first[:32]:
+        return None  # envelopes: not worth copying the run to find out
     try:
         joined = b"".join(values)  # type: ignore[arg-type]  # a None refuses the run
     except TypeError:

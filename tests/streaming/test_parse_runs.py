@@ -43,6 +43,8 @@ def test_a_run_of_good_single_events_takes_the_fast_path() -> None:
     events = decode_single_events(run)
     assert events is not None and len(events) == 51
     assert decode_single_events([]) == []
+    # A run that starts with an envelope goes record by record, without copying the run.
+    assert decode_single_events([enc({"events": [GOOD, GOOD]}), *run]) is None
 
 
 def test_each_table_message_among_good_ones_decodes_as_it_does_alone() -> None:
