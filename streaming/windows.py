@@ -5,11 +5,12 @@ The arithmetic (pure, used by the driver and the tests) is Spark's: a window of
 starts are multiples of `slide_ms`, so an event lies in `window_ms / slide_ms` windows.
 
 The Spark stage works on event packs (`streaming.packing`): one row per (PIP-157 bucket,
-pane) from each read task. A pack goes to every window holding its pane. The state is kept
-per bucket (`transformWithStateInPandas`, RocksDB): its open windows' packs and its known
-topics. When the watermark passes a window's end, its packs are aggregated into one row
-per topic and the window leaves the stage with the bucket's known topics
-(`streaming.closing`), so the roll-up to bundles can run on the executors too.
+pane) from each read task. A pack goes to every window holding its pane that has not closed
+(a row each, for Spark's late-row rule) but is stored once. The state is kept per bucket
+(`transformWithStateInPandas`, RocksDB): its open windows' packs and its known topics.
+When the watermark passes a window's end, its packs are aggregated into one row per topic
+and the window leaves the stage with the bucket's known topics (`streaming.closing`), so
+the roll-up to bundles can run on the executors too.
 """
 
 from __future__ import annotations
@@ -102,9 +103,16 @@ WINDOW_OUTPUT_SCHEMA = StructType(
         StructField("known", BinaryType()),
     ]
 )
-# A pack waiting for its window, in the bucket's list of packs (arrival order).
+# A pack waiting for its windows, in the bucket's list of packs (arrival order), stored once
+# for every window holding its pane. Its event count also gives the list a layout Spark tells
+# apart from the per-window packs of checkpoints before 2026-11-24 (same field types: Spark
+# would read those as panes and count their packs twice); it refuses them instead.
 PACK_STATE_SCHEMA = StructType(
-    [StructField("window_start", LongType()), StructField("payload", BinaryType())]
+    [
+        StructField("pane_start", LongType()),
+        StructField("events", LongType()),
+        StructField("payload", BinaryType()),
+    ]
 )
 PAYLOAD_SCHEMA = StructType([StructField("payload", BinaryType())])
 CLOSED_THROUGH_SCHEMA = StructType([StructField("end_ms", LongType())])
@@ -116,7 +124,8 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     """The state of one PIP-157 bucket: its open windows' packs and its known topics.
 
     New packs are appended to the bucket's lists (one state call per list and batch), each
-    with its window's start, with an event-time timer at each window's end. When the watermark
+    once with its pane, with an event-time timer at the end of each of its windows that
+    Spark did not drop as late. When the watermark
     reaches a window's end (Spark fires a key's timers oldest first, after the batch's new
     rows), the window's packs are aggregated into one row per topic, removed, and the window
     leaves the stage with the bucket's known topics (`streaming.closing.close_window`).
@@ -134,9 +143,9 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        # A window's packs go to list (start / slide) mod K: a close reads about one window's
-        # packs (a single list would hold every open window's: ~135 MB per bucket at 10M
-        # topics, more than the state server could send), whatever the number of windows.
+        # A pane's packs go to list (pane start / slide) mod K: a close reads about one
+        # window's packs, its panes' lists (a single list would hold every open window's:
+        # ~135 MB per bucket at 10M topics, more than the state server could send).
         self.pack_lists = [
             handle.getListState(f"packs_{i}", PACK_STATE_SCHEMA) for i in range(self.pack_slots)
         ]
@@ -147,13 +156,25 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     def handleInputRows(
         self, key: tuple[Any, ...], rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        by_slot: dict[int, list[tuple[int, bytes]]] = {}
+        # A pack comes as one row per window holding its pane, less those Spark dropped as
+        # late, with its payload on the row of its last window only (`topic_windows`). The
+        # windows of the rows get timers. A window dropped as late never closes after this
+        # batch (it closed before, or has no timer: the rule depends on the window only),
+        # so a stored pack counts for every window of its pane that closes later.
+        starts: set[int] = set()
+        by_slot: dict[int, list[tuple[int, int, bytes]]] = {}
         for frame in rows:
-            for start, payload in zip(frame["window_start"], frame["payload"], strict=True):
-                by_slot.setdefault(self._slot(int(start)), []).append((int(start), bytes(payload)))
-        for slot, packs in by_slot.items():
-            self.pack_lists[slot].appendList(packs)
-        starts = {start for packs in by_slot.values() for start, _ in packs}
+            starts.update(frame["window_start"].tolist())
+            carried = frame[frame["payload"].notna()]
+            for pane, events, payload in zip(
+                carried["pane_start"].tolist(),
+                carried["events"].tolist(),
+                carried["payload"],
+                strict=True,
+            ):
+                by_slot.setdefault(self._slot(pane), []).append((pane, events, bytes(payload)))
+        for slot, stored in by_slot.items():
+            self.pack_lists[slot].appendList(stored)
         self._set_timers(start + self.window_ms - 1 for start in starts)
         return iter(())
 
@@ -174,12 +195,13 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         stored = known_of([bytes(p) for (p,) in self.known.get()]) if self.known.exists() else None
         known = stored if stored is not None else KNOWN_SCHEMA.empty_table()
         rows: list[dict[str, object]] = []
-        lists: dict[int, list[tuple[int, bytes]]] = {}  # the pack lists read, by slot
+        lists: dict[int, list[tuple[int, int, bytes]]] = {}  # the pack lists read, by slot
+        read: dict[int, int] = {}  # how many packs each list held when read
         end_ms: int | None = first_end_ms
         while end_ms is not None:
             start_ms = end_ms - self.window_ms
             window = aggregate_window(
-                decode(self._take_packs(start_ms, lists), PACK_SCHEMA),
+                decode(self._take_packs(start_ms, lists, read), PACK_SCHEMA),
                 bucket=bucket,
                 window_start_ms=start_ms,
                 window_end_ms=end_ms,
@@ -192,7 +214,9 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             closed_through_ms = end_ms
             end_ms = self._next_close(end_ms, due, bool(known.num_rows), watermark_ms)
         self.closed_through.update((closed_through_ms,))
-        for slot, rest in lists.items():  # what stays: later windows' packs
+        for slot, rest in lists.items():  # what stays: packs of later windows
+            if len(rest) == read[slot]:
+                continue  # unchanged
             if rest:
                 self.pack_lists[slot].put(rest)
             else:
@@ -226,21 +250,28 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         for t in set(expiry_ms) - registered:
             self.handle.registerTimer(t)
 
-    def _slot(self, start_ms: int) -> int:
-        return (start_ms // self.slide_ms) % self.pack_slots
+    def _slot(self, pane_start_ms: int) -> int:
+        return (pane_start_ms // self.slide_ms) % self.pack_slots
 
-    def _take_packs(self, start_ms: int, lists: dict[int, list[tuple[int, bytes]]]) -> list[bytes]:
-        """The packs of the window starting at `start_ms`, in arrival order, taken out of
-        its list in `lists` (read from the state once per call of the timer; the caller
-        writes back what stays: later windows' packs, none of an older, closed window)."""
-        slot = self._slot(start_ms)
-        if slot not in lists:
-            packs = self.pack_lists[slot]
-            stored = packs.get() if packs.exists() else []
-            lists[slot] = [(int(start), bytes(payload)) for start, payload in stored]
-        stored_packs = lists[slot]
-        lists[slot] = [(start, payload) for start, payload in stored_packs if start > start_ms]
-        return [payload for start, payload in stored_packs if start == start_ms]
+    def _take_packs(
+        self, start_ms: int, lists: dict[int, list[tuple[int, int, bytes]]], read: dict[int, int]
+    ) -> list[bytes]:
+        """The packs of the window starting at `start_ms`, pane by pane in arrival order,
+        from the lists of its panes in `lists` (each read from the state once per call of the
+        timer). Packs whose last window this is are taken out; the caller writes back the
+        lists that changed."""
+        payloads: list[bytes] = []
+        for pane in range(start_ms, start_ms + self.window_ms, self.slide_ms):
+            slot = self._slot(pane)
+            if slot not in lists:
+                packs = self.pack_lists[slot]
+                stored = packs.get() if packs.exists() else []
+                lists[slot] = [(int(p), int(n), bytes(payload)) for p, n, payload in stored]
+                read[slot] = len(lists[slot])
+            payloads += [payload for p, _, payload in lists[slot] if p == pane]
+            if pane == start_ms:  # the last window of this pane's packs
+                lists[slot] = [pack for pack in lists[slot] if pack[0] > start_ms]
+        return payloads
 
 
 def topic_windows(
@@ -265,6 +296,8 @@ def topic_windows(
     )
     exploded = packs.select(
         F.element_at(routes, F.col("bucket") + 1).alias("route"),
+        "pane_start",
+        "events",
         F.explode(
             F.sequence(
                 F.col("pane_start") - (panes_per_window - 1) * spec.slide_ms,
@@ -283,6 +316,12 @@ def topic_windows(
         F.timestamp_millis(F.col("window_start") + (spec.window_ms - 1)).alias(
             "event_time", metadata={WATERMARK_DELAY_KEY: spec.watermark_s * 1000}
         ),
+    ).withColumn(
+        # The payload travels once, on the row of the pack's last window: if that one is
+        # late, so are all (they end earlier). The other rows only say which windows the
+        # pack still counts for, so the state holds each pack once.
+        "payload",
+        F.when(F.col("window_start") == F.col("pane_start"), F.col("payload")),
     )
     return windows.groupBy("route").transformWithStateInPandas(
         WindowPacks(spec, known_ttl_ms=KNOWN_TTL_WINDOWS * spec.window_ms, num_buckets=num_buckets),

@@ -74,10 +74,29 @@ def closed_windows(
     closed: list[pa.Table] = []
     kafka.produce(topic, [encode(e) for e in first])
     run(spark, settings, closed)
-    kafka.produce(topic, [encode(e) for e in late + second])
+    kafka.produce(topic, [encode(e) for e in [*late, PARTLY_LATE, *second]])
     run(spark, settings, closed)
     rows = pa.concat_tables(closed).to_pylist() if closed else []
     return rows, first + second
+
+
+# Late for one of its three windows only: at minute 5:30 it is in the windows ending at 6, 7
+# and 8 minutes; when it arrives the watermark is between 6 and 7 minutes (the newest event
+# of the first run is in minute 7), so the window ending at 6 has closed without it and
+# the other two must count it (its pack is stored once for both).
+PARTLY_LATE = event(TOPICS[1], BASE_MS + 5 * 60_000 + 30_000, rate_in=1e6)
+PARTLY_LATE_CLOSED_END_MS = BASE_MS + 6 * 60_000
+
+
+def expected_with_partly_late(
+    events: list[dict[str, Any]],
+) -> dict[tuple[str, str, int], Any]:
+    expected = expected_windows([*events, PARTLY_LATE], window_ms=WINDOW_MS, slide_ms=SLIDE_MS)
+    closed_key = ("c1", TOPICS[1], PARTLY_LATE_CLOSED_END_MS)
+    expected[closed_key] = expected_windows(events, window_ms=WINDOW_MS, slide_ms=SLIDE_MS)[
+        closed_key
+    ]
+    return expected
 
 
 def test_every_closed_window_comes_out_once_with_the_plain_python_values(
@@ -86,7 +105,7 @@ def test_every_closed_window_comes_out_once_with_the_plain_python_values(
     rows, events = closed_windows
     keys = [(r["cluster"], r["topic"], int(r["window_end"].timestamp() * 1000)) for r in rows]
     assert len(keys) == len(set(keys)), "a window closed twice"
-    expected = expected_windows(events, window_ms=WINDOW_MS, slide_ms=SLIDE_MS)
+    expected = expected_with_partly_late(events)
     newest_event = max(e["timestamp_ms"] for e in events)
     watermark = newest_event - WATERMARK_MS
     # Every window the final watermark has passed is out (the last batch sees the watermark
@@ -95,8 +114,23 @@ def test_every_closed_window_comes_out_once_with_the_plain_python_values(
     assert must_close <= set(keys) <= set(expected)
     for row, key in zip(rows, keys, strict=True):
         want = expected[key]
-        assert row["msg_rate_in"] == pytest.approx(want.msg_rate_in)  # the late 1e9 is absent
+        # the late 1e9 is absent; the partly late 1e6 is in the windows still open only
+        assert row["msg_rate_in"] == pytest.approx(want.msg_rate_in)
         assert row["storage_size"] == want.storage_size
         assert row["producer_count"] == want.producer_count
         assert row["samples"] == want.samples
         assert row["namespace"] == "t/ns"
+
+
+def test_a_partly_late_event_counts_in_the_windows_still_open_only(
+    closed_windows: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+) -> None:
+    rows, _ = closed_windows
+    rates = {
+        int(r["window_end"].timestamp() * 1000): r["msg_rate_in"]
+        for r in rows
+        if r["topic"] == TOPICS[1]
+    }
+    ends = [PARTLY_LATE_CLOSED_END_MS + k * SLIDE_MS for k in range(3)]
+    assert rates[ends[0]] < 100  # closed before it came: uniform(0, 100) samples only
+    assert all(rates[end] > 1e6 / 4 for end in ends[1:])  # a mean of at most 4 samples
