@@ -85,9 +85,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
                 )
             )
     boundaries = {
-        key: tuple(
-            sorted({0, 0xFFFFFFFF, *draw(st.lists(st.integers(1, 0xFFFFFFFE), max_size=4))})
-        )
+        key: tuple(sorted({0, 0xFFFFFFFF, *draw(st.lists(st.integers(1, 0xFFFFFFFE), max_size=4))}))
         for key in NAMESPACES[1:]
     }
     boundaries[NAMESPACES[0]] = (0, 0xFFFFFFFF)  # the silent topic shares the bundle

@@ -208,9 +208,7 @@ def test_a_broker_that_does_not_answer_fails_the_task_clearly() -> None:
     config = consumer_config(f"127.0.0.1:{free_port()}", {})  # nothing listens there
     with (
         PartitionRange(config, "stats", 0, 0, 5, poll_timeout_s=0.2, read_timeout_s=1.0) as part,
-        pytest.raises(
-            TimeoutError, match=r"stats-0: no record for 1.0 s .* offsets 0\.\.5"
-        ),
+        pytest.raises(TimeoutError, match=r"stats-0: no record for 1.0 s .* offsets 0\.\.5"),
     ):
         list(part.batches())
 
