@@ -114,12 +114,12 @@ def pack_events(events: pa.Table, buckets: np.ndarray, *, slide_ms: int) -> list
     ]
 
 
-def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
-    """Dictionary codes of a string column (int64) and the number of distinct values."""
+def dictionary_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Dictionary codes of a column (int64, one per row) and its distinct values."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     encoded = array.dictionary_encode()
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    return codes, len(encoded.dictionary)
+    return codes, encoded.dictionary
 
 
 def aggregate_window(
@@ -137,9 +137,9 @@ def aggregate_window(
     # Grouped with numpy over dictionary codes, not Arrow's hash aggregation of the sorted
     # table: no copy of every event's strings, ~2.5x faster at 250,000 events (and ~7x on a
     # worker's first call, which initialised Acero).
-    clusters, _ = _codes(events.column("cluster"))
-    topics, n_topics = _codes(events.column("topic"))
-    key = clusters * n_topics + topics
+    clusters, _ = dictionary_codes(events.column("cluster"))
+    topics, topic_names = dictionary_codes(events.column("topic"))
+    key = clusters * len(topic_names) + topics
     # By topic, then event time; stable, so equal times keep their arrival order.
     order = np.lexsort((events.column("event_ms").to_numpy(), key))
     sorted_key = key[order]
@@ -199,6 +199,7 @@ __all__ = [
     "aggregate_window",
     "decode",
     "decode_windows",
+    "dictionary_codes",
     "encode",
     "events_of",
     "pack_events",

@@ -34,7 +34,7 @@ from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.exact_sums import exact_parts, total
 from balancer.core.load import BundleLoad, TopicLoad
 from streaming.closing import KNOWN_POSITIONS_SCHEMA
-from streaming.packing import WINDOW_SCHEMA, decode, encode
+from streaming.packing import WINDOW_SCHEMA, decode, dictionary_codes, encode
 from streaming.schema import RATE_COLUMNS
 
 Layouts = Mapping[tuple[str, str], NamespaceBundles]
@@ -83,20 +83,13 @@ def bundle_index(layout: NamespaceBundles, positions: np.ndarray) -> np.ndarray:
     return np.minimum(index, layout.num_bundles - 1)  # 0xffffffff is in the last bundle
 
 
-def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
-    """Dictionary codes of a string column and its distinct values."""
-    encoded = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    dictionary = encoded.dictionary_encode()
-    codes = np.asarray(dictionary.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    return codes, dictionary.dictionary.to_pylist()
-
-
 def _namespace_groups(table: pa.Table) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
     """((cluster, namespace), row indices) of each namespace in `table`."""
     if table.num_rows == 0:
         return
-    cluster_codes, clusters = _codes(table.column("cluster"))
-    namespace_codes, namespaces = _codes(table.column("namespace"))
+    cluster_codes, clusters_seen = dictionary_codes(table.column("cluster"))
+    namespace_codes, namespaces_seen = dictionary_codes(table.column("namespace"))
+    clusters, namespaces = clusters_seen.to_pylist(), namespaces_seen.to_pylist()
     codes = cluster_codes * len(namespaces) + namespace_codes
     order = np.argsort(codes, kind="stable")
     cuts = np.flatnonzero(np.diff(codes[order])) + 1
