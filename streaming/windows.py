@@ -318,8 +318,8 @@ def topic_windows(
         ),
     ).withColumn(
         # The payload travels once, on the row of the pack's last window: if that one is
-        # late, so are all (they end earlier). The other rows only say which windows the
-        # pack still counts for, so the state holds each pack once.
+        # late, so are all (they end earlier). The other rows only give the stage the
+        # windows that are not late (their timers), so the state holds each pack once.
         "payload",
         F.when(F.col("window_start") == F.col("pane_start"), F.col("payload")),
     )
