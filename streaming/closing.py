@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from streaming.packing import WINDOW_SCHEMA, decode, encode
 from streaming.rollup_reference import TopicWindow
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
+from streaming.topic_keys import KEY_COLUMNS, KEY_FIELDS, keys_in, topic_keys
 
 # A bucket's known topics, as kept in the stage's state.
 KNOWN_SCHEMA: Final = pa.schema(
@@ -42,6 +43,7 @@ KNOWN_SCHEMA: Final = pa.schema(
         ("topic", pa.string()),
         ("position", pa.int64()),
         ("end_ms", pa.int64()),  # end of the topic's newest closed window
+        *KEY_FIELDS,
     ]
 )
 # What the roll-up needs of them.
@@ -71,20 +73,20 @@ def remember(known: pa.Table, window: pa.Table, *, end_ms: int, ttl_ms: int) -> 
             "topic": window.column("topic"),
             "position": window.column("position").cast(pa.int64()),
             "end_ms": pa.array(np.full(window.num_rows, end_ms, dtype=np.int64)),
+            "key_hi": window.column("key_hi"),
+            "key_lo": window.column("key_lo"),
         },
         schema=KNOWN_SCHEMA,
     )
     old = known.cast(KNOWN_SCHEMA)
     old = old.filter(pc.greater(old.column("end_ms"), end_ms - ttl_ms))
     if old.num_rows and new.num_rows:
-        # A topic's name holds its namespace: (cluster, topic) identifies it.
-        old = old.filter(pc.invert(pc.is_in(_topic_keys(old), value_set=_topic_keys(new))))
+        # A topic's name holds its namespace: (cluster, topic), i.e. its key, identifies it.
+        old_hi, old_lo, new_hi, new_lo = (
+            t.column(name).to_numpy() for t in (old, new) for name in KEY_COLUMNS
+        )
+        old = old.filter(pa.array(~keys_in(old_hi, old_lo, new_hi, new_lo)))
     return pa.concat_tables([old, new]) if new.num_rows else old
-
-
-def _topic_keys(table: pa.Table) -> pa.Array:
-    keys = pc.binary_join_element_wise(table.column("cluster"), table.column("topic"), "\x00")
-    return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
 
 
 def known_chunks(known: pa.Table) -> list[bytes]:
@@ -193,6 +195,7 @@ def window_rows(windows: Sequence[TopicWindow], *, bucket: int, window_ms: int) 
     """Per-topic rows (WINDOW_SCHEMA) from `TopicWindow`s, as the stage's aggregation gives."""
     loads = [w.load for w in windows]
     us = [w.window_end_ms * 1000 for w in windows]
+    key_hi, key_lo = topic_keys([w.cluster for w in windows], [t.topic for t in loads])
     columns: dict[str, pa.Array] = {
         "window_start": pa.array([u - window_ms * 1000 for u in us], pa.timestamp("us", "UTC")),
         "window_end": pa.array(us, pa.timestamp("us", "UTC")),
@@ -204,6 +207,8 @@ def window_rows(windows: Sequence[TopicWindow], *, bucket: int, window_ms: int) 
         **{n: pa.array([getattr(t, n) for t in loads], pa.float64()) for n in RATE_COLUMNS},
         **{n: pa.array([getattr(t, n) for t in loads], pa.int64()) for n in LATEST_COLUMNS},
         "samples": pa.array([w.samples for w in windows], pa.int64()),
+        "key_hi": pa.array(key_hi),
+        "key_lo": pa.array(key_lo),
     }
     return pa.table(columns, schema=WINDOW_SCHEMA)
 

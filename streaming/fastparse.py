@@ -38,6 +38,7 @@ from balancer.core.events import (
 )
 from balancer.core.hashing import hash_position
 from balancer.core.topics import InvalidTopicName, parse_topic
+from streaming.topic_keys import topic_hash
 
 _MAX_FLOAT: Final = sys.float_info.max
 _MAX_INT64: Final = 2**63 - 1
@@ -206,17 +207,19 @@ _CANONICAL: Final = re.compile(
 # gc=False: a read task's cache holds an info per topic (up to half a million), which the
 # collector would otherwise scan on every full collection (~20 % of a cold task's time).
 class TopicInfo(msgspec.Struct, gc=False):
-    """What the stream needs of a topic: full name, namespace, hash position, bucket."""
+    """What the stream needs of a topic: full name, namespace, hash position, key, bucket."""
 
     full: str
     namespace: str
     local_name: str
     position: int  # hash_position(full)
+    hash_hi: int  # topic_hash(full): the topic's half of its key (streaming.topic_keys)
+    hash_lo: int
     bucket: int = -1  # filled by TopicInfoCache.fill_buckets
 
 
 def _info(full: str, namespace: str, local_name: str) -> TopicInfo:
-    return TopicInfo(full, namespace, local_name, hash_position(full))
+    return TopicInfo(full, namespace, local_name, hash_position(full), *topic_hash(full))
 
 
 def topic_info(name: str) -> TopicInfo | None:

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
+from streaming.topic_keys import KEY_FIELDS, group_codes, with_topic_keys
 
 # One event of a pack: what the window aggregation needs, nothing else.
 PACK_SCHEMA: Final = pa.schema(
@@ -37,6 +38,7 @@ PACK_SCHEMA: Final = pa.schema(
         ("event_ms", pa.int64()),
         *((name, pa.float64()) for name in RATE_COLUMNS),
         *((name, pa.int64()) for name in LATEST_COLUMNS),
+        *KEY_FIELDS,  # the topic's key (streaming.topic_keys)
     ]
 )
 
@@ -53,6 +55,7 @@ WINDOW_SCHEMA: Final = pa.schema(
         *((name, pa.float64()) for name in RATE_COLUMNS),
         *((name, pa.int64()) for name in LATEST_COLUMNS),
         ("samples", pa.int64()),
+        *KEY_FIELDS,
     ]
 )
 
@@ -82,8 +85,13 @@ def encode(table: pa.Table | pa.RecordBatch) -> bytes:
 
 
 def decode(payloads: Iterable[bytes], schema: pa.Schema) -> pa.Table:
-    """The concatenated tables of `payloads`, in order (an empty table of `schema` if none)."""
+    """The concatenated tables of `payloads`, in order (an empty table of `schema` if none).
+
+    Payloads stored before topic keys existed get them computed (`with_topic_keys`).
+    """
     tables = [pa.ipc.open_stream(pa.py_buffer(p)).read_all() for p in payloads]
+    if KEY_FIELDS[0] in schema:
+        tables = [with_topic_keys(t) for t in tables]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
@@ -134,12 +142,9 @@ def aggregate_window(
     n_rows = events.num_rows
     if n_rows == 0:
         return WINDOW_SCHEMA.empty_table()
-    # Grouped with numpy over dictionary codes, not Arrow's hash aggregation of the sorted
-    # table: no copy of every event's strings, ~2.5x faster at 250,000 events (and ~7x on a
-    # worker's first call, which initialised Acero).
-    clusters, _ = dictionary_codes(events.column("cluster"))
-    topics, topic_names = dictionary_codes(events.column("topic"))
-    key = clusters * len(topic_names) + topics
+    # Grouped with numpy over codes of the topics' keys (streaming.topic_keys), not of
+    # their names: Arrow's dictionary encoding of the names took half the aggregation.
+    key = group_codes(events.column("key_hi").to_numpy(), events.column("key_lo").to_numpy())
     # By topic, then event time; stable, so equal times keep their arrival order.
     order = np.lexsort((events.column("event_ms").to_numpy(), key))
     sorted_key = key[order]
@@ -150,13 +155,19 @@ def aggregate_window(
     starts = np.flatnonzero(first)
     stops = np.append(starts[1:], n_rows)
     n = len(starts)
-    samples = stops - starts
-    newest = events.take(pa.array(order[stops - 1]))  # each topic's newest sample
+    newest_rows = order[stops - 1]  # each topic's newest sample
+    # Topics in the order their newest samples arrived: the take of the names then reads
+    # the events front to back (~2x faster than in random order; the sort is ~free when the
+    # codes already give that order, as when each pane lists the topics alike).
+    by_arrival = np.argsort(newest_rows, kind="stable")
+    samples = (stops - starts)[by_arrival]
+    newest = events.take(pa.array(newest_rows[by_arrival]))
 
     def mean(name: str) -> pa.Array:
         # bincount adds each topic's samples one after the other, oldest first.
         values = events.column(name).to_numpy()[order]
-        return pa.array(np.bincount(group, weights=values, minlength=n) / samples)
+        sums = np.bincount(group, weights=values, minlength=n)[by_arrival]
+        return pa.array(sums / samples)
 
     columns: dict[str, pa.Array | pa.ChunkedArray] = {
         "window_start": pa.array(np.full(n, window_start_ms * 1000), pa.timestamp("us", "UTC")),
@@ -169,6 +180,8 @@ def aggregate_window(
         **{name: mean(name) for name in RATE_COLUMNS},
         **{name: newest.column(name) for name in LATEST_COLUMNS},
         "samples": pa.array(samples.astype(np.int64)),
+        "key_hi": newest.column("key_hi"),
+        "key_lo": newest.column("key_lo"),
     }
     return pa.table(columns, schema=WINDOW_SCHEMA)
 

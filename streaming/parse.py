@@ -38,6 +38,7 @@ from streaming.fastparse import (
 )
 from streaming.packing import PACK_SCHEMA, pack_events
 from streaming.schema import LATEST_COLUMNS, PARSED_ARROW_SCHEMA, RATE_COLUMNS, RowKind
+from streaming.topic_keys import ClusterHashes
 
 # A dead letter keeps at most this many bytes of the original message, so that a huge
 # rejected message still fits a Kafka dead-letter topic (default max message size 1 MiB).
@@ -125,6 +126,7 @@ _TOPIC = attrgetter("topic")
 
 # One cache per Python worker process: workers are reused across micro-batches.
 _TOPICS = TopicInfoCache()
+_CLUSTER_HASHES = ClusterHashes()
 
 # The event's value fields (Pulsar's names) and their row columns, in the same order.
 _EVENT_FIELDS = (*RATE_FIELDS, *SIZE_FIELDS, *COUNT_FIELDS)
@@ -294,8 +296,10 @@ class RecordParser:
         self.summary.event_times.update(dict(zip(times.tolist(), counts.tolist(), strict=True)))
         # map(attrgetter) keeps each column's loop in C; numbers go straight into numpy
         # arrays (a list of Python numbers first took 3-4x as long, docs/benchmarks.md).
+        clusters = list(map(attrgetter("cluster"), events))
+        cluster_hi, cluster_lo = _CLUSTER_HASHES.of(clusters)
         columns: dict[str, list[object] | pa.Array] = {
-            "cluster": list(map(attrgetter("cluster"), events)),
+            "cluster": clusters,
             "namespace": list(map(attrgetter("namespace"), infos)),
             "topic": list(map(attrgetter("full"), infos)),
             "position": _numbers(infos, "position", n),
@@ -303,6 +307,9 @@ class RecordParser:
         }
         for name, column in zip(_EVENT_FIELDS, _EVENT_COLUMNS, strict=True):
             columns[column] = _numbers(events, name, n, _FLOAT_COLUMNS.get(column, np.int64))
+        for half, cluster_half in (("hi", cluster_hi), ("lo", cluster_lo)):
+            topic_half = np.fromiter(map(attrgetter(f"hash_{half}"), infos), np.int64, count=n)
+            columns[f"key_{half}"] = pa.array(topic_half ^ cluster_half)
         table = pa.table(columns, schema=PACK_SCHEMA)
         buckets = np.fromiter(map(attrgetter("bucket"), infos), dtype=np.int64, count=n)
         packs = pack_events(table, buckets, slide_ms=self.slide_ms)

@@ -30,6 +30,7 @@ from streaming.fastparse import FastEvent, TopicInfoCache, decode_fast, java_has
 from streaming.packing import PACK_SCHEMA, decode, events_of
 from streaming.parse import MAX_DEAD_LETTER_RAW_BYTES, ReadSummary, RecordParser
 from streaming.schema import RowKind
+from streaming.topic_keys import topic_keys
 
 VALUE_FIELDS = (*(f for f in REQUIRED if f != "topic"), "broker")
 MAX_FLOAT_INT = int(sys.float_info.max)
@@ -362,7 +363,7 @@ def test_java_hash_codes_known_values() -> None:
 ROW_FIELDS = ("cluster", "namespace", "topic", "position", "bucket", "event_ms",
               "msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out",
               "storage_size", "backlog_size", "offloaded_storage_size", "producer_count",
-              "consumer_count")  # fmt: skip
+              "consumer_count", "key_hi", "key_lo")  # fmt: skip
 SLIDE_MS = 60_000
 REJECT_FIELDS = ("reason", "detail", "kafka_offset", "raw")
 
@@ -384,10 +385,12 @@ def reference(messages: list[bytes], num_buckets: int, **rules: Any) -> list[tup
                 rejects.append((str(r.reason), detail, offset, raw[:MAX_DEAD_LETTER_RAW_BYTES]))
                 continue
             name = parse_topic(r.topic)
+            (key_hi,), (key_lo,) = topic_keys([r.cluster], [name.full])
             rows.append(
                 (r.cluster, name.namespace_name, name.full, topic_position(name),
                  topic_bucket(name, num_buckets), r.timestamp_ms,
-                 *(getattr(r, f) for f in VALUE_FIELDS[2:-1]))  # rates, counts
+                 *(getattr(r, f) for f in VALUE_FIELDS[2:-1]),  # rates, counts
+                 int(key_hi), int(key_lo))
             )  # fmt: skip
     rows.sort(key=lambda row: (row[4], row[5] - row[5] % SLIDE_MS))  # stable
     return [tuple(map(typed, row)) for row in rows] + rejects

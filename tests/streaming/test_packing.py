@@ -20,6 +20,7 @@ from streaming.packing import (
     pack_events,
 )
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
+from streaming.topic_keys import KEY_COLUMNS, with_topic_keys
 
 SLIDE_MS = 60_000
 BASE_MS = 1_700_000_040_000  # a multiple of SLIDE_MS
@@ -35,8 +36,12 @@ def event(
     }  # fmt: skip
 
 
+# The events as a test writes them: without keys, computed from the names.
+_WITHOUT_KEYS = pa.schema([f for f in PACK_SCHEMA if f.name not in KEY_COLUMNS])
+
+
 def table(events: list[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(events, schema=PACK_SCHEMA)
+    return with_topic_keys(pa.Table.from_pylist(events, schema=_WITHOUT_KEYS))
 
 
 def test_a_pack_round_trips_through_its_payload() -> None:
