@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from balancer.core.bundles import BundleRange, NamespaceBundles
-from balancer.core.exact_sums import exact_parts, total
+from balancer.core.exact_sums import grouped_exact_parts, total
 from balancer.core.load import BundleLoad, TopicLoad
 from streaming.closing import KNOWN_POSITIONS_SCHEMA
 from streaming.packing import WINDOW_SCHEMA, decode, dictionary_codes, encode
@@ -137,10 +137,13 @@ def bundle_partials(
         order = np.argsort(index, kind="stable")
         starts = np.searchsorted(index[order], np.arange(layout.num_bundles + 1))
         in_order = rows[order]  # window rows, bundle by bundle
-        rates = {name: values[in_order] for name, values in rate_values.items()}
+        bounds = starts.tolist()
+        rate_parts = {
+            name: grouped_exact_parts(values[in_order], bounds)
+            for name, values in rate_values.items()
+        }
         sessions = _session_sums(producers[in_order], consumers[in_order], starts)
         for i in np.flatnonzero((reported > 0) | (known_counts > 0)).tolist():
-            a, b = int(starts[i]), int(starts[i + 1])
             columns["cluster"].append(key[0])
             columns["namespace"].append(key[1])
             columns["lower"].append(boundaries[i])
@@ -152,7 +155,7 @@ def bundle_partials(
             columns["namespace_known"].append(len(known_index))
             columns["sessions"].append(str(sessions[i]))
             for name in RATE_COLUMNS:
-                columns[name].append(list(exact_parts(rates[name][a:b].tolist())))
+                columns[name].append(list(rate_parts[name][i]))
     n = len(columns["cluster"])
     return pa.table(
         {name: columns.get(name, [None] * n) for name in PARTIAL_SCHEMA.names},
