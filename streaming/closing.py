@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from streaming.packing import WINDOW_SCHEMA, decode, encode
 from streaming.rollup_reference import TopicWindow
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
-from streaming.topic_keys import KEY_COLUMNS, KEY_FIELDS, keys_in, topic_keys
+from streaming.topic_keys import KEY_COLUMN, KEY_FIELD, topic_keys, topics_in
 
 # A bucket's known topics, as kept in the stage's state.
 KNOWN_SCHEMA: Final = pa.schema(
@@ -43,7 +43,7 @@ KNOWN_SCHEMA: Final = pa.schema(
         ("topic", pa.string()),
         ("position", pa.int64()),
         ("end_ms", pa.int64()),  # end of the topic's newest closed window
-        *KEY_FIELDS,
+        KEY_FIELD,
     ]
 )
 # What the roll-up needs of them.
@@ -73,19 +73,19 @@ def remember(known: pa.Table, window: pa.Table, *, end_ms: int, ttl_ms: int) -> 
             "topic": window.column("topic"),
             "position": window.column("position").cast(pa.int64()),
             "end_ms": pa.array(np.full(window.num_rows, end_ms, dtype=np.int64)),
-            "key_hi": window.column("key_hi"),
-            "key_lo": window.column("key_lo"),
+            KEY_COLUMN: window.column(KEY_COLUMN),
         },
         schema=KNOWN_SCHEMA,
     )
     old = known.cast(KNOWN_SCHEMA)
     old = old.filter(pc.greater(old.column("end_ms"), end_ms - ttl_ms))
     if old.num_rows and new.num_rows:
-        # A topic's name holds its namespace: (cluster, topic), i.e. its key, identifies it.
-        old_hi, old_lo, new_hi, new_lo = (
-            t.column(name).to_numpy() for t in (old, new) for name in KEY_COLUMNS
+        # A topic's name holds its namespace: (cluster, topic), i.e. its key and position,
+        # identifies it.
+        old_keys, old_positions, new_keys, new_positions = (
+            t.column(name).to_numpy() for t in (old, new) for name in (KEY_COLUMN, "position")
         )
-        old = old.filter(pa.array(~keys_in(old_hi, old_lo, new_hi, new_lo)))
+        old = old.filter(pa.array(~topics_in(old_keys, old_positions, new_keys, new_positions)))
     return pa.concat_tables([old, new]) if new.num_rows else old
 
 
@@ -195,7 +195,7 @@ def window_rows(windows: Sequence[TopicWindow], *, bucket: int, window_ms: int) 
     """Per-topic rows (WINDOW_SCHEMA) from `TopicWindow`s, as the stage's aggregation gives."""
     loads = [w.load for w in windows]
     us = [w.window_end_ms * 1000 for w in windows]
-    key_hi, key_lo = topic_keys([w.cluster for w in windows], [t.topic for t in loads])
+    keys = topic_keys([w.cluster for w in windows], [t.topic for t in loads])
     columns: dict[str, pa.Array] = {
         "window_start": pa.array([u - window_ms * 1000 for u in us], pa.timestamp("us", "UTC")),
         "window_end": pa.array(us, pa.timestamp("us", "UTC")),
@@ -207,8 +207,7 @@ def window_rows(windows: Sequence[TopicWindow], *, bucket: int, window_ms: int) 
         **{n: pa.array([getattr(t, n) for t in loads], pa.float64()) for n in RATE_COLUMNS},
         **{n: pa.array([getattr(t, n) for t in loads], pa.int64()) for n in LATEST_COLUMNS},
         "samples": pa.array([w.samples for w in windows], pa.int64()),
-        "key_hi": pa.array(key_hi),
-        "key_lo": pa.array(key_lo),
+        KEY_COLUMN: pa.array(keys),
     }
     return pa.table(columns, schema=WINDOW_SCHEMA)
 

@@ -207,19 +207,18 @@ _CANONICAL: Final = re.compile(
 # gc=False: a read task's cache holds an info per topic (up to half a million), which the
 # collector would otherwise scan on every full collection (~20 % of a cold task's time).
 class TopicInfo(msgspec.Struct, gc=False):
-    """What the stream needs of a topic: full name, namespace, hash position, key, bucket."""
+    """What the stream needs of a topic: full name, namespace, hash position, key part, bucket."""
 
     full: str
     namespace: str
     local_name: str
     position: int  # hash_position(full)
-    hash_hi: int  # topic_hash(full): the topic's half of its key (streaming.topic_keys)
-    hash_lo: int
+    key_part: int  # topic_hash(full): the topic's part of its key (streaming.topic_keys)
     bucket: int = -1  # filled by TopicInfoCache.fill_buckets
 
 
 def _info(full: str, namespace: str, local_name: str) -> TopicInfo:
-    return TopicInfo(full, namespace, local_name, hash_position(full), *topic_hash(full))
+    return TopicInfo(full, namespace, local_name, hash_position(full), topic_hash(full))
 
 
 def topic_info(name: str) -> TopicInfo | None:

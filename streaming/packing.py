@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
-from streaming.topic_keys import KEY_FIELDS, group_codes, with_topic_keys
+from streaming.topic_keys import KEY_COLUMN, KEY_FIELD, group_codes, with_topic_keys
 
 # One event of a pack: what the window aggregation needs, nothing else.
 PACK_SCHEMA: Final = pa.schema(
@@ -38,7 +38,7 @@ PACK_SCHEMA: Final = pa.schema(
         ("event_ms", pa.int64()),
         *((name, pa.float64()) for name in RATE_COLUMNS),
         *((name, pa.int64()) for name in LATEST_COLUMNS),
-        *KEY_FIELDS,  # the topic's key (streaming.topic_keys)
+        KEY_FIELD,  # the topic's key (streaming.topic_keys)
     ]
 )
 
@@ -55,7 +55,7 @@ WINDOW_SCHEMA: Final = pa.schema(
         *((name, pa.float64()) for name in RATE_COLUMNS),
         *((name, pa.int64()) for name in LATEST_COLUMNS),
         ("samples", pa.int64()),
-        *KEY_FIELDS,
+        KEY_FIELD,
     ]
 )
 
@@ -90,7 +90,7 @@ def decode(payloads: Iterable[bytes], schema: pa.Schema) -> pa.Table:
     Payloads stored before topic keys existed get them computed (`with_topic_keys`).
     """
     tables = [pa.ipc.open_stream(pa.py_buffer(p)).read_all() for p in payloads]
-    if KEY_FIELDS[0] in schema:
+    if KEY_COLUMN in schema.names:
         tables = [with_topic_keys(t) for t in tables]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
@@ -144,7 +144,7 @@ def aggregate_window(
         return WINDOW_SCHEMA.empty_table()
     # Grouped with numpy over codes of the topics' keys (streaming.topic_keys), not of
     # their names: Arrow's dictionary encoding of the names took half the aggregation.
-    key = group_codes(events.column("key_hi").to_numpy(), events.column("key_lo").to_numpy())
+    key = group_codes(events.column(KEY_COLUMN).to_numpy(), events.column("position").to_numpy())
     # By topic, then event time; stable, so equal times keep their arrival order.
     order = np.lexsort((events.column("event_ms").to_numpy(), key))
     sorted_key = key[order]
@@ -180,8 +180,7 @@ def aggregate_window(
         **{name: mean(name) for name in RATE_COLUMNS},
         **{name: newest.column(name) for name in LATEST_COLUMNS},
         "samples": pa.array(samples.astype(np.int64)),
-        "key_hi": newest.column("key_hi"),
-        "key_lo": newest.column("key_lo"),
+        KEY_COLUMN: newest.column(KEY_COLUMN),
     }
     return pa.table(columns, schema=WINDOW_SCHEMA)
 

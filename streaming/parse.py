@@ -38,7 +38,7 @@ from streaming.fastparse import (
 )
 from streaming.packing import PACK_SCHEMA, pack_events
 from streaming.schema import LATEST_COLUMNS, PARSED_ARROW_SCHEMA, RATE_COLUMNS, RowKind
-from streaming.topic_keys import ClusterHashes
+from streaming.topic_keys import KEY_COLUMN, ClusterHashes
 
 # A dead letter keeps at most this many bytes of the original message, so that a huge
 # rejected message still fits a Kafka dead-letter topic (default max message size 1 MiB).
@@ -297,7 +297,6 @@ class RecordParser:
         # map(attrgetter) keeps each column's loop in C; numbers go straight into numpy
         # arrays (a list of Python numbers first took 3-4x as long, docs/benchmarks.md).
         clusters = list(map(attrgetter("cluster"), events))
-        cluster_hi, cluster_lo = _CLUSTER_HASHES.of(clusters)
         columns: dict[str, list[object] | pa.Array] = {
             "cluster": clusters,
             "namespace": list(map(attrgetter("namespace"), infos)),
@@ -307,9 +306,8 @@ class RecordParser:
         }
         for name, column in zip(_EVENT_FIELDS, _EVENT_COLUMNS, strict=True):
             columns[column] = _numbers(events, name, n, _FLOAT_COLUMNS.get(column, np.int64))
-        for half, cluster_half in (("hi", cluster_hi), ("lo", cluster_lo)):
-            topic_half = np.fromiter(map(attrgetter(f"hash_{half}"), infos), np.int64, count=n)
-            columns[f"key_{half}"] = pa.array(topic_half ^ cluster_half)
+        topic_parts = np.fromiter(map(attrgetter("key_part"), infos), np.int64, count=n)
+        columns[KEY_COLUMN] = pa.array(topic_parts ^ _CLUSTER_HASHES.of(clusters))
         table = pa.table(columns, schema=PACK_SCHEMA)
         buckets = np.fromiter(map(attrgetter("bucket"), infos), dtype=np.int64, count=n)
         packs = pack_events(table, buckets, slide_ms=self.slide_ms)

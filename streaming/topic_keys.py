@@ -1,17 +1,20 @@
-"""A 128-bit key per (cluster, topic), so a window's topics are grouped on integers.
+"""A 64-bit key per (cluster, topic), so a window's topics are grouped on integers.
 
 Grouping a window's events by topic name cost most of a close: Arrow's dictionary encoding
 of 5M names took ~1.9 s of a 2.5M-topic bucket's ~4 s aggregation, and the known-topic
 merge another ~1.9 s of name joins and set lookups (docs/benchmarks.md). So each event
-carries its topic's key, computed once per topic in the read task's topic cache:
+carries its topic's key, computed once per topic in the read task's topic cache and once
+per cluster:
 
-    key(cluster, topic) = murmur3_x64_128(topic, seed 0) XOR murmur3_x64_128(cluster, seed 1)
+    topic_key(cluster, topic) = murmur3_x64_128(topic)[:64] XOR murmur3_x64_128(cluster)[:64]
 
-as two int64 columns, `key_hi` and `key_lo`. Grouping sorts on `key_hi` only and checks
-that `key_lo` agrees within each group; two topics of one bucket sharing `key_hi` (odds
-~n^2 / 2^65, about 2e-7 for a 2.5M-topic bucket) send that step to the exact comparison of
-both halves. Two (cluster, topic) pairs sharing all 128 bits (odds ~n^2 / 2^129) would be
-counted as one topic: the risk every content-addressed store takes.
+A topic is identified by its key *and* its Pulsar hash position (CRC-32 of the name,
+already in every row): 96 bits from two unrelated hash functions, at no extra bytes a
+row but the key's 8 (the state store and the shuffle carry every event's bytes). Grouping
+encodes the key and checks that the position agrees within each group; two topics of one
+bucket sharing a key (odds ~n^2 / 2^65, about 2e-7 for a 2.5M-topic bucket) send that
+step to the exact comparison of both. Two (cluster, topic) pairs sharing key and position
+(odds ~n^2 / 2^97) would be counted as one topic.
 
 Packs and known topics stored before keys existed have none; `with_topic_keys` computes
 them from the names, so a checkpoint of that version keeps working.
@@ -29,61 +32,60 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-KEY_COLUMNS: Final = ("key_hi", "key_lo")
-KEY_FIELDS: Final = tuple(pa.field(name, pa.int64()) for name in KEY_COLUMNS)
+KEY_COLUMN: Final = "topic_key"
+KEY_FIELD: Final = pa.field(KEY_COLUMN, pa.int64())
 
 _TOPIC_SEED: Final = 0
 _CLUSTER_SEED: Final = 1
 
 
-def topic_hash(full_name: str) -> tuple[int, int]:
-    """The topic's half of its key (signed 64-bit halves of murmur3_x64_128)."""
-    return mmh3.hash64(full_name, _TOPIC_SEED, True, True)
+def _hash(text: str, seed: int) -> int:
+    return mmh3.hash64(text, seed, True, True)[0]
+
+
+def topic_hash(full_name: str) -> int:
+    """The topic's part of its key (signed 64 bits)."""
+    return _hash(full_name, _TOPIC_SEED)
 
 
 class ClusterHashes:
-    """Cluster name -> its half of the key, memoised (a deployment has a few clusters)."""
+    """Cluster name -> its part of the key, memoised (a deployment has a few clusters)."""
 
     def __init__(self) -> None:
-        self._hashes: dict[str, tuple[int, int]] = {}
+        self._hashes: dict[str, int] = {}
 
-    def of(self, clusters: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Each cluster's (hi, lo) halves as int64 arrays."""
+    def of(self, clusters: Sequence[str]) -> np.ndarray:
+        """Each cluster's part as an int64 array."""
         hashes = self._hashes
         for cluster in set(clusters) - hashes.keys():
-            hashes[cluster] = mmh3.hash64(cluster, _CLUSTER_SEED, True, True)
-        pairs = list(map(hashes.__getitem__, clusters))
-        n = len(pairs)
-        his = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=n)
-        los = np.fromiter((p[1] for p in pairs), dtype=np.int64, count=n)
-        return his, los
+            hashes[cluster] = _hash(cluster, _CLUSTER_SEED)
+        return np.fromiter(map(hashes.__getitem__, clusters), dtype=np.int64, count=len(clusters))
 
 
-def topic_keys(clusters: Sequence[str], topics: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(key_hi, key_lo) of each (cluster, topic), from the names."""
-    cluster_hi, cluster_lo = ClusterHashes().of(clusters)
-    memo: dict[str, tuple[int, int]] = {}
-    pairs = [memo[t] if t in memo else memo.setdefault(t, topic_hash(t)) for t in topics]
-    n = len(pairs)
-    topic_hi = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=n)
-    topic_lo = np.fromiter((p[1] for p in pairs), dtype=np.int64, count=n)
-    return topic_hi ^ cluster_hi, topic_lo ^ cluster_lo
+def topic_keys(clusters: Sequence[str], topics: Sequence[str]) -> np.ndarray:
+    """The key of each (cluster, topic), from the names."""
+    memo: dict[str, int] = {}
+    topic_part = np.fromiter(
+        (memo[t] if t in memo else memo.setdefault(t, topic_hash(t)) for t in topics),
+        dtype=np.int64,
+        count=len(topics),
+    )
+    keys: np.ndarray = topic_part ^ ClusterHashes().of(clusters)
+    return keys
 
 
 def with_topic_keys(table: pa.Table) -> pa.Table:
-    """`table` (with `cluster` and `topic` columns) with its key columns, computed when absent."""
-    if all(name in table.column_names for name in KEY_COLUMNS):
+    """`table` (with `cluster` and `topic` columns) with its key column, computed if absent."""
+    if KEY_COLUMN in table.column_names:
         return table
-    hi, lo = topic_keys(table.column("cluster").to_pylist(), table.column("topic").to_pylist())
-    return table.append_column(KEY_FIELDS[0], pa.array(hi)).append_column(
-        KEY_FIELDS[1], pa.array(lo)
-    )
+    keys = topic_keys(table.column("cluster").to_pylist(), table.column("topic").to_pylist())
+    return table.append_column(KEY_FIELD, pa.array(keys))
 
 
-def group_codes(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """A code per row (int64): equal for the rows of one key, numbered in the order keys
-    first appear (so rows sorted by code keep roughly their arrival order)."""
-    encoded = pa.array(hi).dictionary_encode()  # Arrow's hash table: ~0.4 s for 5M rows
+def group_codes(keys: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """A code per row (int64): equal for the rows of one topic (key and position), numbered
+    in the order topics first appear (rows sorted by code keep roughly their arrival order)."""
+    encoded = pa.array(keys).dictionary_encode()  # Arrow's hash table: ~0.4 s for 5M rows
     codes: np.ndarray = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     # Codes first appear in increasing order: a row is its code's first where it is larger
     # than every code before it.
@@ -91,43 +93,47 @@ def group_codes(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     is_first = np.empty(len(codes), dtype=bool)
     is_first[:1] = True
     np.greater(codes[1:], running_max[:-1], out=is_first[1:])
-    if np.array_equal(lo[is_first][codes], lo):
+    if np.array_equal(positions[is_first][codes], positions):
         return codes
-    # Two keys share key_hi (odds ~n^2/2^65): encode both halves (~2.5x slower).
-    both = np.empty((len(hi), 2), dtype=np.int64)
-    both[:, 0], both[:, 1] = hi, lo
-    pairs = pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(hi), [None, pa.py_buffer(both)])
+    # Two topics share a key (odds ~n^2/2^65): encode key and position (~2.5x slower).
+    both = np.empty((len(keys), 2), dtype=np.int64)
+    both[:, 0], both[:, 1] = keys, positions
+    pairs = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(16), len(keys), [None, pa.py_buffer(both)]
+    )
     exact: np.ndarray = pairs.dictionary_encode().indices.to_numpy(zero_copy_only=False)
     return exact.astype(np.int64)
 
 
-def keys_in(hi: np.ndarray, lo: np.ndarray, set_hi: np.ndarray, set_lo: np.ndarray) -> np.ndarray:
-    """Whether each key (hi, lo) is one of the keys (set_hi, set_lo) (bool array)."""
-    if len(hi) == 0 or len(set_hi) == 0:
-        return np.zeros(len(hi), dtype=bool)
-    sorted_set = np.sort(set_hi)
+def topics_in(
+    keys: np.ndarray, positions: np.ndarray, set_keys: np.ndarray, set_positions: np.ndarray
+) -> np.ndarray:
+    """Whether each topic (key, position) is one of the topics (set_keys, set_positions)."""
+    if len(keys) == 0 or len(set_keys) == 0:
+        return np.zeros(len(keys), dtype=bool)
+    sorted_set = np.sort(set_keys)
     if np.any(sorted_set[1:] == sorted_set[:-1]):
-        # Two keys of the set share key_hi (odds ~n^2/2^65): compare whole keys.
-        members = set(zip(set_hi.tolist(), set_lo.tolist(), strict=True))
+        # Two topics of the set share a key (odds ~n^2/2^65): compare (key, position) pairs.
+        members = set(zip(set_keys.tolist(), set_positions.tolist(), strict=True))
         return np.fromiter(
-            (k in members for k in zip(hi.tolist(), lo.tolist(), strict=True)),
+            (t in members for t in zip(keys.tolist(), positions.tolist(), strict=True)),
             dtype=bool,
-            count=len(hi),
+            count=len(keys),
         )
-    index = pc.index_in(pa.array(hi), value_set=pa.array(set_hi))
+    index = pc.index_in(pa.array(keys), value_set=pa.array(set_keys))
     found: np.ndarray = index.is_valid().to_numpy(zero_copy_only=False)
-    positions = index.fill_null(0).to_numpy()
-    member: np.ndarray = found & (set_lo[positions] == lo)
+    rows = index.fill_null(0).to_numpy()
+    member: np.ndarray = found & (set_positions[rows] == positions)
     return member
 
 
 __all__ = [
-    "KEY_COLUMNS",
-    "KEY_FIELDS",
+    "KEY_COLUMN",
+    "KEY_FIELD",
     "ClusterHashes",
     "group_codes",
-    "keys_in",
     "topic_hash",
     "topic_keys",
+    "topics_in",
     "with_topic_keys",
 ]

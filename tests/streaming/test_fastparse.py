@@ -363,7 +363,7 @@ def test_java_hash_codes_known_values() -> None:
 ROW_FIELDS = ("cluster", "namespace", "topic", "position", "bucket", "event_ms",
               "msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out",
               "storage_size", "backlog_size", "offloaded_storage_size", "producer_count",
-              "consumer_count", "key_hi", "key_lo")  # fmt: skip
+              "consumer_count", "topic_key")  # fmt: skip
 SLIDE_MS = 60_000
 REJECT_FIELDS = ("reason", "detail", "kafka_offset", "raw")
 
@@ -385,12 +385,12 @@ def reference(messages: list[bytes], num_buckets: int, **rules: Any) -> list[tup
                 rejects.append((str(r.reason), detail, offset, raw[:MAX_DEAD_LETTER_RAW_BYTES]))
                 continue
             name = parse_topic(r.topic)
-            (key_hi,), (key_lo,) = topic_keys([r.cluster], [name.full])
+            (key,) = topic_keys([r.cluster], [name.full])
             rows.append(
                 (r.cluster, name.namespace_name, name.full, topic_position(name),
                  topic_bucket(name, num_buckets), r.timestamp_ms,
                  *(getattr(r, f) for f in VALUE_FIELDS[2:-1]),  # rates, counts
-                 int(key_hi), int(key_lo))
+                 int(key))
             )  # fmt: skip
     rows.sort(key=lambda row: (row[4], row[5] - row[5] % SLIDE_MS))  # stable
     return [tuple(map(typed, row)) for row in rows] + rejects

@@ -20,7 +20,7 @@ from streaming.packing import (
     pack_events,
 )
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
-from streaming.topic_keys import KEY_COLUMNS, with_topic_keys
+from streaming.topic_keys import KEY_COLUMN, with_topic_keys
 
 SLIDE_MS = 60_000
 BASE_MS = 1_700_000_040_000  # a multiple of SLIDE_MS
@@ -37,7 +37,7 @@ def event(
 
 
 # The events as a test writes them: without keys, computed from the names.
-_WITHOUT_KEYS = pa.schema([f for f in PACK_SCHEMA if f.name not in KEY_COLUMNS])
+_WITHOUT_KEYS = pa.schema([f for f in PACK_SCHEMA if f.name != KEY_COLUMN])
 
 
 def table(events: list[dict[str, Any]]) -> pa.Table:

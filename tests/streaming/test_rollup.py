@@ -20,7 +20,7 @@ from streaming.closing import KNOWN_SCHEMA, LocalStage, remember, window_rows
 from streaming.deadletters import DeadLetter
 from streaming.rollup import bundle_index
 from streaming.rollup_reference import SeenTopics, TopicWindow, roll_up_window
-from streaming.topic_keys import KEY_COLUMNS
+from streaming.topic_keys import KEY_COLUMN
 from streaming.windows import WindowSpec
 
 END = 1_700_000_100_000
@@ -168,7 +168,7 @@ def test_known_topics_expire_after_the_ttl_and_keep_the_newest_end() -> None:
     assert known.num_rows == 2
     known = remember(known, rows(w("x", END)), end_ms=END, ttl_ms=120_000)  # type: ignore[arg-type]
     # y was last seen 180 s before this window's end: gone; x was refreshed.
-    assert known.drop_columns(list(KEY_COLUMNS)).to_pylist() == [
+    assert known.drop_columns([KEY_COLUMN]).to_pylist() == [
         {"cluster": "c1", "namespace": "t/a", "topic": "persistent://t/a/x",
          "position": hash_position("persistent://t/a/x"), "end_ms": END},
     ]  # fmt: skip

@@ -1,5 +1,5 @@
 """Topic keys: what identifies a (cluster, topic) in a window, and the exact paths taken when
-two keys share their high half (forced here: at real odds it would never be exercised)."""
+two topics share a key (forced here: at real odds it would never be exercised)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from balancer.core.hashing import hash_position
 from streaming.closing import KNOWN_SCHEMA, remember
 from streaming.packing import PACK_SCHEMA, WINDOW_SCHEMA, aggregate_window, decode, encode
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
 from streaming.topic_keys import (
-    KEY_COLUMNS,
+    KEY_COLUMN,
     ClusterHashes,
     group_codes,
-    keys_in,
     topic_hash,
     topic_keys,
+    topics_in,
     with_topic_keys,
 )
 
@@ -27,7 +28,7 @@ BASE_MS = 1_700_000_040_000
 
 
 def test_a_key_depends_on_the_cluster_and_the_topic() -> None:
-    hi, lo = topic_keys(
+    keys = topic_keys(
         ["c1", "c1", "c2", "c1"],
         [
             "persistent://t/ns/a",
@@ -35,26 +36,24 @@ def test_a_key_depends_on_the_cluster_and_the_topic() -> None:
             "persistent://t/ns/a",
             "persistent://t/ns/a",
         ],
-    )
-    keys = list(zip(hi.tolist(), lo.tolist(), strict=True))
+    ).tolist()
     assert keys[0] == keys[3]  # the same pair, the same key
     assert len(set(keys[:3])) == 3
-    # The read task's way (topic half cached per topic, cluster half per cluster) agrees.
-    topic_hi, topic_lo = topic_hash("persistent://t/ns/a")
-    cluster_hi, cluster_lo = ClusterHashes().of(["c2"])
-    assert keys[2] == (topic_hi ^ int(cluster_hi[0]), topic_lo ^ int(cluster_lo[0]))
+    # The read task's way (topic part cached per topic, cluster part per cluster) agrees.
+    (cluster_part,) = ClusterHashes().of(["c2"]).tolist()
+    assert keys[2] == topic_hash("persistent://t/ns/a") ^ cluster_part
 
 
-def test_group_codes_number_keys_in_order_of_first_appearance() -> None:
-    hi = np.array([7, 3, 7, 9, 3], dtype=np.int64)
-    lo = np.array([1, 2, 1, 4, 2], dtype=np.int64)
-    assert group_codes(hi, lo).tolist() == [0, 1, 0, 2, 1]
+def test_group_codes_number_topics_in_order_of_first_appearance() -> None:
+    keys = np.array([7, 3, 7, 9, 3], dtype=np.int64)
+    positions = np.array([1, 2, 1, 4, 2], dtype=np.int64)
+    assert group_codes(keys, positions).tolist() == [0, 1, 0, 2, 1]
 
 
-def test_keys_sharing_their_high_half_stay_apart() -> None:
-    hi = np.array([7, 7, 3, 7], dtype=np.int64)
-    lo = np.array([1, 2, 5, 1], dtype=np.int64)  # (7, 1) and (7, 2) are two keys
-    codes = group_codes(hi, lo).tolist()
+def test_topics_sharing_a_key_stay_apart() -> None:
+    keys = np.array([7, 7, 3, 7], dtype=np.int64)
+    positions = np.array([1, 2, 5, 1], dtype=np.int64)  # (7, 1) and (7, 2) are two topics
+    codes = group_codes(keys, positions).tolist()
     assert codes[0] == codes[3] and len({codes[0], codes[1], codes[2]}) == 3
 
 
@@ -63,38 +62,38 @@ def test_keys_sharing_their_high_half_stay_apart() -> None:
     st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=30),
     st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=30),
 )
-def test_keys_in_is_set_membership_of_whole_keys(
+def test_topics_in_is_set_membership_of_key_and_position(
     queries: list[tuple[int, int]], members: list[tuple[int, int]]
 ) -> None:
-    # Tiny halves: high halves collide all the time, and the set often repeats one.
-    def halves(keys: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-        return np.array([k[0] for k in keys], np.int64), np.array([k[1] for k in keys], np.int64)
+    # Tiny keys: keys collide all the time, and the set often repeats one.
+    def columns(topics: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        return np.array([t[0] for t in topics], np.int64), np.array(
+            [t[1] for t in topics], np.int64
+        )
 
-    got = keys_in(*halves(queries), *halves(members)).tolist()
+    got = topics_in(*columns(queries), *columns(members)).tolist()
     assert got == [q in set(members) for q in queries]
 
 
 def event(topic: str, event_ms: int, rate: float, size: int) -> dict[str, Any]:
     return {
         "cluster": "c1", "namespace": "t/ns", "topic": f"persistent://t/ns/{topic}",
-        "position": len(topic), "event_ms": event_ms,
+        "position": hash_position(f"persistent://t/ns/{topic}"), "event_ms": event_ms,
         **dict.fromkeys(RATE_COLUMNS, rate), **dict.fromkeys(LATEST_COLUMNS, size),
     }  # fmt: skip
 
 
 def without_keys(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_pylist(
-        rows, schema=pa.schema([f for f in schema if f.name not in KEY_COLUMNS])
-    )
+    return pa.Table.from_pylist(rows, schema=pa.schema([f for f in schema if f.name != KEY_COLUMN]))
 
 
-def forced_high_halves(table: pa.Table) -> pa.Table:
-    """`table` with every key's high half set to 1 (low halves kept: keys stay distinct)."""
-    index = table.schema.get_field_index("key_hi")
-    return table.set_column(index, "key_hi", pa.array(np.ones(table.num_rows, dtype=np.int64)))
+def forced_key(table: pa.Table) -> pa.Table:
+    """`table` with every topic's key set to 1 (positions differ: the topics stay apart)."""
+    index = table.schema.get_field_index(KEY_COLUMN)
+    return table.set_column(index, KEY_COLUMN, pa.array(np.ones(table.num_rows, dtype=np.int64)))
 
 
-def test_a_window_with_colliding_high_halves_aggregates_exactly() -> None:
+def test_a_window_whose_topics_share_a_key_aggregates_exactly() -> None:
     rows = [
         event("a", BASE_MS, 1.0, 10),
         event("b", BASE_MS + 1, 3.0, 20),
@@ -114,10 +113,10 @@ def test_a_window_with_colliding_high_halves_aggregates_exactly() -> None:
 
     want = {"persistent://t/ns/a": (1.5, 11, 2), "persistent://t/ns/b": (4.0, 21, 2)}
     assert by_topic(events) == want
-    assert by_topic(forced_high_halves(events)) == want
+    assert by_topic(forced_key(events)) == want
 
 
-def test_the_known_topics_merge_keeps_a_topic_whose_high_half_collides() -> None:
+def test_the_known_topics_merge_keeps_a_topic_whose_key_collides() -> None:
     def window(*topics: str) -> pa.Table:
         events = with_topic_keys(
             without_keys([event(t, BASE_MS, 1.0, 1) for t in topics], PACK_SCHEMA)
@@ -125,7 +124,7 @@ def test_the_known_topics_merge_keeps_a_topic_whose_high_half_collides() -> None
         rows = aggregate_window(
             events, bucket=0, window_start_ms=BASE_MS, window_end_ms=BASE_MS + 1
         )
-        return forced_high_halves(rows)
+        return forced_key(rows)
 
     known = remember(KNOWN_SCHEMA.empty_table(), window("a", "b"), end_ms=1_000, ttl_ms=10_000)
     known = remember(known, window("b", "c"), end_ms=2_000, ttl_ms=10_000)
@@ -160,5 +159,5 @@ def test_payloads_stored_before_keys_existed_get_their_keys() -> None:
     )
     known = decode([encode(old_known)], KNOWN_SCHEMA)
     assert known.schema == KNOWN_SCHEMA
-    hi, lo = topic_keys(["c1"], ["persistent://t/ns/a"])
-    assert known.select(list(KEY_COLUMNS)).to_pylist() == [{"key_hi": hi[0], "key_lo": lo[0]}]
+    (key,) = topic_keys(["c1"], ["persistent://t/ns/a"]).tolist()
+    assert known.column(KEY_COLUMN).to_pylist() == [key]
