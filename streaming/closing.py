@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.packing import WINDOW_SCHEMA, decode, encode
+from streaming.packing import KEYED_WINDOW_SCHEMA, decode, encode
 from streaming.rollup_reference import TopicWindow
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
 from streaming.topic_keys import KEY_COLUMN, KEY_FIELD, topic_keys, topics_in
@@ -165,7 +165,7 @@ def close_window(
                 part=part,
                 topics=rows.num_rows,
                 namespaces=_namespaces(rows),
-                payload=encode(rows),
+                payload=encode(rows.drop_columns([KEY_COLUMN])),
                 known=encode(positions.slice(part * part_rows, part_rows)),
             )
         )
@@ -192,7 +192,7 @@ def closed_table(rows: Iterable[ClosedWindow]) -> pa.Table:
 
 
 def window_rows(windows: Sequence[TopicWindow], *, bucket: int, window_ms: int) -> pa.Table:
-    """Per-topic rows (WINDOW_SCHEMA) from `TopicWindow`s, as the stage's aggregation gives."""
+    """Per-topic rows (KEYED_WINDOW_SCHEMA) from `TopicWindow`s, as the aggregation gives."""
     loads = [w.load for w in windows]
     us = [w.window_end_ms * 1000 for w in windows]
     keys = topic_keys([w.cluster for w in windows], [t.topic for t in loads])
@@ -209,7 +209,7 @@ def window_rows(windows: Sequence[TopicWindow], *, bucket: int, window_ms: int) 
         "samples": pa.array([w.samples for w in windows], pa.int64()),
         KEY_COLUMN: pa.array(keys),
     }
-    return pa.table(columns, schema=WINDOW_SCHEMA)
+    return pa.table(columns, schema=KEYED_WINDOW_SCHEMA)
 
 
 class LocalStage:

@@ -28,11 +28,16 @@ import pyarrow as pa
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
 from streaming.topic_keys import KEY_COLUMN, KEY_FIELD, group_codes, with_topic_keys
 
+# A string column that repeats a few values. In a pack, a plain string column costs ~3 bytes
+# an event after zstd (its offsets), a dictionary column almost nothing: cluster and
+# namespace are stored so, which pays for most of the topic key's 8 bytes.
+_LABEL: Final = pa.dictionary(pa.int32(), pa.string())
+
 # One event of a pack: what the window aggregation needs, nothing else.
 PACK_SCHEMA: Final = pa.schema(
     [
-        ("cluster", pa.string()),
-        ("namespace", pa.string()),
+        ("cluster", _LABEL),
+        ("namespace", _LABEL),
         ("topic", pa.string()),
         ("position", pa.int64()),  # Pulsar's bundle hash position of the topic
         ("event_ms", pa.int64()),
@@ -42,7 +47,8 @@ PACK_SCHEMA: Final = pa.schema(
     ]
 )
 
-# One topic's values over one closed window (what the driver rolls up to bundles).
+# One topic's values over one closed window, as the stage emits them (the executors roll
+# them up to bundles).
 WINDOW_SCHEMA: Final = pa.schema(
     [
         ("window_start", pa.timestamp("us", tz="UTC")),
@@ -55,9 +61,11 @@ WINDOW_SCHEMA: Final = pa.schema(
         *((name, pa.float64()) for name in RATE_COLUMNS),
         *((name, pa.int64()) for name in LATEST_COLUMNS),
         ("samples", pa.int64()),
-        KEY_FIELD,
     ]
 )
+# The same with each topic's key: what the aggregation gives and the known topics need (the
+# key stays in the stage: 8 bytes a topic less for every reader of a close).
+KEYED_WINDOW_SCHEMA: Final = WINDOW_SCHEMA.append(KEY_FIELD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +95,13 @@ def encode(table: pa.Table | pa.RecordBatch) -> bytes:
 def decode(payloads: Iterable[bytes], schema: pa.Schema) -> pa.Table:
     """The concatenated tables of `payloads`, in order (an empty table of `schema` if none).
 
-    Payloads stored before topic keys existed get them computed (`with_topic_keys`).
+    Payloads stored by an earlier version (no topic keys, plain string labels) are brought
+    to `schema`: keys computed (`with_topic_keys`), labels cast.
     """
     tables = [pa.ipc.open_stream(pa.py_buffer(p)).read_all() for p in payloads]
     if KEY_COLUMN in schema.names:
         tables = [with_topic_keys(t) for t in tables]
+    tables = [t if t.schema == schema else t.cast(schema) for t in tables]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
@@ -116,10 +126,25 @@ def pack_events(events: pa.Table, buckets: np.ndarray, *, slide_ms: int) -> list
             pane_start_ms=int(sorted_panes[a]),
             max_event_ms=int(sorted_ms[a:b].max()),
             events=b - a,
-            payload=encode(ordered.slice(a, b - a)),
+            payload=encode(_compact_labels(ordered.slice(a, b - a))),
         )
         for a, b in zip(starts, stops, strict=True)
     ]
+
+
+def _compact_labels(table: pa.Table) -> pa.Table:
+    """`table` with each dictionary column's dictionary cut to the values its rows use (a
+    slice keeps the whole flush's dictionary, which every pack would otherwise carry)."""
+    for index, field in enumerate(table.schema):
+        if not pa.types.is_dictionary(field.type):
+            continue
+        column = table.column(index).combine_chunks()
+        used, codes = np.unique(column.indices.to_numpy(), return_inverse=True)
+        compact = pa.DictionaryArray.from_arrays(
+            pa.array(codes.astype(np.int32)), column.dictionary.take(pa.array(used))
+        )
+        table = table.set_column(index, field, compact)
+    return table
 
 
 def dictionary_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
@@ -133,7 +158,7 @@ def dictionary_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa
 def aggregate_window(
     events: pa.Table, *, bucket: int, window_start_ms: int, window_end_ms: int
 ) -> pa.Table:
-    """One row per (cluster, topic) of a window's events (WINDOW_SCHEMA).
+    """One row per (cluster, topic) of a window's events (KEYED_WINDOW_SCHEMA).
 
     Rates are averaged over the topic's samples; sizes and session counts are the newest
     sample's. Two samples of one topic with the same millisecond: the later one to arrive
@@ -141,7 +166,7 @@ def aggregate_window(
     """
     n_rows = events.num_rows
     if n_rows == 0:
-        return WINDOW_SCHEMA.empty_table()
+        return KEYED_WINDOW_SCHEMA.empty_table()
     # Grouped with numpy over codes of the topics' keys (streaming.topic_keys), not of
     # their names: Arrow's dictionary encoding of the names took half the aggregation.
     key = group_codes(events.column(KEY_COLUMN).to_numpy(), events.column("position").to_numpy())
@@ -173,8 +198,8 @@ def aggregate_window(
         "window_start": pa.array(np.full(n, window_start_ms * 1000), pa.timestamp("us", "UTC")),
         "window_end": pa.array(np.full(n, window_end_ms * 1000), pa.timestamp("us", "UTC")),
         "bucket": pa.array(np.full(n, bucket, dtype=np.int32)),
-        "cluster": newest.column("cluster"),
-        "namespace": newest.column("namespace"),
+        "cluster": newest.column("cluster").cast(pa.string()),
+        "namespace": newest.column("namespace").cast(pa.string()),
         "topic": newest.column("topic"),
         "position": newest.column("position"),
         **{name: mean(name) for name in RATE_COLUMNS},
@@ -182,7 +207,7 @@ def aggregate_window(
         "samples": pa.array(samples.astype(np.int64)),
         KEY_COLUMN: newest.column(KEY_COLUMN),
     }
-    return pa.table(columns, schema=WINDOW_SCHEMA)
+    return pa.table(columns, schema=KEYED_WINDOW_SCHEMA)
 
 
 def events_of(rows: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
@@ -205,6 +230,7 @@ def decode_windows(payloads: Sequence[bytes]) -> pa.Table:
 
 
 __all__ = [
+    "KEYED_WINDOW_SCHEMA",
     "PACK_SCHEMA",
     "WINDOW_SCHEMA",
     "Pack",

@@ -296,10 +296,10 @@ class RecordParser:
         self.summary.event_times.update(dict(zip(times.tolist(), counts.tolist(), strict=True)))
         # map(attrgetter) keeps each column's loop in C; numbers go straight into numpy
         # arrays (a list of Python numbers first took 3-4x as long, docs/benchmarks.md).
-        clusters = list(map(attrgetter("cluster"), events))
+        clusters = pa.array(list(map(attrgetter("cluster"), events))).dictionary_encode()
         columns: dict[str, list[object] | pa.Array] = {
             "cluster": clusters,
-            "namespace": list(map(attrgetter("namespace"), infos)),
+            "namespace": pa.array(list(map(attrgetter("namespace"), infos))).dictionary_encode(),
             "topic": list(map(attrgetter("full"), infos)),
             "position": _numbers(infos, "position", n),
             "event_ms": timestamps_ms,

@@ -36,7 +36,6 @@ from balancer.core.load import BundleLoad, TopicLoad
 from streaming.closing import KNOWN_POSITIONS_SCHEMA
 from streaming.packing import WINDOW_SCHEMA, decode, dictionary_codes, encode
 from streaming.schema import RATE_COLUMNS
-from streaming.topic_keys import KEY_COLUMN
 
 Layouts = Mapping[tuple[str, str], NamespaceBundles]
 BundleKey = tuple[str, str, int]  # cluster, namespace, bundle lower bound
@@ -73,7 +72,7 @@ PARTIAL_SCHEMA: Final = pa.schema(
 )
 # The per-topic rows that reach the driver.
 TOPIC_ROWS_SCHEMA: Final = pa.schema(
-    [field for field in WINDOW_SCHEMA if field.name not in ("window_start", "bucket", KEY_COLUMN)]
+    [field for field in WINDOW_SCHEMA if field.name not in ("window_start", "bucket")]
 )
 
 

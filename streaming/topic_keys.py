@@ -54,12 +54,15 @@ class ClusterHashes:
     def __init__(self) -> None:
         self._hashes: dict[str, int] = {}
 
-    def of(self, clusters: Sequence[str]) -> np.ndarray:
-        """Each cluster's part as an int64 array."""
+    def of(self, clusters: pa.DictionaryArray) -> np.ndarray:
+        """Each row's cluster part as an int64 array (hashed once per distinct cluster)."""
         hashes = self._hashes
-        for cluster in set(clusters) - hashes.keys():
+        names = clusters.dictionary.to_pylist()
+        for cluster in set(names) - hashes.keys():
             hashes[cluster] = _hash(cluster, _CLUSTER_SEED)
-        return np.fromiter(map(hashes.__getitem__, clusters), dtype=np.int64, count=len(clusters))
+        parts = np.fromiter(map(hashes.__getitem__, names), dtype=np.int64, count=len(names))
+        taken: np.ndarray = parts[clusters.indices.to_numpy(zero_copy_only=False)]
+        return taken
 
 
 def topic_keys(clusters: Sequence[str], topics: Sequence[str]) -> np.ndarray:
@@ -70,7 +73,7 @@ def topic_keys(clusters: Sequence[str], topics: Sequence[str]) -> np.ndarray:
         dtype=np.int64,
         count=len(topics),
     )
-    keys: np.ndarray = topic_part ^ ClusterHashes().of(clusters)
+    keys: np.ndarray = topic_part ^ ClusterHashes().of(pa.array(clusters).dictionary_encode())
     return keys
 
 

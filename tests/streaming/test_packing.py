@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.packing import (
+    KEYED_WINDOW_SCHEMA,
     PACK_SCHEMA,
     WINDOW_SCHEMA,
     aggregate_window,
@@ -48,6 +49,20 @@ def test_a_pack_round_trips_through_its_payload() -> None:
     events = table([event("a", BASE_MS), event("b", BASE_MS + 5, rate=2.5)])
     assert decode([encode(events)], PACK_SCHEMA).equals(events)
     assert decode([], PACK_SCHEMA).num_rows == 0
+
+
+def test_a_pack_carries_only_the_labels_its_events_use() -> None:
+    events = [
+        {**event("a", BASE_MS), "namespace": f"t/ns{i}", "cluster": f"c{i % 2}"} for i in range(6)
+    ]
+    packs = pack_events(table(events), np.array([0, 1, 0, 1, 0, 1]), slide_ms=SLIDE_MS)
+    for pack, parity in zip(packs, (0, 1), strict=True):
+        rows = pa.ipc.open_stream(pa.py_buffer(pack.payload)).read_all()
+        assert rows.schema == PACK_SCHEMA
+        namespaces = rows.column("namespace").combine_chunks()
+        assert namespaces.dictionary.to_pylist() == [f"t/ns{i}" for i in range(parity, 6, 2)]
+        assert rows.column("cluster").combine_chunks().dictionary.to_pylist() == [f"c{parity}"]
+        assert namespaces.to_pylist() == [f"t/ns{i}" for i in range(parity, 6, 2)]
 
 
 def test_events_are_packed_by_bucket_and_pane_in_arrival_order() -> None:
@@ -114,7 +129,7 @@ def test_a_window_aggregates_like_the_plain_definition(
     window = aggregate_window(
         decode(payloads, PACK_SCHEMA), bucket=3, window_start_ms=BASE_MS, window_end_ms=end_ms
     )
-    assert window.schema == WINDOW_SCHEMA
+    assert window.schema == KEYED_WINDOW_SCHEMA
     rows = window.to_pylist()
     got = {(r["cluster"], r["topic"]): r for r in rows}
     want = reference(arrival)
@@ -137,7 +152,7 @@ def test_closed_windows_decode_into_one_table() -> None:
     second = aggregate_window(
         table([event("b", BASE_MS)]), bucket=1, window_start_ms=0, window_end_ms=1
     )
-    both = decode_windows([encode(first), encode(second)])
+    both = decode_windows([encode(w.drop_columns([KEY_COLUMN])) for w in (first, second)])
     assert both.schema == WINDOW_SCHEMA
     assert both.column("topic").to_pylist() == ["persistent://t/ns/a", "persistent://t/ns/b"]
     assert decode_windows([]).num_rows == 0

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from balancer.core.hashing import hash_position
 from streaming.closing import KNOWN_SCHEMA, remember
-from streaming.packing import PACK_SCHEMA, WINDOW_SCHEMA, aggregate_window, decode, encode
+from streaming.packing import KEYED_WINDOW_SCHEMA, PACK_SCHEMA, aggregate_window, decode, encode
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
 from streaming.topic_keys import (
     KEY_COLUMN,
@@ -40,7 +40,7 @@ def test_a_key_depends_on_the_cluster_and_the_topic() -> None:
     assert keys[0] == keys[3]  # the same pair, the same key
     assert len(set(keys[:3])) == 3
     # The read task's way (topic part cached per topic, cluster part per cluster) agrees.
-    (cluster_part,) = ClusterHashes().of(["c2"]).tolist()
+    (cluster_part,) = ClusterHashes().of(pa.array(["c2"]).dictionary_encode()).tolist()
     assert keys[2] == topic_hash("persistent://t/ns/a") ^ cluster_part
 
 
@@ -134,14 +134,23 @@ def test_the_known_topics_merge_keeps_a_topic_whose_key_collides() -> None:
 
 def test_payloads_stored_before_keys_existed_get_their_keys() -> None:
     # A checkpoint of the previous version holds packs and known topics without keys.
+    # ... and plain string labels.
     old_pack = without_keys([event("a", BASE_MS, 1.0, 1)], PACK_SCHEMA)
+    old_pack = old_pack.cast(
+        pa.schema(
+            [
+                f.with_type(pa.string()) if pa.types.is_dictionary(f.type) else f
+                for f in old_pack.schema
+            ]
+        )
+    )
     new_pack = with_topic_keys(without_keys([event("a", BASE_MS + 60_000, 3.0, 2)], PACK_SCHEMA))
     events = decode([encode(old_pack), encode(new_pack)], PACK_SCHEMA)
     assert events.schema == PACK_SCHEMA
     window = aggregate_window(
         events, bucket=0, window_start_ms=BASE_MS, window_end_ms=BASE_MS + 120_000
     )
-    assert window.schema == WINDOW_SCHEMA
+    assert window.schema == KEYED_WINDOW_SCHEMA
     assert [(r["topic"], r["msg_rate_in"], r["samples"]) for r in window.to_pylist()] == [
         ("persistent://t/ns/a", 2.0, 2)
     ]
