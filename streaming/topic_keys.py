@@ -49,15 +49,19 @@ def topic_hash(full_name: str) -> int:
 
 
 class ClusterHashes:
-    """Cluster name -> its part of the key, memoised (a deployment has a few clusters)."""
+    """Cluster name -> its part of the key, memoised (a deployment has a few clusters; the
+    memo is cleared past `max_entries`, as a stream of made-up cluster names would grow it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
         self._hashes: dict[str, int] = {}
 
     def of(self, clusters: pa.DictionaryArray) -> np.ndarray:
         """Each row's cluster part as an int64 array (hashed once per distinct cluster)."""
         hashes = self._hashes
         names = clusters.dictionary.to_pylist()
+        if len(hashes) + len(names) > self.max_entries:
+            hashes.clear()
         for cluster in set(names) - hashes.keys():
             hashes[cluster] = _hash(cluster, _CLUSTER_SEED)
         parts = np.fromiter(map(hashes.__getitem__, names), dtype=np.int64, count=len(names))

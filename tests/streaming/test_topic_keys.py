@@ -42,6 +42,12 @@ def test_a_key_depends_on_the_cluster_and_the_topic() -> None:
     # The read task's way (topic part cached per topic, cluster part per cluster) agrees.
     (cluster_part,) = ClusterHashes().of(pa.array(["c2"]).dictionary_encode()).tolist()
     assert keys[2] == topic_hash("persistent://t/ns/a") ^ cluster_part
+    # A small memo, cleared when full, gives the same parts.
+    memo = ClusterHashes(max_entries=2)
+    for clusters in (["c1", "c2"], ["c3", "c2", "c2"], ["c2"]):
+        got = memo.of(pa.array(clusters).dictionary_encode()).tolist()
+        assert got == ClusterHashes().of(pa.array(clusters).dictionary_encode()).tolist()
+        assert len(memo._hashes) <= 2
 
 
 def test_group_codes_number_topics_in_order_of_first_appearance() -> None:
