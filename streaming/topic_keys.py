@@ -14,7 +14,9 @@ row but the key's 8 (the state store and the shuffle carry every event's bytes).
 encodes the key and checks that the position agrees within each group; two topics of one
 bucket sharing a key (odds ~n^2 / 2^65, about 2e-7 for a 2.5M-topic bucket) send that
 step to the exact comparison of both. Two (cluster, topic) pairs sharing key and position
-(odds ~n^2 / 2^97) would be counted as one topic.
+(odds ~n^2 / 2^97) would be counted as one topic. Neither hash resists a deliberate
+collision: a tenant who can create topics could craft a name sharing both with another
+topic's, and their stats would merge (nothing fails).
 
 Packs and known topics stored before keys existed have none; `with_topic_keys` computes
 them from the names, so a checkpoint of that version keeps working.
