@@ -307,7 +307,7 @@ class RecordParser:
         for name, column in zip(_EVENT_FIELDS, _EVENT_COLUMNS, strict=True):
             columns[column] = _numbers(events, name, n, _FLOAT_COLUMNS.get(column, np.int64))
         topic_parts = np.fromiter(map(attrgetter("key_part"), infos), np.int64, count=n)
-        columns[KEY_COLUMN] = pa.array(topic_parts ^ _CLUSTER_HASHES.of(clusters))
+        columns[KEY_COLUMN] = pa.array(_CLUSTER_HASHES.keys(topic_parts, clusters))
         table = pa.table(columns, schema=PACK_SCHEMA)
         buckets = np.fromiter(map(attrgetter("bucket"), infos), dtype=np.int64, count=n)
         packs = pack_events(table, buckets, slide_ms=self.slide_ms)

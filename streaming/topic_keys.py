@@ -70,6 +70,11 @@ class ClusterHashes:
         taken: np.ndarray = parts[clusters.indices.to_numpy(zero_copy_only=False)]
         return taken
 
+    def keys(self, topic_parts: np.ndarray, clusters: pa.DictionaryArray) -> np.ndarray:
+        """The key of each row from its topic's part (`topic_hash`) and its cluster."""
+        keys: np.ndarray = topic_parts ^ self.of(clusters)
+        return keys
+
 
 def topic_keys(clusters: Sequence[str], topics: Sequence[str]) -> np.ndarray:
     """The key of each (cluster, topic), from the names."""
@@ -79,8 +84,7 @@ def topic_keys(clusters: Sequence[str], topics: Sequence[str]) -> np.ndarray:
         dtype=np.int64,
         count=len(topics),
     )
-    keys: np.ndarray = topic_part ^ ClusterHashes().of(pa.array(clusters).dictionary_encode())
-    return keys
+    return ClusterHashes().keys(topic_part, pa.array(clusters).dictionary_encode())
 
 
 def with_topic_keys(table: pa.Table) -> pa.Table:
