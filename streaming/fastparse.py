@@ -36,9 +36,9 @@ from balancer.core.events import (
     OPTIONAL_FIELDS,
     REQUIRED_FIELDS,
 )
-from balancer.core.hashing import hash_position
+from balancer.core.hashing import hash_position, hash_positions
 from balancer.core.topics import InvalidTopicName, parse_topic
-from streaming.topic_keys import topic_hash
+from streaming.topic_keys import topic_hash, topic_hashes
 
 _MAX_FLOAT: Final = sys.float_info.max
 _MAX_INT64: Final = 2**63 - 1
@@ -233,6 +233,24 @@ def topic_info(name: str) -> TopicInfo | None:
     return _info(parsed.full, parsed.namespace_name, parsed.local_name)
 
 
+def topic_infos(names: Sequence[str]) -> list[TopicInfo | None]:
+    """`topic_info` of each name; canonical names (what collectors send) in C loops.
+
+    The cache's cold path: at 10M topics a read task meets most names for the first time,
+    and four calls per name cost more than the hashing itself.
+    """
+    parts = [
+        None if match is None or name[-1].isspace() else match.group(2, 3)
+        for name, match in zip(names, map(_CANONICAL.fullmatch, names), strict=True)
+    ]
+    if None in parts:  # another spelling, or not a name at all: rare
+        return [topic_info(name) for name in names]
+    namespaces, local_names = zip(*parts, strict=True) if parts else ((), ())
+    return list(
+        map(TopicInfo, names, namespaces, local_names, hash_positions(names), topic_hashes(names))
+    )
+
+
 class TopicInfoCache:
     """Topic name as sent -> `TopicInfo`, bounded (cleared whole when full).
 
@@ -246,6 +264,10 @@ class TopicInfoCache:
         self._infos: dict[str, TopicInfo | None] = {}
         self._num_buckets = 0
         self._unbucketed: dict[int, list[TopicInfo]] = {}
+
+    def clear(self) -> None:
+        self._infos = {}
+        self._unbucketed = {}
 
     def get(self, name: str, num_buckets: int) -> TopicInfo | None:
         if num_buckets != self._num_buckets:
@@ -264,12 +286,29 @@ class TopicInfoCache:
         return info
 
     def get_many(self, names: list[str], num_buckets: int) -> list[TopicInfo | None]:
-        """`get` of each name; names already seen are looked up in one C loop."""
-        if num_buckets == self._num_buckets:
-            infos = list(map(self._infos.get, names))
-            if None not in infos:
-                return infos
-        return [self.get(name, num_buckets) for name in names]
+        """`get` of each name; names already seen are looked up in one C loop, the others
+        computed together (`topic_infos`)."""
+        if num_buckets != self._num_buckets:
+            self._infos = {}
+            self._num_buckets = num_buckets
+        infos = self._infos
+        found = list(map(infos.get, names))
+        if None not in found:
+            return found
+        # None is also what a name known to be invalid maps to.
+        missing = list(dict.fromkeys(n for n, i in zip(names, found, strict=True) if i is None))
+        missing = [name for name in missing if name not in infos]
+        if not missing:
+            return found
+        computed = topic_infos(missing)
+        if len(infos) + len(missing) > self.max_entries:
+            infos.clear()
+        fresh = dict(zip(missing, computed, strict=True))
+        infos.update(fresh)
+        self._unbucketed.setdefault(num_buckets, []).extend(
+            info for info in computed if info is not None
+        )
+        return [fresh.get(n) if i is None else i for n, i in zip(names, found, strict=True)]
 
     def fill_buckets(self) -> None:
         """Compute the buckets of the names first seen since the last call (vectorised)."""
@@ -318,4 +357,5 @@ __all__ = [
     "decode_single_events",
     "java_hash_codes",
     "topic_info",
+    "topic_infos",
 ]

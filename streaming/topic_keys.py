@@ -50,6 +50,12 @@ def topic_hash(full_name: str) -> int:
     return _hash(full_name, _TOPIC_SEED)
 
 
+def topic_hashes(full_names: Sequence[str]) -> list[int]:
+    """`topic_hash` of each name."""
+    hash64 = mmh3.hash64
+    return [hash64(name, _TOPIC_SEED, True, True)[0] for name in full_names]
+
+
 class ClusterHashes:
     """Cluster name -> its part of the key, memoised (a deployment has a few clusters; the
     memo is cleared past `max_entries`, as a stream of made-up cluster names would grow it)."""
@@ -146,6 +152,7 @@ __all__ = [
     "ClusterHashes",
     "group_codes",
     "topic_hash",
+    "topic_hashes",
     "topic_keys",
     "topics_in",
     "with_topic_keys",

@@ -8,6 +8,7 @@ by its own full name. Purely computational, with no side effects.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 
 from balancer.core.topics import TopicName, parse_topic
 
@@ -18,6 +19,11 @@ FULL_UPPER = 0xFFFFFFFF
 def hash_position(full_name: str) -> int:
     """Position of an already-normalised full topic name (no parsing: the hot path)."""
     return zlib.crc32(full_name.encode("utf-8")) & 0xFFFFFFFF
+
+
+def hash_positions(full_names: Sequence[str]) -> list[int]:
+    """`hash_position` of each name, in C loops (zlib's CRC32 is already unsigned)."""
+    return list(map(zlib.crc32, map(str.encode, full_names)))
 
 
 def topic_position(topic: TopicName | str) -> int:

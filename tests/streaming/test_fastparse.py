@@ -26,11 +26,18 @@ from balancer.core.events import MIN_TIMESTAMP_MS as MIN_TS
 from balancer.core.events import REQUIRED_FIELDS as REQUIRED
 from balancer.core.hashing import topic_position
 from balancer.core.topics import InvalidTopicName, parse_topic
-from streaming.fastparse import FastEvent, TopicInfoCache, decode_fast, java_hash_codes, topic_info
+from streaming.fastparse import (
+    FastEvent,
+    TopicInfoCache,
+    decode_fast,
+    java_hash_codes,
+    topic_info,
+    topic_infos,
+)
 from streaming.packing import PACK_SCHEMA, decode, events_of
 from streaming.parse import MAX_DEAD_LETTER_RAW_BYTES, ReadSummary, RecordParser
 from streaming.schema import RowKind
-from streaming.topic_keys import topic_keys
+from streaming.topic_keys import topic_hash, topic_keys
 
 VALUE_FIELDS = (*(f for f in REQUIRED if f != "topic"), "broker")
 MAX_FLOAT_INT = int(sys.float_info.max)
@@ -335,6 +342,37 @@ def test_topic_info_and_its_cache_agree_with_the_reference(
         assert (info.full, info.namespace, info.local_name) == expected
         assert (cached.full, cached.namespace, cached.local_name) == expected
         assert (cached.bucket, cached.position) == (topic_bucket(name, n), topic_position(name))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.lists(TOPICS | VALID_TOPICS, max_size=6), st.integers(1, 8)), max_size=6),
+    st.integers(1, 8),
+)
+def test_batched_lookups_agree_with_the_reference(
+    runs: list[tuple[list[str], int]], max_entries: int
+) -> None:
+    """`get_many` (the cold path computes a run's new names together, `topic_infos`) gives
+    what `topic_info` gives name by name, whatever the cache held, cleared or repeated."""
+    cache = TopicInfoCache(max_entries=max_entries)
+    got = [(names, n, cache.get_many(list(names), n)) for names, n in runs]
+    cache.fill_buckets()
+    for names, n, infos in got:
+        assert len(infos) == len(names)
+        assert topic_infos(names) == [topic_info(name) for name in names]
+        for name, cached in zip(names, infos, strict=True):
+            reference = topic_info(name)
+            if reference is None:
+                assert cached is None
+                continue
+            assert cached is not None
+            assert (cached.full, cached.namespace, cached.local_name) == (
+                reference.full, reference.namespace, reference.local_name,
+            )  # fmt: skip
+            assert (cached.position, cached.key_part) == (
+                topic_position(name), topic_hash(reference.full),
+            )  # fmt: skip
+            assert cached.bucket == topic_bucket(name, n)
 
 
 def test_a_cached_name_gets_the_bucket_of_the_number_asked_for() -> None:
