@@ -1,16 +1,20 @@
 """One read task of the Kafka source on its own: records/s against raw kafka-python.
 
     .venv/bin/python -m bench.read_task [--events 400000] [--topics 10000] [--repeat 3]
+        [--envelope 0] [--cold]
 
-Produces N one-event messages (bench.pipeline's events) to a fresh one-partition topic on an
-embedded tansu broker (or `--bootstrap`), then times, in one process and one at a time:
+Produces N events (bench.pipeline's), one per message or `--envelope` per message, to a fresh
+one-partition topic on an embedded tansu broker (or `--bootstrap`), then times, in one
+process and one at a time:
 1. raw: every record read once with kafka-python, nothing else (bench.pipeline's raw side);
 2. read task, parsed: `streaming.source`'s read task over the whole partition with the
    job's defaults (4 PIP-157 buckets, 60 s panes), to its last Arrow batch and summary;
 3. read task, raw (`raw=true`): records to Arrow batches, no parsing.
 Each read task runs `--repeat` times; the best run counts (the first pays for imports and
-the topic cache, which a Spark worker keeps between micro-batches). No Spark: this isolates
-what a read task costs per record, the part of the job `bench.pipeline` cannot separate.
+the topic cache, which a Spark worker keeps between micro-batches); with `--cold` each run
+starts with an empty topic cache, as at 10M topics, where a read task meets most names for
+the first time. No Spark: this isolates what a read task costs per record, the part of the
+job `bench.pipeline` cannot separate.
 
 The last two lines are `RESULT <json>` and `task_records_per_s=<N> raw_records_per_s=<M>`.
 """
@@ -23,23 +27,38 @@ import uuid
 from collections.abc import Sequence
 
 from bench.common import machine, print_result
-from bench.pipeline import broker, consume_raw, parse_args, produce
+from bench.pipeline import COLLECTOR, broker, consume_raw, parse_args, produce
+from streaming.parse import clear_topic_cache
 from streaming.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
 
 
 def parse_own_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.read_task", description=__doc__)
-    p.add_argument("--events", type=int, default=400_000, help="one-event messages")
+    p.add_argument("--events", type=int, default=400_000, help="events produced")
     p.add_argument("--topics", type=int, default=10_000, help="distinct topics")
     p.add_argument("--repeat", type=int, default=3, help="runs of each read task")
+    p.add_argument("--envelope", type=int, default=0, help="events per Kafka message (0: one each)")
+    p.add_argument(
+        "--compression",
+        choices=("none", "gzip", "lz4"),
+        default=COLLECTOR.compression,
+        help="Kafka codec of the produced batches (default: the collector's)",
+    )
+    p.add_argument(
+        "--cold", action="store_true", help="each parsed run starts with an empty topic cache"
+    )
     p.add_argument("--bootstrap", help="an existing Kafka (default: embedded tansu)")
     return p.parse_args(argv)
 
 
-def time_task(options: SourceOptions, task: KafkaRange, repeat: int) -> tuple[float, int]:
+def time_task(
+    options: SourceOptions, task: KafkaRange, repeat: int, *, cold: bool = False
+) -> tuple[float, int]:
     """Best seconds of `repeat` runs of the read task, and the rows of the last."""
     best_s, rows = float("inf"), 0
     for _ in range(repeat):
+        if cold:
+            clear_topic_cache()
         started = time.perf_counter()
         rows = sum(b.num_rows for b in KafkaStatsStreamReader(options).read(task))
         best_s = min(best_s, time.perf_counter() - started)
@@ -51,26 +70,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"machine: {machine().describe()}")
     produce_args = parse_args(
         ["--events", str(args.events), "--topics", str(args.topics), "--partitions", "1",
+         "--envelope", str(args.envelope), "--compression", args.compression,
          "--no-close-windows"]
     )  # fmt: skip
     with broker(args.bootstrap) as bootstrap:
         topic = f"bench-read-task-{uuid.uuid4().hex[:8]}"
         messages, produce_s = produce(bootstrap, topic, produce_args)
-        print(f"produced {messages} one-event messages in {produce_s:.1f} s")
+        print(f"produced {args.events} events in {messages} messages in {produce_s:.1f} s")
         raw_s = consume_raw(bootstrap, topic, messages)
         task = KafkaRange(0, 0, messages)
         parsed = SourceOptions(bootstrap, topic, num_buckets=4, pane_ms=60_000)
-        parsed_s, parsed_rows = time_task(parsed, task, args.repeat)
+        parsed_s, parsed_rows = time_task(parsed, task, args.repeat, cold=args.cold)
         raw_task_s, _ = time_task(SourceOptions(bootstrap, topic, raw=True), task, args.repeat)
     rates = {
+        "task_events_per_s": args.events / parsed_s,
         "raw_records_per_s": messages / raw_s,
         "task_records_per_s": messages / parsed_s,
         "raw_task_records_per_s": messages / raw_task_s,
     }
     print(f"raw kafka-python: {raw_s:.2f} s, {rates['raw_records_per_s']:,.0f} records/s")
     print(
-        f"read task, parsed: {parsed_s:.2f} s, {rates['task_records_per_s']:,.0f} records/s "
-        f"({parsed_rows} rows: packs and the summary)"
+        f"read task, parsed{' (cold)' if args.cold else ''}: {parsed_s:.2f} s, "
+        f"{rates['task_records_per_s']:,.0f} records/s, "
+        f"{rates['task_events_per_s']:,.0f} events/s ({parsed_rows} rows: packs and the summary)"
     )
     print(f"read task, raw: {raw_task_s:.2f} s, {rates['raw_task_records_per_s']:,.0f} records/s")
     print_result(
@@ -78,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "events": args.events,
             "topics": args.topics,
             "messages": messages,
+            "envelope": args.envelope,
+            "cold": args.cold,
+            "compression": args.compression,
             **{k: round(v) for k, v in rates.items()},
         }
     )

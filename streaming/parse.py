@@ -128,6 +128,12 @@ _TOPIC = attrgetter("topic")
 _TOPICS = TopicInfoCache()
 _CLUSTER_HASHES = ClusterHashes()
 
+
+def clear_topic_cache() -> None:
+    """Forget the topics this worker has seen (benchmarks of a read task's cold path)."""
+    _TOPICS.clear()
+
+
 # The event's value fields (Pulsar's names) and their row columns, in the same order.
 _EVENT_FIELDS = (*RATE_FIELDS, *SIZE_FIELDS, *COUNT_FIELDS)
 _EVENT_COLUMNS = (*RATE_COLUMNS, *LATEST_COLUMNS)
@@ -384,5 +390,6 @@ __all__ = [
     "ReadSummary",
     "RecordParser",
     "RejectReason",
+    "clear_topic_cache",
     "parse_records",
 ]

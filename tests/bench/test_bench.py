@@ -137,3 +137,15 @@ def test_read_task_on_a_tiny_partition() -> None:
     assert result["messages"] == 300
     assert result["task_records_per_s"] > 0 and result["raw_records_per_s"] > 0
     assert "read task, raw:" in out
+
+
+@pytest.mark.kafka
+def test_read_task_on_cold_envelopes() -> None:
+    out, result = run_bench(
+        "read_task", "--events", "300", "--topics", "300", "--repeat", "2",
+        "--envelope", "50", "--cold", "--compression", "gzip",
+    )  # fmt: skip
+    assert (result["messages"], result["envelope"], result["cold"]) == (6, 50, True)
+    assert result["compression"] == "gzip" and result["task_events_per_s"] > 0
+    assert "read task, parsed (cold):" in out
+    assert "(5 rows: packs and the summary)" in out  # a pack for each of 4 buckets, 1 pane
