@@ -1,8 +1,10 @@
 """Pipeline throughput: events/s through the whole streaming job vs raw Kafka consumption.
 
     .venv/bin/python -m bench.pipeline [--events 2000000] [--topics 10000] [--envelope 0]
+        [--compression lz4]
 
-Produces N topic-stats events (T topics reporting once a minute each) to a fresh topic, then
+Produces N topic-stats events (T topics reporting once a minute each) to a fresh topic,
+compressed as the collector sends them (`collector.compression`, lz4), then
 1. raw: consumes every record with kafka-python (the same client the source uses, with
    crc32c), doing nothing with them;
 2. job: runs the streaming job on it (Trigger.AvailableNow, `--max-offsets-per-trigger`
@@ -30,13 +32,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from balancer.app.config import SparkConfig
+from balancer.app.config import CollectorConfig, SparkConfig
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.load import BundleLoad
 from balancer.core.report import BatchReport, StaticLayouts
 from bench.common import machine, print_result
 
 SPARK = SparkConfig()  # the config's defaults, the only ones
+COLLECTOR = CollectorConfig()
 
 BASE_MS = 1_700_000_040_000
 RESULT_KEYS = (
@@ -52,6 +55,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--namespaces", type=int, default=10, help="namespaces the topics spread over")
     p.add_argument("--partitions", type=int, default=4, help="Kafka partitions")
     p.add_argument("--envelope", type=int, default=0, help="events per message (0: one each)")
+    p.add_argument(
+        "--compression",
+        choices=("none", "gzip", "lz4"),
+        default=COLLECTOR.compression,
+        help="Kafka codec of the produced batches (default: the collector's)",
+    )
     p.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--shuffle-partitions", type=int, default=SPARK.shuffle_partitions)
@@ -102,8 +111,9 @@ def produce(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, 
     admin.create_topics([NewTopic(topic, args.partitions, 1)])
     admin.close()
     producer = KafkaProducer(
-        bootstrap_servers=bootstrap, linger_ms=50, batch_size=512 * 1024, acks=1
-    )
+        bootstrap_servers=bootstrap, linger_ms=50, batch_size=512 * 1024, acks=1,
+        compression_type=CollectorConfig(compression=args.compression).compression_type,
+    )  # fmt: skip
     names = [f"persistent://bench/ns-{i % args.namespaces}/topic-{i}" for i in range(args.topics)]
     started = time.monotonic()
     per_message = max(1, args.envelope)

@@ -1,6 +1,7 @@
 """Scale: the pipeline benchmark at 1M and 10M simulated topics, with peak memory.
 
     .venv/bin/python -m bench.scale [--topics 1000000 10000000] [--envelope 100]
+        [--compression lz4]
 
 For each topic count it runs `bench.pipeline` in a child process (every topic reports once,
 so the events are as many as the topics unless `--events-per-topic` says otherwise) and
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from balancer.app.config import CollectorConfig
 from bench.common import header, markdown_table, print_result
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -159,6 +161,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="events per Kafka message (0: one each); passed to bench.pipeline",
     )
     p.add_argument(
+        "--compression",
+        choices=("none", "gzip", "lz4"),
+        default=CollectorConfig().compression,
+        help="Kafka codec of the events (default: the collector's); passed to bench.pipeline",
+    )
+    p.add_argument(
         "--driver-memory",
         default="2g",
         help="Spark's driver heap, passed to bench.pipeline (10M topics needs more than 2g)",
@@ -169,7 +177,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     print(header("Scale: the pipeline at many topics"))
-    extra = ["--envelope", str(args.envelope), "--driver-memory", args.driver_memory]
+    extra = [
+        "--envelope", str(args.envelope), "--compression", args.compression,
+        "--driver-memory", args.driver_memory,
+    ]  # fmt: skip
     results = []
     for topics in args.topics:
         events = max(1, int(topics * args.events_per_topic))

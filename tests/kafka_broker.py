@@ -44,10 +44,12 @@ class Broker:
         *,
         partition: int | None = None,
         key: bytes | None = None,
+        compression_type: str | None = None,
     ) -> int:
         producer = KafkaProducer(
-            bootstrap_servers=self.bootstrap_servers, linger_ms=5, max_request_size=16 << 20
-        )
+            bootstrap_servers=self.bootstrap_servers, linger_ms=5, max_request_size=16 << 20,
+            compression_type=compression_type,
+        )  # fmt: skip
         n = 0
         try:
             for value in values:

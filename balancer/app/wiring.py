@@ -291,6 +291,7 @@ class BalancerApp:
             client_kwargs=kafka_security(self.config).client_kwargs(),
             listener=self.metrics.collector,
             max_message_bytes=self.config.collector.envelope_max_bytes,
+            compression_type=self.config.collector.compression_type,
         )
         collector = Collector(
             targets=targets_for(self.broker_urls()),

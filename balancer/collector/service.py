@@ -344,6 +344,7 @@ class KafkaEventSink:
         listener: SinkListener | None = None,
         max_block_ms: int = 5000,
         max_message_bytes: int = DEFAULT_ENVELOPE_MAX_BYTES,
+        compression_type: str | None = None,
     ) -> KafkaEventSink:
         from kafka import KafkaProducer
 
@@ -357,6 +358,9 @@ class KafkaEventSink:
             "max_block_ms": max_block_ms,
             # The producer refuses records over this (framing included): the collector's cap.
             "max_request_size": max_message_bytes,
+            # Record batches compressed as the config says; the cap above counts the
+            # uncompressed record, which only makes it stricter than the broker's.
+            "compression_type": compression_type,
             **(client_kwargs or {}),
         }
 

@@ -279,6 +279,16 @@ def test_the_collector_sends_envelopes_by_default_under_a_1_mib_cap(tmp_path: Pa
     assert (example.envelope_max_events, example.envelope_max_bytes) == (500, 1048576)
 
 
+def test_the_collector_compresses_with_lz4_by_default(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, MINIMAL)).collector.compression_type == "lz4"
+    assert load_config(EXAMPLE).collector.compression == "lz4"
+    none = load_config(write(tmp_path, with_("collector.compression", "none"))).collector
+    assert none.compression_type is None  # kafka-python's "no codec"
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, with_("collector.compression", "snappy")))
+    assert "  collector.compression: " in str(info.value) and "'lz4'" in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("value", "expected"), [("512K", 512 * 1024), (4096, 4096), ("8M", 8 * 1024 * 1024)]
 )

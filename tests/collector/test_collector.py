@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from balancer.app.cli import main as cli_main
+from balancer.app.config import CollectorConfig
 from balancer.collector.service import Collector, KafkaEventSink, Target, admin_fetch, targets_for
 from balancer.core.events import TopicStatsEvent, parse_message
 from balancer.pulsar.client import PulsarPeerGroup
@@ -132,6 +133,30 @@ def test_batched_envelopes_carry_every_event(sim: RunningPeerGroup, kafka: Broke
     assert len(records) < len(events)
     assert {(e.cluster, e.topic) for _, e in events} == _expected_topics(sim)
     assert all(key == e.namespace.encode() for key, e in events)
+
+
+@pytest.mark.parametrize(
+    ("compression", "codec"), [("none", None), ("gzip", "gzip"), ("lz4", "lz4")]
+)
+def test_the_collector_compresses_as_configured(
+    sim: RunningPeerGroup, kafka: Broker, compression: str, codec: str | None
+) -> None:
+    topic = kafka.new_topic(prefix=f"collect-{compression}")
+    config = CollectorConfig(compression=compression)  # type: ignore[arg-type]
+    sink = KafkaEventSink.connect(
+        bootstrap_servers=[kafka.bootstrap_servers], topic=topic,
+        compression_type=config.compression_type,
+    )  # fmt: skip
+    assert sink.producer is not None and sink.producer.config["compression_type"] == codec
+    with _peer_group(sim.admin_urls) as pg:
+        collector = Collector(
+            targets=targets_for(sim.broker_urls), fetch=admin_fetch(pg), sink=sink
+        )
+        collector.poll_once()
+    sink.close()
+    events = _events(kafka, topic)  # kafka-python inflates what the broker kept
+    assert {(e.cluster, e.topic) for _, e in events} == _expected_topics(sim)
+    assert collector.counts.events == len(events) and not collector.counts.failures
 
 
 def test_collect_command_polls_once_into_kafka(

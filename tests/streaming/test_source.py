@@ -313,6 +313,34 @@ def test_a_read_task_gives_the_rows_of_the_record_by_record_reference(kafka: Bro
         assert summary == want_summary
 
 
+@pytest.mark.parametrize("codec", ["lz4", "gzip"])
+def test_a_read_task_reads_compressed_batches_as_the_reference_does(
+    kafka: Broker, codec: str
+) -> None:
+    """The collector compresses its batches (collector.compression): librdkafka inflates
+    them to the same rows as kafka-python, envelopes and single events alike."""
+    topic = kafka.new_topic(prefix="src-" + codec)
+    singles = [encode(event(f"t/ns/s{i % 7}", BASE_MS + i)) for i in range(40)]
+    envelopes = [
+        json.dumps({"events": [json.loads(encode(event(f"t/ns/e{i}-{j}", BASE_MS + j)))
+                               for j in range(25)]}).encode()
+        for i in range(6)
+    ]  # fmt: skip
+    records = [*singles, *envelopes, b"not json"]
+    events_per_record = [1] * len(singles) + [25] * len(envelopes) + [0]
+    kafka.produce(topic, records, partition=0, compression_type=codec)
+    end = len(records)
+    options = SourceOptions(kafka.bootstrap_servers, topic, batch_rows=16, num_buckets=4)
+    for task in (KafkaRange(0, 0, end), KafkaRange(0, 33, end - 1)):
+        got = list(KafkaStatsStreamReader(options).read(task))
+        want, want_summary, _ = _reference(kafka, topic, task, options)
+        assert _rows(got[:-1]) == _rows(want)
+        summary = ReadSummary.from_json(_rows(got[-1:])[0]["summary"])
+        summary.high_watermark = want_summary.high_watermark = None
+        assert summary == want_summary
+        assert summary.events == sum(events_per_record[task.start : task.end])
+
+
 def test_raw_mode_skips_the_markers_as_the_reference_does(kafka: Broker) -> None:
     topic = kafka.new_topic(prefix="src")
     end, _ = _produce_with_markers(kafka, topic, [b"a", b"b"], [b"c"])

@@ -80,6 +80,12 @@ def register(subparsers: Subparsers) -> None:
         f"collector.envelope_max_bytes, {_DEFAULTS.envelope_max_bytes})",
     )
     parser.add_argument(
+        "--compression",
+        choices=("none", "gzip", "lz4"),
+        help="Kafka codec of the messages (default: collector.compression, "
+        f"{_DEFAULTS.compression})",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         metavar="PORT",
@@ -102,9 +108,13 @@ def _pairs(values: list[str], what: str) -> list[tuple[str, str]]:
 
 
 def _with_flags(config: CollectorConfig, args: argparse.Namespace) -> CollectorConfig:
-    """The envelope flags over the config, with the config's checks."""
+    """The envelope and compression flags over the config, with the config's checks."""
     values = config.model_dump()
-    flags = {"envelope": "envelope_max_events", "envelope_max_bytes": "envelope_max_bytes"}
+    flags = {
+        "envelope": "envelope_max_events",
+        "envelope_max_bytes": "envelope_max_bytes",
+        "compression": "compression",
+    }
     for flag, key in flags.items():
         if getattr(args, flag) is not None:
             values[key] = getattr(args, flag)
@@ -160,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         client_kwargs=security.client_kwargs(),
         listener=metrics,
         max_message_bytes=collector_config.envelope_max_bytes,
+        compression_type=collector_config.compression_type,
     )
     collector = Collector(
         targets=targets_for(clusters),
