@@ -332,9 +332,12 @@ def java_hash_codes(texts: Sequence[str]) -> np.ndarray:
     """
     if not texts:
         return np.zeros(0, dtype=np.int32)
-    encoded = [text.encode("utf-16-le") for text in texts]
-    lengths = np.fromiter((len(e) // 2 for e in encoded), dtype=np.int64, count=len(encoded))
-    units = np.frombuffer(b"".join(encoded), dtype="<u2").astype(np.uint32)
+    joined = "".join(texts).encode("utf-16-le")
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    if len(joined) != 2 * int(lengths.sum()):  # a character beyond the BMP: 2 code units
+        units_of = (len(text.encode("utf-16-le")) // 2 for text in texts)
+        lengths = np.fromiter(units_of, dtype=np.int64, count=len(texts))
+    units = np.frombuffer(joined, dtype="<u2").astype(np.uint32)
     out = np.zeros(len(texts), dtype=np.uint32)
     if units.size:
         ends = np.cumsum(lengths)
