@@ -248,7 +248,7 @@ class CollectorConfig(_Model):
     # Kafka's codec for the collector's record batches (kafka-python; lz4 with the `lz4`
     # package). lz4: stats JSON shrinks ~10x, and the readers (librdkafka in the read tasks,
     # Spark's Kafka client) inflate it for far less CPU than the broker and the fetch spend
-    # on the full bytes: +35 % events/s at 500k topics (docs/benchmarks.md).
+    # on the full bytes: +25-35 % events/s at 500k topics (docs/benchmarks.md).
     compression: Literal["none", "gzip", "lz4"] = "lz4"
 
     check_size = field_validator("envelope_max_bytes", mode="before")(_parse_size)
