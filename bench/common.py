@@ -6,6 +6,7 @@ its output with one line `RESULT <json>` so a smoke test (and a script) can read
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from balancer.app.config import COMPRESSION_CODECS, CollectorConfig
 from balancer.core.bundles import BundleRange
 from balancer.core.load import TopicLoad
 from balancer.sim.scenarios import Scenario
@@ -77,6 +79,16 @@ def machine() -> Machine:
         python=platform.python_version(),
         platform=f"{platform.system()} {platform.release()}",
         numpy=np.__version__,
+    )
+
+
+def add_compression_argument(parser: argparse.ArgumentParser, passed_to: str = "") -> None:
+    """`--compression`: the Kafka codec of the produced events, the collector's by default."""
+    parser.add_argument(
+        "--compression",
+        choices=COMPRESSION_CODECS,
+        default=CollectorConfig().compression,
+        help=f"Kafka codec of the produced batches (default: the collector's){passed_to}",
     )
 
 

@@ -36,10 +36,9 @@ from balancer.app.config import CollectorConfig, SparkConfig
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.load import BundleLoad
 from balancer.core.report import BatchReport, StaticLayouts
-from bench.common import machine, print_result
+from bench.common import add_compression_argument, machine, print_result
 
 SPARK = SparkConfig()  # the config's defaults, the only ones
-COLLECTOR = CollectorConfig()
 
 BASE_MS = 1_700_000_040_000
 RESULT_KEYS = (
@@ -55,12 +54,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--namespaces", type=int, default=10, help="namespaces the topics spread over")
     p.add_argument("--partitions", type=int, default=4, help="Kafka partitions")
     p.add_argument("--envelope", type=int, default=0, help="events per message (0: one each)")
-    p.add_argument(
-        "--compression",
-        choices=("none", "gzip", "lz4"),
-        default=COLLECTOR.compression,
-        help="Kafka codec of the produced batches (default: the collector's)",
-    )
+    add_compression_argument(p)
     p.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--shuffle-partitions", type=int, default=SPARK.shuffle_partitions)

@@ -26,8 +26,8 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from bench.common import machine, print_result
-from bench.pipeline import COLLECTOR, broker, consume_raw, parse_args, produce
+from bench.common import add_compression_argument, machine, print_result
+from bench.pipeline import broker, consume_raw, parse_args, produce
 from streaming.parse import clear_topic_cache
 from streaming.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
 
@@ -38,12 +38,7 @@ def parse_own_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--topics", type=int, default=10_000, help="distinct topics")
     p.add_argument("--repeat", type=int, default=3, help="runs of each read task")
     p.add_argument("--envelope", type=int, default=0, help="events per Kafka message (0: one each)")
-    p.add_argument(
-        "--compression",
-        choices=("none", "gzip", "lz4"),
-        default=COLLECTOR.compression,
-        help="Kafka codec of the produced batches (default: the collector's)",
-    )
+    add_compression_argument(p)
     p.add_argument(
         "--cold", action="store_true", help="each parsed run starts with an empty topic cache"
     )

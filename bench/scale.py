@@ -27,8 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from balancer.app.config import CollectorConfig
-from bench.common import header, markdown_table, print_result
+from bench.common import add_compression_argument, header, markdown_table, print_result
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 INTERVAL_S = 60.0  # Pulsar's default stats interval: one report per topic per minute
@@ -160,12 +159,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=100,
         help="events per Kafka message (0: one each); passed to bench.pipeline",
     )
-    p.add_argument(
-        "--compression",
-        choices=("none", "gzip", "lz4"),
-        default=CollectorConfig().compression,
-        help="Kafka codec of the events (default: the collector's); passed to bench.pipeline",
-    )
+    add_compression_argument(p, "; passed to bench.pipeline")
     p.add_argument(
         "--driver-memory",
         default="2g",

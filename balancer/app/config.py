@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -234,6 +234,11 @@ class ClusterConfig(_Model):
         return self
 
 
+# Kafka codecs the collector can send (kafka-python; lz4 with the `lz4` package).
+Compression = Literal["none", "gzip", "lz4"]
+COMPRESSION_CODECS: tuple[str, ...] = get_args(Compression)
+
+
 class CollectorConfig(_Model):
     interval_s: float = Field(default=60.0, gt=0)  # Pulsar refreshes broker stats every 60 s
     # Events per Kafka message, as {"events": [...]} keyed by namespace; 0 or 1: one event per
@@ -244,12 +249,11 @@ class CollectorConfig(_Model):
     envelope_max_bytes: int = Field(
         default=DEFAULT_ENVELOPE_MAX_BYTES, ge=MIN_ENVELOPE_MAX_BYTES, le=MAX_MESSAGE_BYTES
     )
-
-    # Kafka's codec for the collector's record batches (kafka-python; lz4 with the `lz4`
-    # package). lz4: stats JSON shrinks ~10x, and the readers (librdkafka in the read tasks,
-    # Spark's Kafka client) inflate it for far less CPU than the broker and the fetch spend
-    # on the full bytes: +25-35 % events/s at 500k topics (docs/benchmarks.md).
-    compression: Literal["none", "gzip", "lz4"] = "lz4"
+    # The codec of the collector's record batches. lz4: stats JSON shrinks ~10x, and the
+    # readers (librdkafka in the read tasks, Spark's Kafka client) inflate it for far less
+    # CPU than the broker and the fetch spend on the full bytes: +25-35 % events/s at 500k
+    # topics (docs/benchmarks.md).
+    compression: Compression = "lz4"
 
     check_size = field_validator("envelope_max_bytes", mode="before")(_parse_size)
 

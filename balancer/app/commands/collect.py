@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
-from balancer.app.config import CollectorConfig, format_errors
+from balancer.app.config import COMPRESSION_CODECS, CollectorConfig, format_errors
 from balancer.collector.service import Collector, KafkaEventSink, admin_fetch, targets_for
 from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.ops.health import HealthServer
@@ -81,7 +81,7 @@ def register(subparsers: Subparsers) -> None:
     )
     parser.add_argument(
         "--compression",
-        choices=("none", "gzip", "lz4"),
+        choices=COMPRESSION_CODECS,
         help="Kafka codec of the messages (default: collector.compression, "
         f"{_DEFAULTS.compression})",
     )
