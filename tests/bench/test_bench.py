@@ -149,3 +149,18 @@ def test_read_task_on_cold_envelopes() -> None:
     assert result["compression"] == "gzip" and result["task_events_per_s"] > 0
     assert "read task, parsed (cold):" in out
     assert "(5 rows: packs and the summary)" in out  # a pack for each of 4 buckets, 1 pane
+
+
+def test_scale_counts_the_interval_per_minute_of_stats() -> None:
+    from bench.scale import ScaleResult
+
+    one = ScaleResult(1000, 1000, None, None, None, 1.0, 10.0, interval_s=30.0)
+    assert (one.minutes, one.minute_s, one.keeps_up, one.max_topics_at_interval) == (
+        1, 30.0, True, 2000,
+    )  # fmt: skip
+    # Two reports per topic: two minutes of stats, whose work must each fit in 60 s.
+    two = ScaleResult(1000, 2000, None, None, None, 1.0, 10.0, interval_s=150.0)
+    assert (two.minutes, two.minute_s, two.keeps_up, two.max_topics_at_interval) == (
+        2, 75.0, False, 800,
+    )  # fmt: skip
+    assert ScaleResult(1000, 1000, None, None, None, 1.0, 10.0).keeps_up is None
