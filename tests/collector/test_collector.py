@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from balancer.app.cli import main as cli_main
+from balancer.app.commands.collect import _with_flags
 from balancer.app.config import CollectorConfig
 from balancer.collector.service import Collector, KafkaEventSink, Target, admin_fetch, targets_for
 from balancer.core.events import TopicStatsEvent, parse_message
@@ -197,6 +199,12 @@ def test_collect_command_refuses_an_envelope_cap_under_one_event(
     assert cli_main(args) == 2
     err = capsys.readouterr().err
     assert "envelope_max_bytes" in err and "4096" in err
+
+
+@pytest.mark.parametrize(("flag", "codec"), [(None, "lz4"), ("gzip", "gzip"), ("none", None)])
+def test_the_compression_flag_overrides_the_config(flag: str | None, codec: str | None) -> None:
+    flags = argparse.Namespace(envelope=None, envelope_max_bytes=None, compression=flag)
+    assert _with_flags(CollectorConfig(), flags).compression_type == codec
 
 
 def test_target_broker_is_host_and_port() -> None:
