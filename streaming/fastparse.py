@@ -142,12 +142,8 @@ def decode_single_events(values: Sequence[bytes | None]) -> list[FastEvent] | No
         events = list(map(_EVENT_DECODER.decode, values))  # type: ignore[arg-type]
     except _REFUSED:
         return None
-    n = len(events)
-    brokers = list(map(_BROKER_SENT, events))
-    absent = brokers.count(msgspec.UNSET)
-    strings = n - absent - brokers.count(None)  # a broker sent as a string
-    keys = len(_KEYS) * n + (n - absent)
-    if joined.count(b'"') != 2 * (keys + 2 * n + strings):
+    quotes, _ = _quotes_and_brokers(events, envelopes=0)
+    if joined.count(b'"') != quotes:
         return None
     return events
 
@@ -174,6 +170,19 @@ def _decode(raw: bytes) -> tuple[list[FastEvent], bool] | None:
         return None
 
 
+def _quotes_and_brokers(events: list[FastEvent], *, envelopes: int) -> tuple[int, int]:
+    """The quotes messages of `events` hold without a backslash when no key repeats (each
+    key and string value is quoted: the required keys, the `broker` keys sent, each
+    envelope's `events`, cluster and topic, brokers sent as strings), and how many events
+    sent `broker`. C loops: this runs for every event."""
+    n = len(events)
+    sent = list(map(_BROKER_SENT, events))
+    brokers = n - sent.count(msgspec.UNSET)
+    strings = 2 * n + brokers - sent.count(None)
+    keys = len(_KEYS) * n + brokers + envelopes
+    return 2 * (keys + strings), brokers
+
+
 def _keys_unique(raw: bytes, events: list[FastEvent], *, envelope: bool) -> bool:
     """False unless no key was repeated (msgspec keeps the last of repeated keys silently).
 
@@ -183,12 +192,9 @@ def _keys_unique(raw: bytes, events: list[FastEvent], *, envelope: bool) -> bool
     those seen (two passes over the bytes). With escapes, each key is counted by name.
     """
     n = len(events)
-    sent = list(map(_BROKER_SENT, events))  # C loops: this runs for every event
-    brokers = n - sent.count(msgspec.UNSET)
+    quotes, brokers = _quotes_and_brokers(events, envelopes=int(envelope))
     if _BACKSLASH not in raw:
-        keys = len(_KEYS) * n + brokers + envelope
-        strings = 2 * n + brokers - sent.count(None)  # a broker sent as a string
-        return raw.count(b'"') == 2 * (keys + strings)
+        return raw.count(b'"') == quotes
     # A string value equal to a key name only sends the message to the slow path.
     if any(raw.count(key) != n for key in _KEYS) or raw.count(_BROKER_KEY) != brokers:
         return False
@@ -267,14 +273,18 @@ class TopicInfoCache:
         self._unbucketed: dict[int, list[TopicInfo]] = {}
 
     def clear(self) -> None:
+        """Forget every name (benchmarks of the cold path)."""
         self._infos = {}
         self._unbucketed = {}
 
-    def get(self, name: str, num_buckets: int) -> TopicInfo | None:
+    def _infos_for(self, num_buckets: int) -> dict[str, TopicInfo | None]:
         if num_buckets != self._num_buckets:
             self._infos = {}  # pending infos keep their own number in _unbucketed
             self._num_buckets = num_buckets
-        infos = self._infos
+        return self._infos
+
+    def get(self, name: str, num_buckets: int) -> TopicInfo | None:
+        infos = self._infos_for(num_buckets)
         info = infos.get(name, _MISSING)
         if info is not _MISSING:
             return info  # type: ignore[return-value]
@@ -289,16 +299,12 @@ class TopicInfoCache:
     def get_many(self, names: list[str], num_buckets: int) -> list[TopicInfo | None]:
         """`get` of each name; names already seen are looked up in one C loop, the others
         computed together (`topic_infos`)."""
-        if num_buckets != self._num_buckets:
-            self._infos = {}
-            self._num_buckets = num_buckets
-        infos = self._infos
+        infos = self._infos_for(num_buckets)
         found = list(map(infos.get, names))
         if None not in found:
             return found
         # None is also what a name known to be invalid maps to.
-        missing = list(dict.fromkeys(n for n, i in zip(names, found, strict=True) if i is None))
-        missing = [name for name in missing if name not in infos]
+        missing = [name for name in dict.fromkeys(names) if name not in infos]
         if not missing:
             return found
         computed = topic_infos(missing)

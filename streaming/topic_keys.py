@@ -52,8 +52,7 @@ def topic_hash(full_name: str) -> int:
 
 def topic_hashes(full_names: Sequence[str]) -> list[int]:
     """`topic_hash` of each name."""
-    hash64 = mmh3.hash64
-    return [hash64(name, _TOPIC_SEED, True, True)[0] for name in full_names]
+    return [_hash(name, _TOPIC_SEED) for name in full_names]
 
 
 class ClusterHashes:
@@ -84,12 +83,9 @@ class ClusterHashes:
 
 def topic_keys(clusters: Sequence[str], topics: Sequence[str]) -> np.ndarray:
     """The key of each (cluster, topic), from the names."""
-    memo: dict[str, int] = {}
-    topic_part = np.fromiter(
-        (memo[t] if t in memo else memo.setdefault(t, topic_hash(t)) for t in topics),
-        dtype=np.int64,
-        count=len(topics),
-    )
+    names = list(dict.fromkeys(topics))
+    parts = dict(zip(names, topic_hashes(names), strict=True))
+    topic_part = np.fromiter(map(parts.__getitem__, topics), dtype=np.int64, count=len(topics))
     return ClusterHashes().keys(topic_part, pa.array(clusters).dictionary_encode())
 
 
