@@ -43,7 +43,7 @@ SPARK = SparkConfig()  # the config's defaults, the only ones
 BASE_MS = 1_700_000_040_000
 RESULT_KEYS = (
     "batches", "data_batches", "elapsed_s", "windows_closed",
-    "close_batch_s", "close_driver_s", "working_s",
+    "close_batch_s", "close_driver_s", "working_s", "batch_log",
 )  # fmt: skip
 
 
@@ -263,6 +263,12 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
     close_driver_s = max((r.duration_s - r.spark_s for r in closes), default=0.0)
     close_batch_s = max((durations.get(r.batch_id, 0.0) for r in closes), default=0.0)
     working_s = sum(durations.get(b, 0.0) for b in working)
+    # Per batch in order: events read, trigger time (s), windows closed (bench.scale's
+    # steady minute).
+    batch_log = [
+        [r.events_consumed, durations.get(b, 0.0), r.windows_closed]
+        for b, r in sorted(handler.reports.items())
+    ]
     spark.stop()
     return {
         "events": sum(consumed.values()),
@@ -276,6 +282,7 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
         "close_driver_s": close_driver_s,
         "close_batch_s": close_batch_s,
         "working_s": working_s,
+        "batch_log": batch_log,
     }
 
 

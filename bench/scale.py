@@ -4,15 +4,21 @@
         [--compression lz4]
 
 For each topic count it runs `bench.pipeline` in a child process (every topic reports once,
-so the events are as many as the topics unless `--events-per-topic` says otherwise) and
-samples the resident memory of that process and everything it started (the Spark JVM, the
-Python workers, the embedded broker) every 0.2 s. It prints, per size, the job's and raw
-consumption's events/s, the peak memory of the whole tree, and the interval's work: every
-batch that read events or closed a window, the window close included, per minute of stats
-in the run (`interval s per minute`; `--events-per-topic 2` gives two minutes, whose closes
-are those of steady state). One pod keeps up with that many topics at Pulsar's 60 s stats
-interval when that work takes at most 60 s; `max topics @60s` scales the measured size by
-60 s over that time (linear in topics, an estimate). Then `RESULT <json>`.
+so the events are as many as the topics unless `--events-per-topic` says otherwise), one
+minute of stats per micro-batch, and samples the resident memory of that process and
+everything it started (the Spark JVM, the Python workers, the embedded broker) every 0.2 s.
+It prints, per size, the job's and raw consumption's events/s, the peak memory of the whole
+tree, and two measures of a minute's work, the window close included:
+- `interval s per minute`: every batch that read events or closed a window, per minute of
+  stats in the run. It includes the first minute, whose topics are new to the read tasks,
+  and with one minute of stats the two windows over it close in one batch;
+- `steady minute s`: with `--events-per-topic 4` or more, the slowest batch after the first
+  that read a whole minute of stats and closed a window: a minute as the job runs it for
+  months (the read tasks know the topics, one window closes).
+One pod keeps up with that many topics at Pulsar's 60 s stats interval when a minute's work
+(the steady minute when measured, else the interval per minute) takes at most 60 s;
+`max topics @60s` scales the measured size by 60 s over that time (linear in topics, an
+estimate). Then `RESULT <json>`.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class ScaleResult:
     interval_s: float | None = None  # every batch that read events or closed a window
     close_batch_s: float | None = None  # the slowest batch that closed a window
     close_driver_s: float | None = None  # the driver's share of that batch
+    steady_minute_s: float | None = None  # see `steady_minute_s`
     error: str | None = None
 
     @property
@@ -63,14 +70,30 @@ class ScaleResult:
         return None if self.interval_s is None else self.interval_s / self.minutes
 
     @property
+    def work_per_minute_s(self) -> float | None:
+        """A minute's work: the steady minute when the run measured one."""
+        return self.steady_minute_s if self.steady_minute_s is not None else self.minute_s
+
+    @property
     def keeps_up(self) -> bool | None:
-        return None if self.minute_s is None else self.minute_s <= INTERVAL_S
+        work = self.work_per_minute_s
+        return None if work is None else work <= INTERVAL_S
 
     @property
     def max_topics_at_interval(self) -> int | None:
-        if not self.minute_s:
-            return None
-        return int(self.topics * INTERVAL_S / self.minute_s)
+        work = self.work_per_minute_s
+        return int(self.topics * INTERVAL_S / work) if work else None
+
+
+def steady_minute_s(batch_log: Sequence[Sequence[float]], topics: int) -> float | None:
+    """The slowest batch after the first data batch that read a whole minute of stats (each
+    topic once, within 1 %) and closed a window (`batch_log`: events, trigger s, windows
+    closed per batch); None when none did (fewer than 3 minutes: a window closes two
+    batches after its first minute)."""
+    data = [i for i, (events, _, _) in enumerate(batch_log) if events > 0]
+    later = batch_log[data[0] + 1 :] if data else []
+    steady = [s for events, s, closed in later if events >= 0.99 * topics and closed > 0]
+    return max(steady, default=None)
 
 
 def _children(pid: int) -> list[int]:
@@ -95,17 +118,14 @@ def tree_rss_bytes(root: int) -> int:
     return total
 
 
-def run_one(topics: int, events: int, extra: Sequence[str]) -> ScaleResult:
+def run_one(topics: int, events: int, envelope: int, extra: Sequence[str]) -> ScaleResult:
+    minute_messages = -(-topics // envelope) if envelope > 0 else topics
     cmd = [
-        sys.executable,
-        "-m",
-        "bench.pipeline",
-        "--topics",
-        str(topics),
-        "--events",
-        str(events),
+        sys.executable, "-m", "bench.pipeline",
+        "--topics", str(topics), "--events", str(events), "--envelope", str(envelope),
+        "--max-offsets-per-trigger", str(minute_messages),  # a minute of stats per batch
         *extra,
-    ]
+    ]  # fmt: skip
     started = time.monotonic()
     peak = 0
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
@@ -148,6 +168,7 @@ def run_one(topics: int, events: int, extra: Sequence[str]) -> ScaleResult:
         interval_s=job.get("working_s"),
         close_batch_s=job.get("close_batch_s"),
         close_driver_s=job.get("close_driver_s"),
+        steady_minute_s=steady_minute_s(job.get("batch_log", []), topics),
     )
 
 
@@ -182,16 +203,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     print(header("Scale: the pipeline at many topics"))
-    extra = [
-        "--envelope", str(args.envelope), "--compression", args.compression,
-        "--driver-memory", args.driver_memory,
-    ]  # fmt: skip
+    extra = ["--compression", args.compression, "--driver-memory", args.driver_memory]
     results = []
     for topics in args.topics:
         events = max(1, int(topics * args.events_per_topic))
-        result = run_one(topics, events, extra)
+        result = run_one(topics, events, args.envelope, extra)
         results.append(result)
         print(f"topics={topics} events={events} -> {json.dumps(asdict(result))}", flush=True)
+
     def cell(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
 
@@ -203,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cell(r.raw_events_per_s, ",.0f"),
             cell(r.ratio, ".2f"),
             cell(r.minute_s, ".1f"),
+            cell(r.steady_minute_s, ".1f"),
             cell(r.close_batch_s, ".1f"),
             cell(r.close_driver_s, ".2f"),
             "-" if r.keeps_up is None else ("yes" if r.keeps_up else "no"),
@@ -215,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     headers = [
         "topics", "events", "job events/s", "raw events/s", "ratio", "interval s per minute",
-        "close batch s", "driver close s", "keeps up @60s", "max topics @60s",
+        "steady minute s", "close batch s", "driver close s", "keeps up @60s", "max topics @60s",
         "peak RSS GiB", "wall s", "error",
     ]  # fmt: skip
     print(markdown_table(headers, rows))
@@ -223,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         {
             **asdict(r),
             "minute_s": r.minute_s,
+            "work_per_minute_s": r.work_per_minute_s,
             "keeps_up": r.keeps_up,
             "max_topics_at_interval": r.max_topics_at_interval,
         }

@@ -129,6 +129,11 @@ def test_pipeline_on_a_tiny_stream_counts_its_window_closes() -> None:
     assert 0 <= result["close_driver_s"] <= result["close_batch_s"]
     assert result["events_per_s"] > 0
     assert "window close: slowest closing batch" in out
+    # every batch in order: the events (and the tick moving the watermark), the closes
+    log = result["batch_log"]
+    assert sum(events for events, _, _ in log) == 601
+    assert sum(closed for _, _, closed in log) == result["windows_closed"]
+    assert all(seconds > 0 for _, seconds, _ in log)
 
 
 @pytest.mark.kafka

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from bench.capacity import CapacityRun, speedup
-from bench.scale import LAST_LINE, ScaleResult, tree_rss_bytes
+from bench.scale import LAST_LINE, ScaleResult, steady_minute_s, tree_rss_bytes
 
 
 def test_tree_rss_counts_children() -> None:
@@ -41,6 +41,33 @@ def test_scale_result_keeps_up_when_the_interval_fits_in_60_s() -> None:
     assert late.max_topics_at_interval == 4_000_000
     failed = ScaleResult(1, 1, None, None, None, 0.1, 1.0, error="exit 1")
     assert failed.keeps_up is None and failed.max_topics_at_interval is None
+
+
+def test_the_steady_minute_is_the_slowest_later_batch_of_a_whole_minute_with_a_close() -> None:
+    topics = 1000
+    log = [
+        [0, 0.5, 0],  # no data yet
+        [1000, 9.0, 0],  # the first minute: topics new to the read tasks
+        [1000, 4.0, 0],  # no window closes yet
+        [1000, 5.0, 1],
+        [995, 6.0, 1],  # a minute within 1 %
+        [500, 7.0, 1],  # half a minute
+        [1, 8.0, 3],  # the run's last closes
+    ]
+    assert steady_minute_s(log, topics) == 6.0
+    assert steady_minute_s(log[:3], topics) is None  # no close after the first minute
+    assert steady_minute_s([[0, 1.0, 0]], topics) is None
+
+
+def test_a_measured_steady_minute_decides_keeping_up() -> None:
+    # two minutes of stats: 75 s each, the first one cold
+    steady = ScaleResult(10_000_000, 20_000_000, 1.0, 1.0, 1.0, 9.0, 300.0, interval_s=150.0,
+                         steady_minute_s=50.0)  # fmt: skip
+    assert steady.minute_s == 75.0 and steady.work_per_minute_s == 50.0
+    assert steady.keeps_up is True
+    assert steady.max_topics_at_interval == 12_000_000
+    unmeasured = ScaleResult(10_000_000, 20_000_000, 1.0, 1.0, 1.0, 9.0, 300.0, interval_s=150.0)
+    assert unmeasured.work_per_minute_s == 75.0 and unmeasured.keeps_up is False
 
 
 def test_capacity_speedup_is_most_workers_over_fewest() -> None:
