@@ -41,6 +41,8 @@ from bench.common import add_compression_argument, machine, print_result
 SPARK = SparkConfig()  # the config's defaults, the only ones
 
 BASE_MS = 1_700_000_040_000
+FLUSH_EVERY_MESSAGES = 10_000
+RAW_STALL_S = 120.0
 RESULT_KEYS = (
     "batches", "data_batches", "elapsed_s", "windows_closed",
     "close_batch_s", "close_driver_s", "working_s", "batch_log",
@@ -109,6 +111,16 @@ def produce(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, 
         compression_type=CollectorConfig(compression=args.compression).compression_type,
     )  # fmt: skip
     names = [f"persistent://bench/ns-{i % args.namespaces}/topic-{i}" for i in range(args.topics)]
+    failures: list[BaseException] = []
+
+    def send(value: bytes, key: bytes | None = None) -> None:
+        # A send the broker does not acknowledge must fail the run, not leave the raw reader
+        # waiting for records that never came.
+        producer.send(topic, key=key, value=value).add_errback(failures.append)
+        if messages % FLUSH_EVERY_MESSAGES == FLUSH_EVERY_MESSAGES - 1:
+            producer.flush()  # the broker keeps up, no batch expires in the buffer
+            _check_sent(failures, messages)
+
     started = time.monotonic()
     per_message = max(1, args.envelope)
     messages = 0
@@ -117,15 +129,15 @@ def produce(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, 
         minute, k = divmod(i, args.topics)
         event = _template(names[k], BASE_MS + minute * 60_000 + k % 1000, i)
         if args.envelope <= 0:
-            producer.send(topic, key=names[k].encode(), value=json.dumps(event).encode())
+            send(json.dumps(event).encode(), key=names[k].encode())
             messages += 1
             continue
         pending.append(event)
         if len(pending) == per_message:
-            producer.send(topic, value=json.dumps({"events": pending}).encode())
+            send(json.dumps({"events": pending}).encode())
             pending, messages = [], messages + 1
     if pending:
-        producer.send(topic, value=json.dumps({"events": pending}).encode())
+        send(json.dumps({"events": pending}).encode())
         messages += 1
     if args.close_windows:
         # The next minutes' stats, as Pulsar would send them, move the watermark past every
@@ -133,11 +145,19 @@ def produce(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, 
         minutes = -(-args.events // args.topics)
         ahead_ms = (minutes + 1) * 60_000 + (args.window_s + args.watermark_s) * 1000
         tick = _template(names[0], BASE_MS + ahead_ms, 0)
-        producer.send(topic, key=names[0].encode(), value=json.dumps(tick).encode())
+        send(json.dumps(tick).encode(), key=names[0].encode())
         messages += 1
     producer.flush()
     producer.close()
+    _check_sent(failures, messages)
     return messages, time.monotonic() - started
+
+
+def _check_sent(failures: list[BaseException], messages: int) -> None:
+    if failures:
+        raise SystemExit(
+            f"the broker refused {len(failures)} of the first {messages} messages: {failures[0]!r}"
+        )
 
 
 def consume_raw(bootstrap: str, topic: str, messages: int) -> float:
@@ -158,10 +178,13 @@ def consume_raw(bootstrap: str, topic: str, messages: int) -> float:
     for tp in tps:
         consumer.seek(tp, 0)
     seen = 0
-    started = time.monotonic()
+    started = last_progress = time.monotonic()
     while seen < messages:
         for records in consumer.poll(timeout_ms=1000).values():
             seen += len(records)
+            last_progress = time.monotonic()
+        if time.monotonic() - last_progress > RAW_STALL_S:
+            raise SystemExit(f"raw reader: {seen} of {messages} messages, none for {RAW_STALL_S} s")
     elapsed = time.monotonic() - started
     consumer.close()
     return elapsed
