@@ -1,7 +1,7 @@
 """Scale: the pipeline benchmark at 1M and 10M simulated topics, with peak memory.
 
     .venv/bin/python -m bench.scale [--topics 1000000 10000000] [--envelope 100]
-        [--compression lz4]
+        [--compression lz4] [--events-per-topic 4]
 
 For each topic count it runs `bench.pipeline` in a child process (every topic reports once,
 so the events are as many as the topics unless `--events-per-topic` says otherwise), one
@@ -14,7 +14,8 @@ tree, and two measures of a minute's work, the window close included:
   and with one minute of stats the two windows over it close in one batch;
 - `steady minute s`: with `--events-per-topic 4` or more, the slowest batch after the first
   that read a whole minute of stats and closed a window: a minute as the job runs it for
-  months (the read tasks know the topics, one window closes).
+  months (the topics seen before, as far as the read tasks' caches hold them; one window
+  of two minutes closes).
 One pod keeps up with that many topics at Pulsar's 60 s stats interval when a minute's work
 (the steady minute when measured, else the interval per minute) takes at most 60 s;
 `max topics @60s` scales the measured size by 60 s over that time (linear in topics, an
