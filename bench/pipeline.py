@@ -54,6 +54,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--events", type=int, default=2_000_000, help="events to push through")
     p.add_argument("--topics", type=int, default=10_000, help="distinct topics")
     p.add_argument("--namespaces", type=int, default=10, help="namespaces the topics spread over")
+    p.add_argument(
+        "--bundles", type=int, default=16, help="bundles per namespace (Pulsar's initial layout)"
+    )
     p.add_argument("--partitions", type=int, default=4, help="Kafka partitions")
     p.add_argument("--envelope", type=int, default=0, help="events per message (0: one each)")
     add_compression_argument(p)
@@ -240,7 +243,7 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
     spark.sparkContext.setLogLevel("ERROR")
     handler = CountingHandler()
     layouts = StaticLayouts(
-        {("c1", f"bench/ns-{i}"): NamespaceBundles.initial(f"bench/ns-{i}", 16)
+        {("c1", f"bench/ns-{i}"): NamespaceBundles.initial(f"bench/ns-{i}", args.bundles)
          for i in range(args.namespaces)}
     )  # fmt: skip
     started = time.monotonic()

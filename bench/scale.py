@@ -1,11 +1,12 @@
 """Scale: the pipeline benchmark at 1M and 10M simulated topics, with peak memory.
 
     .venv/bin/python -m bench.scale [--topics 1000000 10000000] [--envelope 100]
-        [--compression lz4] [--events-per-topic 4]
+        [--compression lz4] [--events-per-topic 4] [--namespaces 80] [--bundles 128]
 
 For each topic count it runs `bench.pipeline` in a child process (every topic reports once,
-so the events are as many as the topics unless `--events-per-topic` says otherwise), one
-minute of stats per micro-batch, and samples the resident memory of that process and
+so the events are as many as the topics unless `--events-per-topic` says otherwise), spread
+over 80 namespaces of 128 bundles (10,240 bundles: the issue's 10k), one minute of stats
+per micro-batch, and samples the resident memory of that process and
 everything it started (the Spark JVM, the Python workers, the embedded broker) every 0.2 s.
 It prints, per size, the job's and raw consumption's events/s, the peak memory of the whole
 tree, and two measures of a minute's work, the window close included:
@@ -198,13 +199,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="2g",
         help="Spark's driver heap, passed to bench.pipeline (10M topics needs more than 2g)",
     )
+    p.add_argument("--namespaces", type=int, default=80, help="passed to bench.pipeline")
+    p.add_argument(
+        "--bundles",
+        type=int,
+        default=128,  # Pulsar's loadBalancerNamespaceMaximumBundles
+        help="bundles per namespace, passed to bench.pipeline",
+    )
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     print(header("Scale: the pipeline at many topics"))
-    extra = ["--compression", args.compression, "--driver-memory", args.driver_memory]
+    bundles = args.namespaces * args.bundles
+    print(f"{args.namespaces} namespaces x {args.bundles} bundles = {bundles:,} bundles")
+    extra = [
+        "--compression", args.compression, "--driver-memory", args.driver_memory,
+        "--namespaces", str(args.namespaces), "--bundles", str(args.bundles),
+    ]  # fmt: skip
     results = []
     for topics in args.topics:
         events = max(1, int(topics * args.events_per_topic))
@@ -250,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         for r in results
     ]
-    print_result({"benchmark": "scale", "results": results_json})
+    print_result({"benchmark": "scale", "bundles": bundles, "results": results_json})
     return 0 if all(r.error is None for r in results) else 1
 
 
