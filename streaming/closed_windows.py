@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.closing import CLOSED_SCHEMA
+from streaming.packing import decode_windows
 from streaming.rollup import (
     PARTIAL_SCHEMA,
     TOPIC_ROWS_SCHEMA,
@@ -38,27 +40,38 @@ if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in 
 
 HEAD_COLUMNS = ("window_end", "bucket", "topics", "namespaces")
 
+# What `partials_task` reads of a closed row.
+_PARTIAL_INPUTS = ["window_end", "bucket", "part", "payload", "known"]
+
 Task = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 def partials_task(layouts: Layouts, min_storage_bytes: int | None) -> Task:
     """The executors' work for `partials`: closed rows in, partial rows out (and a row with
-    the large topics, so that offload candidates need no pass of their own)."""
+    the large topics, so that offload candidates need no pass of their own).
+
+    The parts of one closed (bucket, window) that reach a task are rolled up together: the
+    work per bundle (its exact sums, its row) is paid once per bucket, not once per part (at
+    10M topics in 4 buckets, a bucket's close has 13 parts). The stage emits a bucket's parts from one
+    task, so they reach one task here; were they split, each task's share would be its own
+    row, numbered by its first part (`merge_partials` keys namespace counts on it).
+    """
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        closes: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         for batch in batches:
-            for row in batch.to_pylist():
-                window = decode_window(row["payload"])
-                known = decode_known(row["known"])
-                yield from bundle_partials(
-                    window, known, layouts, bucket=row["bucket"], part=row["part"]
-                ).to_batches()
-                if min_storage_bytes is not None:
-                    large = topic_rows(
-                        window, layouts, wanted=(), min_storage_bytes=min_storage_bytes
-                    )
-                    if large.num_rows:
-                        yield from large_topics_row(large).to_batches()
+            for row in batch.select(_PARTIAL_INPUTS).to_pylist():
+                closes[(row["window_end"], row["bucket"])].append(row)
+        for (_, bucket), parts in closes.items():
+            window = decode_windows([part["payload"] for part in parts])
+            known = decode_known([part["known"] for part in parts])
+            first = min(part["part"] for part in parts)
+            partials = bundle_partials(window, known, layouts, bucket=bucket, part=first)
+            yield from partials.to_batches()
+            if min_storage_bytes is not None:
+                large = topic_rows(window, layouts, wanted=(), min_storage_bytes=min_storage_bytes)
+                if large.num_rows:
+                    yield from large_topics_row(large).to_batches()
 
     return task
 
@@ -173,6 +186,7 @@ __all__ = [
     "ClosedWindows",
     "LocalClosedWindows",
     "SparkClosedWindows",
+    "Task",
     "partials_task",
     "topic_rows_task",
 ]

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import replace
 from itertools import pairwise
 from typing import Final
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.exact_sums import grouped_exact_parts, total
@@ -59,7 +60,8 @@ PARTIAL_SCHEMA: Final = pa.schema(
         ("lower", pa.int64()),
         ("upper", pa.int64()),
         ("bucket", pa.int32()),
-        ("part", pa.int32()),  # of the bucket's close (streaming.closing.ClosedWindow)
+        # The first part of the bucket's close (streaming.closing.ClosedWindow) this row sums.
+        ("part", pa.int32()),
         ("reported", pa.int64()),  # topics of the bundle that reported in the window
         ("known", pa.int64()),  # known topics of the bucket in the bundle
         ("namespace_known", pa.int64()),  # known topics of the part in the namespace
@@ -83,6 +85,15 @@ def bundle_index(layout: NamespaceBundles, positions: np.ndarray) -> np.ndarray:
     return np.minimum(index, layout.num_bundles - 1)  # 0xffffffff is in the last bundle
 
 
+def stable_order(codes: np.ndarray, distinct: int) -> np.ndarray:
+    """`np.argsort(codes, kind="stable")` of codes in `[0, distinct)`: as 16-bit integers when
+    they fit, which numpy sorts by radix (~8x faster than int64 for a bucket's topics)."""
+    if distinct <= 1 << 15:
+        codes = codes.astype(np.int16)
+    order: np.ndarray = np.argsort(codes, kind="stable")
+    return order
+
+
 def _namespace_groups(table: pa.Table) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
     """((cluster, namespace), row indices) of each namespace in `table`."""
     if table.num_rows == 0:
@@ -91,7 +102,7 @@ def _namespace_groups(table: pa.Table) -> Iterator[tuple[tuple[str, str], np.nda
     namespace_codes, namespaces_seen = dictionary_codes(table.column("namespace"))
     clusters, namespaces = clusters_seen.to_pylist(), namespaces_seen.to_pylist()
     codes = cluster_codes * len(namespaces) + namespace_codes
-    order = np.argsort(codes, kind="stable")
+    order = stable_order(codes, len(clusters) * len(namespaces))
     cuts = np.flatnonzero(np.diff(codes[order])) + 1
     for rows in np.split(order, cuts):
         code = int(codes[rows[0]])
@@ -129,7 +140,7 @@ def bundle_partials(
         boundaries = layout.boundaries
         reported = np.bincount(index, minlength=layout.num_bundles)
         known_counts = np.bincount(known_index, minlength=layout.num_bundles)
-        order = np.argsort(index, kind="stable")
+        order = stable_order(index, layout.num_bundles)
         starts = np.searchsorted(index[order], np.arange(layout.num_bundles + 1))
         in_order = rows[order]  # window rows, bundle by bundle
         bounds = starts.tolist()
@@ -184,12 +195,18 @@ def _session_sums(producers: np.ndarray, consumers: np.ndarray, starts: np.ndarr
     return [sum(values[a:b]) for a, b in pairwise(bounds)]
 
 
-@dataclass
-class _Sums:
-    reported: int = 0
-    known: int = 0
-    sessions: int = 0
-    parts: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+def _rate_totals(partials: pa.Table, group: np.ndarray, groups: int) -> dict[str, list[float]]:
+    """Per group, each rate's correctly rounded sum of every part of its rows (`total`)."""
+    out: dict[str, list[float]] = {}
+    for name in RATE_COLUMNS:
+        lists = partials.column(name).combine_chunks()
+        values = lists.flatten().to_numpy()
+        owner = np.repeat(group, np.diff(lists.offsets.to_numpy()))  # the group of each part
+        order = stable_order(owner, groups)
+        bounds = np.searchsorted(owner[order], np.arange(groups + 1)).tolist()
+        ordered = values[order].tolist()
+        out[name] = [total([ordered[a:b]]) for a, b in pairwise(bounds)]
+    return out
 
 
 def merge_partials(
@@ -202,27 +219,36 @@ def merge_partials(
 
     As `streaming.rollup_reference.roll_up_window` without topics: only bundles with a
     reporting topic appear; when the namespace's total topic count is known and larger than
-    the topics seen, each bundle's known count is scaled up by that ratio.
+    the topics seen, each bundle's known count is scaled up by that ratio. Column by column:
+    the driver's work per partial row is a few list reads (10k bundles x 4 buckets of rows
+    as dicts took ~0.4 s).
     """
-    sums: dict[tuple[str, str, int, int], _Sums] = defaultdict(_Sums)
+    partials = partials.filter(pc.is_null(partials.column("large_topics")))
+    key_columns = [
+        partials.column(n).to_pylist() for n in ("cluster", "namespace", "lower", "upper")
+    ]
+    keys = list(zip(*key_columns, strict=True))
+    ids: dict[tuple[str, str, int, int], int] = {}
+    group = np.fromiter(
+        (ids.setdefault(key, len(ids)) for key in keys), dtype=np.int64, count=len(keys)
+    )
+    reported, known, sessions = ([0] * len(ids) for _ in range(3))
     # Per (bucket, part): each partial row of a part repeats its namespace's count.
     seen: dict[tuple[str, str], dict[tuple[int, int], int]] = defaultdict(dict)
-    for row in partials.to_pylist():
-        if row["large_topics"] is not None:
-            continue
-        key = (row["cluster"], row["namespace"], row["lower"], row["upper"])
-        s = sums[key]
-        s.reported += row["reported"]
-        s.known += row["known"]
-        s.sessions += int(row["sessions"])
-        for name in RATE_COLUMNS:
-            s.parts[name].extend(row[name])
-        seen[(row["cluster"], row["namespace"])][(row["bucket"], row["part"])] = row[
-            "namespace_known"
-        ]
+    columns = [
+        partials.column(n).to_pylist()
+        for n in ("reported", "known", "sessions", "bucket", "part", "namespace_known")
+    ]
+    rows = zip(group.tolist(), keys, *columns, strict=True)
+    for g, key, r, k, s, bucket, part, in_namespace in rows:
+        reported[g] += r
+        known[g] += k
+        sessions[g] += int(s)
+        seen[key[:2]][(bucket, part)] = in_namespace
+    rates = _rate_totals(partials, group, len(ids))
     out: list[BundleLoad] = []
-    for (cluster, namespace, lower, upper), s in sorted(sums.items()):
-        if s.reported == 0:
+    for (cluster, namespace, lower, upper), g in sorted(ids.items()):
+        if reported[g] == 0:
             continue
         seen_total = sum(seen[(cluster, namespace)].values())
         namespace_total = namespace_known.get((cluster, namespace))
@@ -231,21 +257,20 @@ def merge_partials(
             if namespace_total is not None and seen_total and namespace_total > seen_total
             else 1.0
         )
-        rates = {name: total([s.parts[name]]) for name in RATE_COLUMNS}
         out.append(
             BundleLoad(
                 cluster=cluster,
                 namespace=namespace,
                 bundle=BundleRange(lower, upper),
                 window_end_ms=window_end_ms,
-                topic_count=s.reported,
-                session_count=s.sessions,
-                reported_topics=s.reported,
-                known_topics=math.ceil(max(s.reported, s.known) * scale - 1e-9),
-                msg_rate_in=rates["msg_rate_in"],
-                msg_rate_out=rates["msg_rate_out"],
-                msg_throughput_in=rates["msg_throughput_in"],
-                msg_throughput_out=rates["msg_throughput_out"],
+                topic_count=reported[g],
+                session_count=sessions[g],
+                reported_topics=reported[g],
+                known_topics=math.ceil(max(reported[g], known[g]) * scale - 1e-9),
+                msg_rate_in=rates["msg_rate_in"][g],
+                msg_rate_out=rates["msg_rate_out"][g],
+                msg_throughput_in=rates["msg_throughput_in"][g],
+                msg_throughput_out=rates["msg_throughput_out"][g],
             )
         )
     return out
@@ -328,8 +353,8 @@ def decode_window(payload: bytes) -> pa.Table:
     return decode([payload], WINDOW_SCHEMA)
 
 
-def decode_known(payload: bytes) -> pa.Table:
-    return decode([payload], KNOWN_POSITIONS_SCHEMA)
+def decode_known(payloads: Sequence[bytes]) -> pa.Table:
+    return decode(payloads, KNOWN_POSITIONS_SCHEMA)
 
 
 __all__ = [
@@ -343,6 +368,7 @@ __all__ = [
     "large_topics_of",
     "large_topics_row",
     "merge_partials",
+    "stable_order",
     "topic_loads",
     "topic_rows",
     "with_topics",

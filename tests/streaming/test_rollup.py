@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,10 +18,10 @@ from balancer.core.hashing import hash_position
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.report import BatchReport, StaticLayouts
 from streaming.batch import BatchObservations, BatchProcessor
-from streaming.closed_windows import LocalClosedWindows
+from streaming.closed_windows import LocalClosedWindows, Task
 from streaming.closing import KNOWN_SCHEMA, LocalStage, remember, window_rows
 from streaming.deadletters import DeadLetter
-from streaming.rollup import bundle_index
+from streaming.rollup import bundle_index, stable_order
 from streaming.rollup_reference import SeenTopics, TopicWindow, roll_up_window
 from streaming.topic_keys import KEY_COLUMN
 from streaming.windows import WindowSpec
@@ -76,6 +79,24 @@ class NoDeadLetters:
         pass
 
 
+class SplitClosedWindows(LocalClosedWindows):
+    """Closed rows whose tasks each get `task_rows` of a window's rows (in the stage's order),
+    as when the rows of one bucket's close reach several executors."""
+
+    def __init__(self, closed: pa.Table, task_rows: int) -> None:
+        super().__init__(closed)
+        self.task_rows = task_rows
+
+    def _run(self, window_end_ms: int, task: Task, schema: pa.Schema) -> pa.Table:
+        rows = self.closed.filter(pc.equal(self.closed.column("window_end"), window_end_ms))
+        out = [
+            batch
+            for start in range(0, rows.num_rows, self.task_rows)
+            for batch in task(iter(rows.slice(start, self.task_rows).to_batches()))
+        ]
+        return pa.Table.from_batches(out, schema=schema)
+
+
 OBSERVED = BatchObservations(summaries=(), dead_letters=(), watermark_ms=0, late_watermark_ms=0)
 NO_LETTERS: tuple[DeadLetter, ...] = ()
 
@@ -91,6 +112,7 @@ NO_LETTERS: tuple[DeadLetter, ...] = ()
     num_buckets=st.integers(1, 4),
     min_storage=st.one_of(st.none(), st.integers(0, 2**62)),
     part_rows=st.sampled_from([1, 2, 5, 200_000]),  # closes cut into parts of this many topics
+    task_rows=st.sampled_from([1, 2, 3, 1_000]),  # closed rows per executor task
 )
 def test_bucketed_roll_up_equals_the_reference(
     history: list[TopicWindow],
@@ -101,6 +123,7 @@ def test_bucketed_roll_up_equals_the_reference(
     num_buckets: int,
     min_storage: int | None,
     part_rows: int,
+    task_rows: int,
 ) -> None:
     layouts = {
         key: NamespaceBundles(key[1], b) for key, b in zip(NAMESPACES, boundaries, strict=True)
@@ -133,7 +156,8 @@ def test_bucketed_roll_up_equals_the_reference(
     )
     for batch_id, step in enumerate((history, batch)):
         closed = stage.close((topic_bucket(w.load.topic, num_buckets), w) for w in step)
-        handler.handle(processor.report(batch_id, LocalClosedWindows(closed), OBSERVED, 0.0))
+        tasks = SplitClosedWindows(closed, task_rows)
+        handler.handle(processor.report(batch_id, tasks, OBSERVED, 0.0))
     got = handler.reports[-1]
     assert got.window_end_ms == newest_end
     assert list(got.bundles) == want  # every field but topics (compare=False), floats exactly
@@ -180,3 +204,34 @@ def test_bundle_index_matches_find_including_the_top_of_the_range() -> None:
     got = bundle_index(layout, np.array(positions, dtype=np.int64)).tolist()
     want = [layout.bundles.index(layout.find(p)) for p in positions]
     assert got == want == [0, 0, 0, 1, 2, 2, 2]
+
+
+@pytest.mark.parametrize("task_rows", [1, 2, 1_000])
+def test_a_close_in_parts_over_several_tasks_counts_each_known_topic_once(task_rows: int) -> None:
+    # Five topics of one namespace in one bucket, closed in parts of one topic: whichever
+    # tasks the parts reach, the namespace's topics seen are five, so the bundle's known
+    # count is scaled by exactly 20 / 5.
+    layout = NamespaceBundles.initial("t/a", 1)
+    loads = [
+        TopicLoad(f"persistent://t/a/{i}", hash_position(f"persistent://t/a/{i}")) for i in range(5)
+    ]
+    stage = LocalStage(window_ms=120_000, slide_ms=60_000, known_ttl_ms=150_000, part_rows=1)
+    closed = stage.close((0, TopicWindow("c1", "t/a", END, load)) for load in loads)
+    handler = Handler(want_every=1)
+    processor = BatchProcessor(
+        spec=WindowSpec(120, 60, 60),
+        handler=handler,
+        layouts=StaticLayouts({("c1", "t/a"): layout}, known={("c1", "t/a"): 20}),
+        dead_letters=NoDeadLetters(),
+    )
+    handler.handle(processor.report(0, SplitClosedWindows(closed, task_rows), OBSERVED, 0.0))
+    (bundle,) = handler.reports[-1].bundles
+    assert (bundle.reported_topics, bundle.known_topics) == (5, 20)
+
+
+@given(codes=st.lists(st.integers(0, 40_000), max_size=300), wide=st.booleans())
+def test_stable_order_is_numpys_stable_argsort(codes: list[int], wide: bool) -> None:
+    # Codes below 2**15 take the 16-bit path unless `distinct` says they may be wider.
+    values = np.array([c if wide else c % (1 << 15) for c in codes], dtype=np.int64)
+    distinct = 40_001 if wide else 1 << 15
+    assert stable_order(values, distinct).tolist() == np.argsort(values, kind="stable").tolist()
