@@ -52,9 +52,10 @@ def partials_task(layouts: Layouts, min_storage_bytes: int | None) -> Task:
 
     The parts of one closed (bucket, window) that reach a task are rolled up together: the
     work per bundle (its exact sums, its row) is paid once per bucket, not once per part (at
-    10M topics in 4 buckets, a bucket's close has 13 parts). The stage emits a bucket's parts from one
-    task, so they reach one task here; were they split, each task's share would be its own
-    row, numbered by its first part (`merge_partials` keys namespace counts on it).
+    10M topics in 4 buckets, a bucket's close has 13 parts). The stage emits a bucket's
+    parts from one task, so they reach one task here; were they split, each task's share
+    would be its own row, numbered by its first part (`merge_partials` keys namespace
+    counts on it).
     """
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

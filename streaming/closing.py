@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.packing import KEYED_WINDOW_SCHEMA, decode, encode
+from streaming.packing import KEYED_WINDOW_SCHEMA, TRANSIENT_CODEC, decode, encode
 from streaming.rollup_reference import TopicWindow
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
 from streaming.topic_keys import KEY_COLUMN, KEY_FIELD, topic_keys, topics_in
@@ -165,8 +165,8 @@ def close_window(
                 part=part,
                 topics=rows.num_rows,
                 namespaces=_namespaces(rows),
-                payload=encode(rows.drop_columns([KEY_COLUMN])),
-                known=encode(positions.slice(part * part_rows, part_rows)),
+                payload=encode(rows.drop_columns([KEY_COLUMN]), codec=TRANSIENT_CODEC),
+                known=encode(positions.slice(part * part_rows, part_rows), codec=TRANSIENT_CODEC),
             )
         )
     return closed, after

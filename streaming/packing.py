@@ -81,13 +81,19 @@ class Pack:
 
 # zstd shrinks a pack ~5x (topic names repeat their prefixes) for ~0.8 us an event to
 # compress and read back: less to shuffle, to send to the state store and to keep there.
-_IPC_OPTIONS: Final = pa.ipc.IpcWriteOptions(compression="zstd")
+# What lives only within a batch (a close's output, read once or twice by the executors)
+# takes lz4: per 2.5M topics, 0.15 s to write and 0.03 s to read against zstd's 0.30 and
+# 0.23 s, for 140 MB against 111. A reader needs no codec: each payload names its own.
+TRANSIENT_CODEC: Final = "lz4"
+_IPC_OPTIONS: Final = {
+    codec: pa.ipc.IpcWriteOptions(compression=codec) for codec in ("zstd", TRANSIENT_CODEC)
+}
 
 
-def encode(table: pa.Table | pa.RecordBatch) -> bytes:
+def encode(table: pa.Table | pa.RecordBatch, *, codec: str = "zstd") -> bytes:
     """An Arrow IPC stream of `table` (schema included: payloads are self-describing)."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS[codec]) as writer:
         writer.write(table)
     return bytes(sink.getvalue().to_pybytes())
 
@@ -232,6 +238,7 @@ def decode_windows(payloads: Sequence[bytes]) -> pa.Table:
 __all__ = [
     "KEYED_WINDOW_SCHEMA",
     "PACK_SCHEMA",
+    "TRANSIENT_CODEC",
     "WINDOW_SCHEMA",
     "Pack",
     "aggregate_window",

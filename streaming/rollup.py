@@ -35,7 +35,7 @@ from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.exact_sums import grouped_exact_parts, total
 from balancer.core.load import BundleLoad, TopicLoad
 from streaming.closing import KNOWN_POSITIONS_SCHEMA
-from streaming.packing import WINDOW_SCHEMA, decode, dictionary_codes, encode
+from streaming.packing import TRANSIENT_CODEC, WINDOW_SCHEMA, decode, dictionary_codes, encode
 from streaming.schema import RATE_COLUMNS
 
 Layouts = Mapping[tuple[str, str], NamespaceBundles]
@@ -172,7 +172,7 @@ def bundle_partials(
 def large_topics_row(rows: pa.Table) -> pa.Table:
     """A PARTIAL_SCHEMA row carrying `rows` (TOPIC_ROWS_SCHEMA) in `large_topics`."""
     values: dict[str, list[object]] = {name: [None] for name in PARTIAL_SCHEMA.names}
-    values["large_topics"] = [encode(rows)]
+    values["large_topics"] = [encode(rows, codec=TRANSIENT_CODEC)]
     return pa.table(values, schema=PARTIAL_SCHEMA)
 
 
