@@ -101,13 +101,14 @@ def encode(table: pa.Table | pa.RecordBatch, *, codec: str = "zstd") -> bytes:
 def decode(payloads: Iterable[bytes], schema: pa.Schema) -> pa.Table:
     """The concatenated tables of `payloads`, in order (an empty table of `schema` if none).
 
-    Payloads stored by an earlier version (no topic keys, plain string labels) are brought
-    to `schema`: keys computed (`with_topic_keys`), labels cast.
+    Payloads stored by an earlier version (no topic keys, plain string labels, columns
+    since dropped) are brought to `schema`: keys computed (`with_topic_keys`), labels cast,
+    other columns left out.
     """
     tables = [pa.ipc.open_stream(pa.py_buffer(p)).read_all() for p in payloads]
     if KEY_COLUMN in schema.names:
         tables = [with_topic_keys(t) for t in tables]
-    tables = [t if t.schema == schema else t.cast(schema) for t in tables]
+    tables = [t if t.schema == schema else t.select(schema.names).cast(schema) for t in tables]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 

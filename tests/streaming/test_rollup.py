@@ -193,8 +193,8 @@ def test_known_topics_expire_after_the_ttl_and_keep_the_newest_end() -> None:
     known = remember(known, rows(w("x", END)), end_ms=END, ttl_ms=120_000)  # type: ignore[arg-type]
     # y was last seen 180 s before this window's end: gone; x was refreshed.
     assert known.drop_columns([KEY_COLUMN]).to_pylist() == [
-        {"cluster": "c1", "namespace": "t/a", "topic": "persistent://t/a/x",
-         "position": hash_position("persistent://t/a/x"), "end_ms": END},
+        {"cluster": "c1", "namespace": "t/a", "position": hash_position("persistent://t/a/x"),
+         "end_ms": END},
     ]  # fmt: skip
 
 

@@ -134,8 +134,9 @@ def test_the_known_topics_merge_keeps_a_topic_whose_key_collides() -> None:
 
     known = remember(KNOWN_SCHEMA.empty_table(), window("a", "b"), end_ms=1_000, ttl_ms=10_000)
     known = remember(known, window("b", "c"), end_ms=2_000, ttl_ms=10_000)
-    ends = {r["topic"].rsplit("/", 1)[1]: r["end_ms"] for r in known.to_pylist()}
-    assert ends == {"a": 1_000, "b": 2_000, "c": 2_000}  # one row each; a is not taken for b
+    ends = {r["position"]: r["end_ms"] for r in known.to_pylist()}
+    want = {"a": 1_000, "b": 2_000, "c": 2_000}  # one row each; a is not taken for b
+    assert ends == {hash_position(f"persistent://t/ns/{t}"): end for t, end in want.items()}
 
 
 def test_payloads_stored_before_keys_existed_get_their_keys() -> None:
@@ -160,6 +161,11 @@ def test_payloads_stored_before_keys_existed_get_their_keys() -> None:
     assert [(r["topic"], r["msg_rate_in"], r["samples"]) for r in window.to_pylist()] == [
         ("persistent://t/ns/a", 2.0, 2)
     ]
+    # ... and known topics with their names (stored until 2026-11-25).
+    named_known = pa.schema(
+        [("cluster", pa.string()), ("namespace", pa.string()), ("topic", pa.string()),
+         ("position", pa.int64()), ("end_ms", pa.int64())]
+    )  # fmt: skip
     old_known = without_keys(
         [
             {
@@ -170,9 +176,15 @@ def test_payloads_stored_before_keys_existed_get_their_keys() -> None:
                 "end_ms": 5,
             }
         ],
-        KNOWN_SCHEMA,
+        named_known,
     )
     known = decode([encode(old_known)], KNOWN_SCHEMA)
     assert known.schema == KNOWN_SCHEMA
+    assert known.drop_columns([KEY_COLUMN]).to_pylist() == [
+        {"cluster": "c1", "namespace": "t/ns", "position": 1, "end_ms": 5}
+    ]
+    # Known topics with names and keys (stored from 2026-11-24 to 2026-11-25).
+    keyed = with_topic_keys(old_known)
+    assert decode([encode(keyed)], KNOWN_SCHEMA).equals(known)
     (key,) = topic_keys(["c1"], ["persistent://t/ns/a"]).tolist()
     assert known.column(KEY_COLUMN).to_pylist() == [key]
