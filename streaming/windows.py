@@ -192,7 +192,10 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         bucket = bucket_of_route(int(key[0]), self.num_buckets)
         # Every window with packs has a timer: those the watermark has passed are due.
         due = sorted(int(t) + 1 for t in self.handle.listTimers() if int(t) <= watermark_ms)
-        stored = known_of([bytes(p) for (p,) in self.known.get()]) if self.known.exists() else None
+        # A list's `get` answers an absent list with no values: no `exists` first (in RocksDB
+        # that reads the whole list once more).
+        known_payloads = [bytes(p) for (p,) in self.known.get()]
+        stored = known_of(known_payloads) if known_payloads else None
         known = stored if stored is not None else KNOWN_SCHEMA.empty_table()
         rows: list[dict[str, object]] = []
         lists: dict[int, list[tuple[int, int, bytes]]] = {}  # the pack lists read, by slot
@@ -265,7 +268,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             slot = self._slot(pane)
             if slot not in lists:
                 packs = self.pack_lists[slot]
-                stored = packs.get() if packs.exists() else []
+                stored = packs.get()  # none when absent (see handleExpiredTimer)
                 lists[slot] = [(int(p), int(n), bytes(payload)) for p, n, payload in stored]
                 read[slot] = len(lists[slot])
             payloads += [payload for p, _, payload in lists[slot] if p == pane]
