@@ -286,9 +286,13 @@ def topic_rows(
     """The per-topic rows (TOPIC_ROWS_SCHEMA) the driver needs of one closed (bucket, window):
     those of the `wanted` bundles and those at least `min_storage_bytes` large, in namespaces
     with a layout."""
+    wanted_set = set(wanted)
+    if not wanted_set and min_storage_bytes is not None and window.num_rows:
+        # The large topics only: few rows, so filter on size before grouping by namespace.
+        storage = window.column("storage_size").to_numpy()
+        window = window.filter(pa.array(storage >= min_storage_bytes))
     keep = np.zeros(window.num_rows, dtype=bool)
     storage = window.column("storage_size").to_numpy() if window.num_rows else None
-    wanted_set = set(wanted)
     for key, rows in _namespace_groups(window):
         layout = layouts.get(key)
         if layout is None or storage is None:
