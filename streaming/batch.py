@@ -35,7 +35,9 @@ from streaming.closed_windows import ClosedWindows, SparkClosedWindows
 from streaming.deadletters import DeadLetter, DeadLetterSink
 from streaming.parse import ReadSummary
 from streaming.rollup import (
+    STAGE_LAYOUTS_PROPERTY,
     TOPIC_ROWS_SCHEMA,
+    StageLayouts,
     large_topics_of,
     merge_partials,
     topic_loads,
@@ -96,6 +98,8 @@ class BatchProcessor:
         self.clock_ms = clock_ms
         self._query: StreamingQuery | None = None
         self._attached = threading.Event()
+        self._stage_layouts: StageLayouts | None = None  # those of the last close
+        self.partials_jobs = 0  # closes whose partials took a job of their own (not the stage's)
 
     def attach(self, query: StreamingQuery) -> None:
         """The started query, whose batches this processor reads the observations of."""
@@ -111,9 +115,19 @@ class BatchProcessor:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        closed = SparkClosedWindows(batch_df)  # persists the batch: it is read up to 3 times
+        stage = self._stage_layouts
+        # Persists the batch: it is read up to 3 times.
+        closed = SparkClosedWindows(batch_df, stage_layouts=stage)
+        context = batch_df.sparkSession.sparkContext
         try:
-            closed.heads()  # runs the batch: scan, window state, observations
+            # The stage rolls its closes up with the layouts of the last close (the job that
+            # runs the batch carries them); the driver checks they are still in force.
+            if stage is not None:
+                context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, stage.to_text())
+            try:
+                closed.heads()  # runs the batch: scan, window state, observations
+            finally:
+                context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, None)  # None unsets it
             observed = BatchObservations.of_query(self.attached_query())
             report = self.report(batch_id, closed, observed, started)
         finally:
@@ -143,6 +157,7 @@ class BatchProcessor:
         ends = reported.column("window_end")
         windows_closed = int(pc.count_distinct(ends).as_py())
         newest_ms = int(pc.max(ends).as_py() or 0) if reported.num_rows else 0
+        jobs_before = self.partials_jobs
         bundles, large = self._snapshot(closed, reported, newest_ms)
         now_ms = self.clock_ms()
         delay_s = (now_ms - observed.watermark_ms) / 1000 if observed.watermark_ms > 0 else 0.0
@@ -162,6 +177,7 @@ class BatchProcessor:
             dead_letters=len(observed.dead_letters),
             spark_s=closed.spark_s,
             newest_event_ms=max(event_times, default=0),
+            stage_partials=bool(newest_ms) and self.partials_jobs == jobs_before,
         )
 
     def _snapshot(
@@ -188,7 +204,11 @@ class BatchProcessor:
             except Exception as exc:  # the admin API may be down: report the others
                 log.warning("no bundle layout for %s/%s, skipped: %s", *key, exc)
         threshold = self.handler.offload_min_bytes
-        partials = closed.partials(newest_ms, layouts, threshold)
+        partials = closed.stage_partials(newest_ms, layouts, threshold)
+        if partials is None:  # first close, a split, a new namespace: the stage's are stale
+            self.partials_jobs += 1
+            partials = closed.partials(newest_ms, layouts, threshold)
+        self._stage_layouts = StageLayouts(layouts, threshold)
         bundles = merge_partials(partials, window_end_ms=newest_ms, namespace_known=known)
         wanted = [
             (b.cluster, b.namespace, b.bundle.lower)

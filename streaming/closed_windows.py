@@ -22,15 +22,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.closing import CLOSED_SCHEMA
-from streaming.packing import decode_windows
+from streaming.packing import decode, decode_windows
 from streaming.rollup import (
     PARTIAL_SCHEMA,
     TOPIC_ROWS_SCHEMA,
     BundleKey,
     Layouts,
-    bundle_partials,
+    StageLayouts,
+    close_partials,
     decode_known,
     decode_window,
+    large_topics_of,
     large_topics_row,
     topic_rows,
 )
@@ -38,7 +40,7 @@ from streaming.rollup import (
 if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in tests
     from pyspark.sql import DataFrame
 
-HEAD_COLUMNS = ("window_end", "bucket", "topics", "namespaces")
+HEAD_COLUMNS = ("window_end", "bucket", "part", "topics", "namespaces", "partials")
 
 # What `partials_task` reads of a closed row.
 _PARTIAL_INPUTS = ["window_end", "bucket", "part", "payload", "known"]
@@ -67,12 +69,10 @@ def partials_task(layouts: Layouts, min_storage_bytes: int | None) -> Task:
             window = decode_windows([part["payload"] for part in parts])
             known = decode_known([part["known"] for part in parts])
             first = min(part["part"] for part in parts)
-            partials = bundle_partials(window, known, layouts, bucket=bucket, part=first)
-            yield from partials.to_batches()
-            if min_storage_bytes is not None:
-                large = topic_rows(window, layouts, wanted=(), min_storage_bytes=min_storage_bytes)
-                if large.num_rows:
-                    yield from large_topics_row(large).to_batches()
+            yield from close_partials(
+                window, known, layouts, bucket=bucket, part=first,
+                min_storage_bytes=min_storage_bytes,
+            ).to_batches()  # fmt: skip
 
     return task
 
@@ -101,10 +101,43 @@ class ClosedWindows(ABC):
     window (`_run`): in-process or on Spark's executors."""
 
     spark_s: float = 0.0  # time spent running Spark jobs (0 in-process)
+    # The layouts the stage was given to roll its closes up with (None: none).
+    stage_layouts: StageLayouts | None = None
 
     @abstractmethod
     def heads(self) -> pa.Table:
-        """`window_end` (epoch ms), `bucket`, `topics`, `namespaces` of every closed row."""
+        """`window_end` (epoch ms), `bucket`, `part`, `topics`, `namespaces` and the stage's
+        `partials` (part 0 of a close, when the stage had layouts) of every closed row."""
+
+    def stage_partials(
+        self, window_end_ms: int, layouts: Layouts, min_storage_bytes: int | None
+    ) -> pa.Table | None:
+        """`partials` as the stage computed them in its closes, when it computed them with
+        `layouts` (and that offload size) for every close of the window; else None.
+
+        Rows of namespaces outside `layouts` are left out, as `partials` leaves them out.
+        """
+        stage = self.stage_layouts
+        if stage is None or not stage.in_force(layouts, min_storage_bytes):
+            return None
+        heads = self.heads()
+        rows = heads.filter(
+            pc.and_(
+                pc.equal(heads.column("window_end"), window_end_ms),
+                pc.equal(heads.column("part"), 0),
+            )
+        )
+        payloads = rows.column("partials").to_pylist()
+        if None in payloads:
+            return None
+        partials = decode(payloads, PARTIAL_SCHEMA)
+        # The stage's layouts may hold more namespaces than `layouts`: leave theirs out.
+        bundles = partials.filter(pc.is_null(partials.column("large_topics")))
+        in_layouts = _in_layouts(bundles, layouts)
+        large = large_topics_of(partials)
+        large = large.filter(_in_layouts(large, layouts))
+        kept = [bundles.filter(in_layouts)]
+        return pa.concat_tables([*kept, large_topics_row(large)] if large.num_rows else kept)
 
     @abstractmethod
     def _run(self, window_end_ms: int, task: Task, schema: pa.Schema) -> pa.Table:
@@ -133,11 +166,20 @@ class ClosedWindows(ABC):
         return self._run(window_end_ms, task, TOPIC_ROWS_SCHEMA)
 
 
+def _in_layouts(table: pa.Table, layouts: Layouts) -> pa.Array:
+    """Whether each row's (cluster, namespace) has a layout in `layouts`."""
+    pairs = zip(
+        table.column("cluster").to_pylist(), table.column("namespace").to_pylist(), strict=True
+    )
+    return pa.array([pair in layouts for pair in pairs], pa.bool_())
+
+
 class LocalClosedWindows(ClosedWindows):
     """Closed-window rows (CLOSED_SCHEMA) held in memory; the tasks run in-process."""
 
-    def __init__(self, closed: pa.Table) -> None:
+    def __init__(self, closed: pa.Table, stage_layouts: StageLayouts | None = None) -> None:
         self.closed = closed.cast(CLOSED_SCHEMA)
+        self.stage_layouts = stage_layouts
 
     def heads(self) -> pa.Table:
         return self.closed.select(list(HEAD_COLUMNS))
@@ -151,10 +193,11 @@ class SparkClosedWindows(ClosedWindows):
     """A micro-batch's closed windows in Spark: persisted, so the stateful stage runs once
     however many times the driver reads it; `release` when the batch is done."""
 
-    def __init__(self, df: DataFrame) -> None:
+    def __init__(self, df: DataFrame, stage_layouts: StageLayouts | None = None) -> None:
         from pyspark import StorageLevel
 
         self.df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self.stage_layouts = stage_layouts
         self.spark_s = 0.0
         self._heads: pa.Table | None = None
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -34,6 +34,11 @@ from streaming.packing import KEYED_WINDOW_SCHEMA, TRANSIENT_CODEC, decode, enco
 from streaming.rollup_reference import TopicWindow
 from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
 from streaming.topic_keys import KEY_COLUMN, KEY_FIELD, topic_keys, topics_in
+
+# The bundle partials of a close (an Arrow payload) from its per-topic rows, its known
+# topics' positions and its bucket: `streaming.rollup.close_partials` with the layouts the
+# stage was given.
+PartialsOf = Callable[[pa.Table, pa.Table, int], bytes]
 
 # A bucket's known topics, as kept in the stage's state. Not their names: a topic's key and
 # position identify it (streaming.topic_keys), and the roll-up needs its cluster, namespace
@@ -120,6 +125,9 @@ class ClosedWindow:
     namespaces: str  # JSON list of [cluster, namespace] pairs that reported, sorted
     payload: bytes  # this part's per-topic rows (WINDOW_SCHEMA)
     known: bytes  # this part's known topics of the bucket (KNOWN_POSITIONS_SCHEMA)
+    # Part 0 only, when the stage was given layouts: the whole close's bundle partials
+    # (streaming.rollup.close_partials, an Arrow payload of PARTIAL_SCHEMA rows).
+    partials: bytes | None = None
 
     def to_row(self) -> dict[str, object]:
         return {
@@ -131,6 +139,7 @@ class ClosedWindow:
             "namespaces": self.namespaces,
             "payload": self.payload,
             "known": self.known,
+            "partials": self.partials,
         }
 
 
@@ -150,11 +159,14 @@ def close_window(
     end_ms: int,
     ttl_ms: int,
     part_rows: int = CLOSE_PART_ROWS,
+    partials_of: PartialsOf | None = None,
 ) -> tuple[list[ClosedWindow], pa.Table]:
     """The stage's output rows for a closed window (`window`: its per-topic rows), in parts
-    of at most `part_rows` topics and known topics, and the bucket's known topics after it."""
+    of at most `part_rows` topics and known topics, and the bucket's known topics after it.
+    With `partials_of`, part 0 carries the close's bundle partials too."""
     after = remember(known, window, end_ms=end_ms, ttl_ms=ttl_ms)
     positions = after.select(["cluster", "namespace", "position"])
+    partials = None if partials_of is None else partials_of(window, positions, bucket)
     parts = max(1, -(-window.num_rows // part_rows), -(-positions.num_rows // part_rows))
     closed = []
     for part in range(parts):
@@ -169,6 +181,7 @@ def close_window(
                 namespaces=_namespaces(rows),
                 payload=encode(rows.drop_columns([KEY_COLUMN]), codec=TRANSIENT_CODEC),
                 known=encode(positions.slice(part * part_rows, part_rows), codec=TRANSIENT_CODEC),
+                partials=partials if part == 0 else None,
             )
         )
     return closed, after
@@ -185,6 +198,7 @@ CLOSED_SCHEMA: Final = pa.schema(
         ("namespaces", pa.string()),
         ("payload", pa.binary()),
         ("known", pa.binary()),
+        ("partials", pa.binary()),
     ]
 )
 
@@ -238,7 +252,9 @@ class LocalStage:
         self._known: dict[int, pa.Table] = {}
         self._last_end_ms: dict[int, int] = {}
 
-    def close(self, windows: Iterable[tuple[int, TopicWindow]]) -> pa.Table:
+    def close(
+        self, windows: Iterable[tuple[int, TopicWindow]], partials_of: PartialsOf | None = None
+    ) -> pa.Table:
         by_key: dict[tuple[int, int], list[TopicWindow]] = defaultdict(list)
         for bucket, w in windows:
             by_key[(bucket, w.window_end_ms)].append(w)
@@ -262,6 +278,7 @@ class LocalStage:
                 closed, self._known[bucket] = close_window(
                     rows, known, bucket=bucket, start_ms=end_ms - self.window_ms,
                     end_ms=end_ms, ttl_ms=self.known_ttl_ms, part_rows=self.part_rows,
+                    partials_of=partials_of,
                 )  # fmt: skip
                 out.extend(closed)
                 self._last_end_ms[bucket] = end_ms
@@ -277,6 +294,7 @@ __all__ = [
     "KNOWN_TTL_WINDOWS",
     "ClosedWindow",
     "LocalStage",
+    "PartialsOf",
     "close_window",
     "closed_table",
     "known_chunks",

@@ -20,10 +20,11 @@ Pure: Arrow tables and layouts in, Arrow tables and `BundleLoad`s out.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Final
 
@@ -34,7 +35,7 @@ import pyarrow.compute as pc
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.exact_sums import grouped_exact_parts, total
 from balancer.core.load import BundleLoad, TopicLoad
-from streaming.closing import KNOWN_POSITIONS_SCHEMA
+from streaming.closing import KNOWN_POSITIONS_SCHEMA, PartialsOf
 from streaming.packing import TRANSIENT_CODEC, WINDOW_SCHEMA, decode, dictionary_codes, encode
 from streaming.schema import RATE_COLUMNS
 
@@ -167,6 +168,83 @@ def bundle_partials(
         {name: columns.get(name, [None] * n) for name in PARTIAL_SCHEMA.names},
         schema=PARTIAL_SCHEMA,
     )
+
+
+def close_partials(
+    window: pa.Table,
+    known: pa.Table,
+    layouts: Layouts,
+    *,
+    bucket: int,
+    part: int = 0,
+    min_storage_bytes: int | None,
+) -> pa.Table:
+    """PARTIAL_SCHEMA rows of a closed (bucket, window) (or of some of its parts): its
+    bundle partials and, when `min_storage_bytes` is set, a row with its topics at least
+    that large (`large_topics_row`)."""
+    tables = [bundle_partials(window, known, layouts, bucket=bucket, part=part)]
+    if min_storage_bytes is not None:
+        large = topic_rows(window, layouts, wanted=(), min_storage_bytes=min_storage_bytes)
+        if large.num_rows:
+            tables.append(large_topics_row(large))
+    return pa.concat_tables(tables)
+
+
+@dataclass(frozen=True)
+class StageLayouts:
+    """The layouts (and offload size) the window stage rolls a close up with, so the driver
+    needs no job of its own for the bundle partials when they are still the ones in force.
+
+    The driver hands them to the stage's tasks as a Spark local property of the job that
+    runs the batch (`STAGE_LAYOUTS_PROPERTY`, JSON): a task's properties are those of its
+    job, so the stage sees exactly what the driver sent for this batch, and a replay after a
+    restart sees what the new driver sent.
+    """
+
+    layouts: Mapping[tuple[str, str], NamespaceBundles]
+    min_storage_bytes: int | None
+
+    def to_text(self) -> str:
+        return json.dumps(
+            {
+                "min_storage_bytes": self.min_storage_bytes,
+                "layouts": [
+                    [cluster, namespace, list(layout.boundaries)]
+                    for (cluster, namespace), layout in sorted(self.layouts.items())
+                ],
+            }
+        )
+
+    @classmethod
+    def from_text(cls, text: str) -> StageLayouts:
+        body = json.loads(text)
+        layouts = {
+            (cluster, namespace): NamespaceBundles(namespace, tuple(boundaries))
+            for cluster, namespace, boundaries in body["layouts"]
+        }
+        return cls(layouts, body["min_storage_bytes"])
+
+    def in_force(self, layouts: Layouts, min_storage_bytes: int | None) -> bool:
+        """Whether partials rolled up with these give what `layouts` would (every layout
+        there the same here, and the same offload size)."""
+        return min_storage_bytes == self.min_storage_bytes and all(
+            self.layouts.get(key) == layout for key, layout in layouts.items()
+        )
+
+
+STAGE_LAYOUTS_PROPERTY: Final = "pulsar_balancer.stage_layouts"
+
+
+def stage_roll_up(stage: StageLayouts) -> PartialsOf:
+    """What the stage's close computes with `stage`: `close_partials` as a payload."""
+
+    def partials_of(window: pa.Table, known: pa.Table, bucket: int) -> bytes:
+        rows = close_partials(
+            window, known, stage.layouts, bucket=bucket, min_storage_bytes=stage.min_storage_bytes
+        )
+        return encode(rows, codec=TRANSIENT_CODEC)
+
+    return partials_of
 
 
 def large_topics_row(rows: pa.Table) -> pa.Table:
@@ -363,16 +441,20 @@ def decode_known(payloads: Sequence[bytes]) -> pa.Table:
 
 __all__ = [
     "PARTIAL_SCHEMA",
+    "STAGE_LAYOUTS_PROPERTY",
     "TOPIC_COLUMNS",
     "TOPIC_ROWS_SCHEMA",
+    "StageLayouts",
     "bundle_index",
     "bundle_partials",
+    "close_partials",
     "decode_known",
     "decode_window",
     "large_topics_of",
     "large_topics_row",
     "merge_partials",
     "stable_order",
+    "stage_roll_up",
     "topic_loads",
     "topic_rows",
     "with_topics",

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
@@ -38,8 +39,16 @@ from pyspark.sql.types import (
 )
 
 from balancer.core.window_rules import WindowRuleError, check_windows
-from streaming.closing import KNOWN_SCHEMA, KNOWN_TTL_WINDOWS, close_window, known_chunks, known_of
+from streaming.closing import (
+    KNOWN_SCHEMA,
+    KNOWN_TTL_WINDOWS,
+    PartialsOf,
+    close_window,
+    known_chunks,
+    known_of,
+)
 from streaming.packing import PACK_SCHEMA, aggregate_window, decode
+from streaming.rollup import STAGE_LAYOUTS_PROPERTY, StageLayouts, stage_roll_up
 from streaming.routing import bucket_of_route, bucket_routes
 from streaming.schema import RowKind
 
@@ -101,6 +110,7 @@ WINDOW_OUTPUT_SCHEMA = StructType(
         StructField("namespaces", StringType()),
         StructField("payload", BinaryType()),
         StructField("known", BinaryType()),
+        StructField("partials", BinaryType()),
     ]
 )
 # A pack waiting for its windows, in the bucket's list of packs (arrival order), stored once
@@ -140,6 +150,8 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         self.slide_ms = spec.slide_ms
         self.known_ttl_ms = known_ttl_ms
         self.pack_slots = spec.window_ms // spec.slide_ms + 2
+        self._stage_text: str | None = None
+        self._partials: PartialsOf | None = None
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -198,6 +210,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         stored = known_of(known_payloads) if known_payloads else None
         known = stored if stored is not None else KNOWN_SCHEMA.empty_table()
         rows: list[dict[str, object]] = []
+        partials_of = self._partials_of()
         lists: dict[int, list[tuple[int, int, bytes]]] = {}  # the pack lists read, by slot
         read: dict[int, int] = {}  # how many packs each list held when read
         end_ms: int | None = first_end_ms
@@ -211,7 +224,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             )
             closed, known = close_window(
                 window, known, bucket=bucket, start_ms=start_ms, end_ms=end_ms,
-                ttl_ms=self.known_ttl_ms,
+                ttl_ms=self.known_ttl_ms, partials_of=partials_of,
             )  # fmt: skip
             rows.extend(part.to_row() for part in closed)
             closed_through_ms = end_ms
@@ -230,6 +243,17 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         elif stored is not None:
             self.known.clear()
         yield pd.DataFrame({name: [row[name] for row in rows] for name in rows[0]})
+
+    def _partials_of(self) -> PartialsOf | None:
+        """The roll-up of a close with the layouts the driver gave this batch's job, if any
+        (`streaming.rollup.StageLayouts`: then the driver needs no job for the partials)."""
+        context = TaskContext.get()
+        text = None if context is None else context.getLocalProperty(STAGE_LAYOUTS_PROPERTY)
+        if not text:
+            return None
+        if text != self._stage_text:  # parsed once per batch and task, not per close
+            self._stage_text, self._partials = text, stage_roll_up(StageLayouts.from_text(text))
+        return self._partials
 
     def _next_close(
         self, end_ms: int, due: list[int], knows_topics: bool, watermark_ms: int

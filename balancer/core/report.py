@@ -31,6 +31,8 @@ class BatchReport:
     dead_letters: int = field(default=0)  # dead letters written by this batch
     spark_s: float = 0.0  # of duration_s: running the Spark batch (read, windows, state)
     newest_event_ms: int = 0  # newest event time accepted in this batch (0: no event)
+    # The bundle partials came with the window stage's closes (no Spark job of their own).
+    stage_partials: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (bundles and topics as plain dicts)."""
@@ -50,6 +52,7 @@ class BatchReport:
             "dead_letters": self.dead_letters,
             "spark_s": self.spark_s,
             "newest_event_ms": self.newest_event_ms,
+            "stage_partials": self.stage_partials,
         }
 
 

@@ -21,7 +21,7 @@ from streaming.batch import BatchObservations, BatchProcessor
 from streaming.closed_windows import LocalClosedWindows, Task
 from streaming.closing import KNOWN_SCHEMA, LocalStage, remember, window_rows
 from streaming.deadletters import DeadLetter
-from streaming.rollup import bundle_index, stable_order
+from streaming.rollup import StageLayouts, bundle_index, stable_order, stage_roll_up
 from streaming.rollup_reference import SeenTopics, TopicWindow, roll_up_window
 from streaming.topic_keys import KEY_COLUMN
 from streaming.windows import WindowSpec
@@ -83,8 +83,10 @@ class SplitClosedWindows(LocalClosedWindows):
     """Closed rows whose tasks each get `task_rows` of a window's rows (in the stage's order),
     as when the rows of one bucket's close reach several executors."""
 
-    def __init__(self, closed: pa.Table, task_rows: int) -> None:
-        super().__init__(closed)
+    def __init__(
+        self, closed: pa.Table, task_rows: int, stage_layouts: StageLayouts | None = None
+    ) -> None:
+        super().__init__(closed, stage_layouts)
         self.task_rows = task_rows
 
     def _run(self, window_end_ms: int, task: Task, schema: pa.Schema) -> pa.Table:
@@ -113,6 +115,9 @@ NO_LETTERS: tuple[DeadLetter, ...] = ()
     min_storage=st.one_of(st.none(), st.integers(0, 2**62)),
     part_rows=st.sampled_from([1, 2, 5, 200_000]),  # closes cut into parts of this many topics
     task_rows=st.sampled_from([1, 2, 3, 1_000]),  # closed rows per executor task
+    # The layouts the stage rolled its closes up with: none, those in force, stale ones (a
+    # split since), or those in force and more namespaces.
+    stage_kind=st.sampled_from(["none", "in force", "stale", "more"]),
 )
 def test_bucketed_roll_up_equals_the_reference(
     history: list[TopicWindow],
@@ -124,6 +129,7 @@ def test_bucketed_roll_up_equals_the_reference(
     min_storage: int | None,
     part_rows: int,
     task_rows: int,
+    stage_kind: str,
 ) -> None:
     layouts = {
         key: NamespaceBundles(key[1], b) for key, b in zip(NAMESPACES, boundaries, strict=True)
@@ -154,9 +160,24 @@ def test_bucketed_roll_up_equals_the_reference(
     stage = LocalStage(
         window_ms=window_ms, slide_ms=60_000, known_ttl_ms=ttl_ms, part_rows=part_rows
     )
+    stage_layouts = {
+        "none": None,
+        "in force": StageLayouts(layouts, min_storage),
+        "stale": StageLayouts(
+            {**layouts, NAMESPACES[0]: NamespaceBundles(NAMESPACES[0][1], (0, 0xFFFFFFFF))},
+            min_storage,
+        ),
+        "more": StageLayouts(
+            {**layouts, ("c3", "t/c"): NamespaceBundles("t/c", (0, 0xFFFFFFFF))}, min_storage
+        ),
+    }[stage_kind]
+    partials_of = None if stage_layouts is None else stage_roll_up(stage_layouts)
     for batch_id, step in enumerate((history, batch)):
-        closed = stage.close((topic_bucket(w.load.topic, num_buckets), w) for w in step)
-        tasks = SplitClosedWindows(closed, task_rows)
+        closed = stage.close(
+            ((topic_bucket(w.load.topic, num_buckets), w) for w in step), partials_of
+        )
+        tasks = SplitClosedWindows(closed, task_rows, stage_layouts)
+        jobs_before = processor.partials_jobs
         handler.handle(processor.report(batch_id, tasks, OBSERVED, 0.0))
     got = handler.reports[-1]
     assert got.window_end_ms == newest_end
@@ -169,6 +190,14 @@ def test_bucketed_roll_up_equals_the_reference(
         key=lambda cl: (cl[0], parse_ns(cl[1].topic), cl[1].position, cl[1].topic),
     )  # fmt: skip
     assert list(got.large_topics) == want_large
+    # The stage's partials are taken exactly when its layouts are those in force for the
+    # newest window's namespaces.
+    stale = NAMESPACES[0] in {(w.cluster, w.namespace) for w in newest} and layouts[
+        NAMESPACES[0]
+    ].boundaries != (0, 0xFFFFFFFF)
+    took_stage = stage_kind in ("in force", "more") or (stage_kind == "stale" and not stale)
+    if newest_end:
+        assert processor.partials_jobs == jobs_before + (0 if took_stage else 1)
 
 
 def parse_ns(topic: str) -> str:

@@ -12,6 +12,7 @@ what the executors' partials merged in the driver gave, field for field.
 from __future__ import annotations
 
 import tempfile
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +172,14 @@ def test_spark_bundles_equal_the_reference(
         assert sorted(report.large_topics, key=repr) == sorted(want_large, key=repr)
     # The silent bucket's topics keep counting toward completeness in the later windows.
     assert any(b.known_topics > b.reported_topics for r in reported for b in r.bundles)
+    # The first close rolls up in a job of its own. A later one whose namespaces all
+    # reported in the close before comes with the stage's partials: the driver handed the
+    # stage those layouts (static here), so it needs no job for them.
+    assert not reported[0].stage_partials
+    for before, report in pairwise(reported):
+        if namespaces(report) <= namespaces(before):
+            assert report.stage_partials, [r.stage_partials for r in reported]
+
+
+def namespaces(report: BatchReport) -> set[tuple[str, str]]:
+    return {(b.cluster, b.namespace) for b in report.bundles}
