@@ -45,7 +45,7 @@ FLUSH_EVERY_MESSAGES = 10_000
 RAW_STALL_S = 120.0
 RESULT_KEYS = (
     "batches", "data_batches", "elapsed_s", "windows_closed",
-    "close_batch_s", "close_driver_s", "working_s", "batch_log",
+    "close_batch_s", "close_driver_s", "working_s", "batch_log", "stage_partials_closes",
 )  # fmt: skip
 
 
@@ -305,6 +305,8 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
         "steady_s": steady_s,
         "snapshots": sum(len(r.bundles) for r in handler.reports.values()),
         "windows_closed": sum(r.windows_closed for r in handler.reports.values()),
+        # Closes whose bundle partials came with the window stage (no job of their own).
+        "stage_partials_closes": sum(r.stage_partials for r in handler.reports.values()),
         "close_driver_s": close_driver_s,
         "close_batch_s": close_batch_s,
         "working_s": working_s,
@@ -335,7 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(
         f"window close: slowest closing batch {job['close_batch_s']:.2f} s, of which the "
-        f"driver {job['close_driver_s']:.2f} s; all batches with work {job['working_s']:.1f} s"
+        f"driver {job['close_driver_s']:.2f} s; all batches with work {job['working_s']:.1f} s; "
+        f"{job['stage_partials_closes']} closes with the stage's partials"
     )
     ratio = rate / raw_rate if raw_rate else 0.0
     print_result(

@@ -6,7 +6,8 @@ Per micro-batch, in the driver:
 2. read the batch's observations (per read task summaries and the rejects, gathered by
    `Dataset.observe` in the same pass over the data) and its event-time watermark;
 3. write the dead letters; count consumed, rejected by reason, late (by the window rule);
-4. roll the newest closed window up to bundles with each namespace's current layout;
+4. roll the newest closed window up to bundles with each namespace's current layout (the
+   stage's partials when it had those layouts, else a job of their own);
 5. hand the `BatchReport` (with the real batch id) to the handler.
 
 Step 2 reads the batch's `IncrementalExecution` through py4j (`lastExecution`): there is no

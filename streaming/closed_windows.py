@@ -2,9 +2,11 @@
 
 The window stage emits one row per closed (bucket, window) (`streaming.closing`). The
 driver never collects those rows whole: it reads their heads (window, bucket, how many
-topics reported, which namespaces), then asks for the bundle partials of the newest window
-with the layouts in force (and the offload candidates with them), then, only when a bundle
-is near a limit, for that bundle's per-topic rows. The per-row work
+topics reported, which namespaces, and the partials the stage rolled its closes up to when
+it was given layouts), takes those partials when their layouts are still in force
+(`stage_partials`) or else asks for the bundle partials of the newest window with the
+layouts in force (and the offload candidates with them), then, only when a bundle is near
+a limit, for that bundle's per-topic rows. The per-row work
 (`partials_task`, `topic_rows_task`) is the same code on Spark's executors
 (`SparkClosedWindows`, through `mapInArrow`) and in-process (`LocalClosedWindows`, for tests
 and replays).
