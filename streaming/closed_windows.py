@@ -33,7 +33,6 @@ from streaming.rollup import (
     StageLayouts,
     close_partials,
     decode_known,
-    decode_window,
     large_topics_of,
     large_topics_row,
     topic_rows,
@@ -89,7 +88,7 @@ def topic_rows_task(
         for batch in batches:
             for payload in batch.column("payload").to_pylist():
                 yield from topic_rows(
-                    decode_window(payload),
+                    decode_windows([payload]),
                     layouts,
                     wanted=wanted_set,
                     min_storage_bytes=min_storage_bytes,
@@ -133,7 +132,10 @@ class ClosedWindows(ABC):
         if None in payloads:
             return None
         partials = decode(payloads, PARTIAL_SCHEMA)
-        # The stage's layouts may hold more namespaces than `layouts`: leave theirs out.
+        if stage.layouts.keys() <= layouts.keys():
+            return partials
+        # The stage's layouts hold namespaces `layouts` has not (one whose layout could not
+        # be fetched now): leave theirs out.
         bundles = partials.filter(pc.is_null(partials.column("large_topics")))
         in_layouts = _in_layouts(bundles, layouts)
         large = large_topics_of(partials)

@@ -431,10 +431,6 @@ def with_topics(
     ]
 
 
-def decode_window(payload: bytes) -> pa.Table:
-    return decode([payload], WINDOW_SCHEMA)
-
-
 def decode_known(payloads: Sequence[bytes]) -> pa.Table:
     return decode(payloads, KNOWN_POSITIONS_SCHEMA)
 
@@ -449,7 +445,6 @@ __all__ = [
     "bundle_partials",
     "close_partials",
     "decode_known",
-    "decode_window",
     "large_topics_of",
     "large_topics_row",
     "merge_partials",
