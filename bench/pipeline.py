@@ -12,10 +12,16 @@ compressed as the collector sends them (`collector.compression`, lz4), then
    a counting handler.
 It prints both rates and the ratio. The job's rate is steady state: the events of every batch
 after the first data batch (which pays for starting the Python workers) over the durations of
-those batches, window closes included (a close often runs in a batch of its own, with no new
-data; one last event far ahead in time closes every window that holds the data, as the next
-minutes' stats would). It also prints the slowest closing batch and the driver's share of
-it. The broker is `--bootstrap`, else an embedded tansu on 127.0.0.1.
+those batches, window closes included. With `--warmup-s S` it is the warm, sustained rate:
+the batches that start S seconds or more after the first data batch did (warm JVMs), before
+the one that reads the last event, far ahead in time: each of them closes the window its
+minute completes, as in a stream that runs for months, while the last event closes every
+open window at once (the run's end, as the first batch is its start);
+`after_first_events_per_s` in the RESULT keeps the rate over every batch after the first. A
+close often runs in a batch of its own, with no new data; the last event closes every window
+that holds the data, as the next minutes' stats would. It also prints the slowest closing
+batch and the driver's share of it. The broker is `--bootstrap`, else an embedded tansu on
+127.0.0.1.
 
 The last two lines are `RESULT <json>` and `events_per_s=<N> raw_events_per_s=<M> ratio=<R>`.
 """
@@ -73,6 +79,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--driver-memory",
         default="2g",
         help="Spark's driver heap (in local mode the executors' too: the window state server)",
+    )
+    p.add_argument(
+        "--warmup-s",
+        type=float,
+        default=0.0,
+        help="the steady rate leaves out the batches that start within this many seconds of "
+        "the first data batch (the JVMs' JIT warm-up); 0: only the first data batch",
     )
     p.add_argument(
         "--no-close-windows",
@@ -219,6 +232,27 @@ def broker(bootstrap: str | None) -> Iterator[str]:
         yield embedded.bootstrap_servers
 
 
+def warm_batches(
+    batches: Sequence[int], durations: dict[int, float], first: int, warmup_s: float
+) -> list[int]:
+    """`batches` that start `warmup_s` or more after the first data batch `first` started.
+
+    The JVMs compile Spark's hot code while the first minutes run: on 2 cores the JIT
+    compiler threads took ~22 % of the CPU in the first 20 s of a 500k-topic run and ~4 %
+    after two minutes (per-thread CPU from /proc; docs/benchmarks.md). A deployment runs for
+    months, so its sustained rate is the warm one.
+    """
+    started_s = 0.0  # of each batch, from the start of `first`
+    warm = []
+    for b in sorted(durations):
+        if b < first:
+            continue
+        if b in batches and started_s >= warmup_s:
+            warm.append(b)
+        started_s += durations[b]
+    return warm
+
+
 def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
     from streaming.deadletters import DirectoryDeadLetters
     from streaming.job import StreamSettings, build_spark, run_available
@@ -281,9 +315,25 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
     working = sorted(
         b for b, r in handler.reports.items() if r.events_consumed > 0 or r.windows_closed > 0
     )
-    steady = [b for b in working if b > first] if len(data_batches) > 1 else working
+    after_first = [b for b in working if b > first] if len(data_batches) > 1 else working
+    steady = after_first
+    if args.warmup_s > 0:
+        # Warm and sustained: whole minutes of data, each batch closing the window its minute
+        # completes, as a stream that runs for months does. The batches from the one that
+        # read the event far ahead (it closes every open window at once) are the run's end,
+        # as the first data batch is its start.
+        newest = max((r.newest_event_ms for r in handler.reports.values()), default=0)
+        ends = [b for b, r in handler.reports.items() if newest and r.newest_event_ms == newest]
+        end = min(ends) if args.close_windows and ends else None
+        warm = warm_batches(after_first, durations, first, args.warmup_s)
+        steady = [b for b in warm if end is None or b < end]
+        if not steady:
+            print(f"no batch started after the {args.warmup_s:g} s warm-up: all after the first")
+            steady = after_first
     steady_events = sum(consumed[b] for b in steady)
     steady_s = sum(durations.get(b, 0.0) for b in steady)
+    after_first_events = sum(consumed[b] for b in after_first)
+    after_first_s = sum(durations.get(b, 0.0) for b in after_first)
     closes = [r for r in handler.reports.values() if r.windows_closed > 0]
     # The driver's share of a closing batch: the batch's time less Spark's.
     close_driver_s = max((r.duration_s - r.spark_s for r in closes), default=0.0)
@@ -303,6 +353,8 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
         "data_batches": len(data_batches),
         "steady_events": steady_events,
         "steady_s": steady_s,
+        "steady_batches": len(steady),
+        "after_first_events_per_s": after_first_events / after_first_s if after_first_s else 0.0,
         "snapshots": sum(len(r.bundles) for r in handler.reports.values()),
         "windows_closed": sum(r.windows_closed for r in handler.reports.values()),
         # Closes whose bundle partials came with the window stage (no job of their own).
@@ -351,6 +403,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "window_s": args.window_s,
             "slide_s": args.slide_s,
             "events_per_s": round(rate),
+            "warmup_s": args.warmup_s,
+            "steady_batches": job["steady_batches"],
+            "after_first_events_per_s": round(job["after_first_events_per_s"]),
             "overall_events_per_s": round(overall),
             "raw_events_per_s": round(raw_rate),
             "ratio": round(ratio, 3),

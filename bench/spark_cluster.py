@@ -18,6 +18,7 @@ which `streaming.job.build_spark` sets to the driver's own interpreter.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -133,8 +134,15 @@ def _env(work_dir: Path, daemon_memory: str) -> dict[str, str]:
 
 
 def _start(
-    cluster: SparkCluster, name: str, args: list[str], env: dict[str, str]
+    cluster: SparkCluster,
+    name: str,
+    args: list[str],
+    env: dict[str, str],
+    cpus: frozenset[int] | None = None,
 ) -> subprocess.Popen[bytes]:
+    # Pinned before exec, so every thread and child (the executor JVM a worker starts, its
+    # Python workers) inherits the mask.
+    pin = None if cpus is None else functools.partial(os.sched_setaffinity, 0, cpus)
     with (cluster.work_dir / f"{name}.log").open("ab") as log:
         # spark-class execs java: this PID is the daemon's JVM.
         process = subprocess.Popen(
@@ -144,6 +152,7 @@ def _start(
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,  # a Ctrl-C of the tests does not reach it first
+            preexec_fn=pin,  # before exec: the JVM's threads and children inherit it
         )
     cluster.processes.append((name, process))
     return process
@@ -157,8 +166,23 @@ def spark_cluster(
     memory: str = "1g",
     daemon_memory: str = "256m",
     start_timeout_s: float = 120.0,
+    pin_cpus: bool = False,
 ) -> Iterator[SparkCluster]:
-    """A running standalone cluster; stopped (and its work dir removed) on exit."""
+    """A running standalone cluster; stopped (and its work dir removed) on exit.
+
+    `pin_cpus` confines worker i (and the executors and Python workers it starts) to CPUs
+    i*cores .. i*cores+cores-1, as a Kubernetes executor pod with a CPU limit of `cores`
+    would be; Spark's `--cores` alone only caps the task slots, and a one-slot executor
+    with the machine to itself uses more than one core (a stateful task's JVM feeds and
+    serves its Python worker in parallel). The master and the driver stay unpinned.
+    """
+    if pin_cpus:
+        available = sorted(os.sched_getaffinity(0))
+        if workers * cores > len(available):
+            raise SparkClusterError(
+                f"pinning {workers} workers of {cores} cores needs {workers * cores} CPUs; "
+                f"this process may use {len(available)}"
+            )
     work_dir = Path(tempfile.mkdtemp(prefix="spark-cluster-"))
     (work_dir / "local").mkdir()
     cluster = SparkCluster(master_port=free_port(), webui_port=free_port(), work_dir=work_dir)
@@ -194,6 +218,7 @@ def spark_cluster(
                     cluster.master_url,
                 ],
                 env,
+                frozenset(available[i * cores : (i + 1) * cores]) if pin_cpus else None,
             )  # fmt: skip
         cluster.wait_for_workers(workers, start_timeout_s)
         yield cluster

@@ -176,3 +176,19 @@ def test_scale_counts_the_interval_per_minute_of_stats() -> None:
         2, 75.0, False, 800,
     )  # fmt: skip
     assert ScaleResult(1000, 1000, None, None, None, 1.0, 10.0).keeps_up is None
+
+
+def test_warm_batches_leave_out_those_starting_within_the_warm_up() -> None:
+    from bench.pipeline import warm_batches
+
+    # batch 0 read nothing; 1 is the first data batch; 2..5 follow it.
+    durations = {0: 5.0, 1: 10.0, 2: 20.0, 3: 30.0, 4: 1.0, 5: 2.0}
+    later = [2, 3, 4, 5]
+    assert warm_batches(later, durations, first=1, warmup_s=0.0) == later
+    # 2 starts 10 s after 1 did, 3 at 30 s, 4 at 60 s, 5 at 61 s.
+    assert warm_batches(later, durations, first=1, warmup_s=10.0) == later
+    assert warm_batches(later, durations, first=1, warmup_s=10.5) == [3, 4, 5]
+    assert warm_batches(later, durations, first=1, warmup_s=60.0) == [4, 5]
+    assert warm_batches(later, durations, first=1, warmup_s=61.5) == []
+    # only the batches asked about, however long the others took
+    assert warm_batches([2, 5], durations, first=1, warmup_s=30.0) == [5]
