@@ -141,16 +141,17 @@ class BatchProcessor:
         """The report of one batch: `closed` holds every window it closed."""
         self.dead_letters.write(batch_id, observed.dead_letters)
         rejected: Counter[str] = Counter()
-        event_times: Counter[int] = Counter()
+        pane_events: Counter[int] = Counter()
         consumed = 0
         lag: dict[int, int] = {}
         for s in observed.summaries:
             rejected.update(s.rejected)
-            event_times.update(s.event_times)
+            pane_events.update(s.pane_events)
             consumed += s.consumed
             if s.high_watermark is not None:
                 lag[s.partition] = max(0, s.high_watermark - s.next_offset)
-        late = late_events(event_times, observed.late_watermark_ms, self.spec)
+        # A pane's start stands for its events: they share their oldest window.
+        late = late_events(pane_events, observed.late_watermark_ms, self.spec)
         heads = closed.heads()
         # Windows some topic reported in; only the newest is reported (older ones closed in
         # the same batch are superseded, their topics are known topics of the newest).
@@ -177,7 +178,7 @@ class BatchProcessor:
             windows_closed=windows_closed,
             dead_letters=len(observed.dead_letters),
             spark_s=closed.spark_s,
-            newest_event_ms=max(event_times, default=0),
+            newest_event_ms=max((s.newest_event_ms for s in observed.summaries), default=0),
             stage_partials=bool(newest_ms) and self.partials_jobs == jobs_before,
         )
 

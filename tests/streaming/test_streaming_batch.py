@@ -74,7 +74,9 @@ def processor(handler: RecordingHandler, sink: RecordingSink) -> BatchProcessor:
 def observations(**kwargs: object) -> BatchObservations:
     summary = ReadSummary(
         0, 0, 10, high_watermark=15, messages=10, events=9,
-        rejected=Counter({"bad_json": 1}), event_times=Counter({END - 400_000: 2, END: 7}),
+        rejected=Counter({"bad_json": 1}),
+        pane_events=Counter({END - 400_000 - 400_000 % 60_000: 2, END - END % 60_000: 7}),
+        newest_event_ms=END + 5,
     )  # fmt: skip
     values: dict[str, object] = {
         "summaries": (summary, ReadSummary(1, 4, 4, high_watermark=4)),
@@ -96,6 +98,7 @@ def test_a_report_carries_counts_lag_late_and_the_newest_window() -> None:
     assert report.events_late == 2  # the two events 400 s before the window end
     assert report.kafka_lag == {0: 5, 1: 0}
     assert report.watermark_ms == END + 60_000 and report.watermark_delay_s == 140.0
+    assert report.newest_event_ms == END + 5
     assert report.windows_closed == 2 and report.dead_letters == 1
     assert sum(b.topic_count for b in report.bundles) == 2  # only the newest window
     assert sink.written == [(42, observations().dead_letters)]

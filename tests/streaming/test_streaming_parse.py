@@ -43,7 +43,9 @@ def test_a_valid_event_becomes_a_typed_row_in_a_pack() -> None:
     assert (ev["cluster"], ev["namespace"], ev["topic"]) == ("c1", "t/ns", topic)
     assert (ev["position"], ev["event_ms"]) == (hash_position(topic), BASE_MS)
     assert (ev["msg_rate_in"], ev["storage_size"], ev["consumer_count"]) == (1.0, 1000, 1)
-    assert (summary.events, summary.consumed, summary.event_times) == (1, 1, Counter({BASE_MS: 1}))
+    assert (summary.events, summary.consumed) == (1, 1)
+    assert summary.pane_events == Counter({BASE_MS - BASE_MS % SLIDE_MS: 1})
+    assert summary.newest_event_ms == BASE_MS
 
 
 @pytest.mark.parametrize(
@@ -107,7 +109,8 @@ def test_a_huge_reject_keeps_a_bounded_prefix_of_its_bytes() -> None:
 def test_the_summary_row_round_trips() -> None:
     summary = ReadSummary(1, 5, 9, high_watermark=12, messages=4, events=3)
     summary.rejected["bad_json"] += 1
-    summary.event_times[BASE_MS] += 3
+    summary.pane_events[BASE_MS - BASE_MS % SLIDE_MS] += 3
+    summary.newest_event_ms = BASE_MS + 5
     parser = RecordParser(num_buckets=4, slide_ms=SLIDE_MS, summary=summary)
     (row,) = parser.summary_batch().to_pylist()
     assert (row["kind"], row["kafka_partition"], row["kafka_offset"]) == (RowKind.SUMMARY, 1, 9)
@@ -149,4 +152,7 @@ def test_an_event_ahead_of_the_reader_keeps_its_pane_but_cannot_move_the_waterma
         ahead_ms - ahead_ms % SLIDE_MS,
     }
     assert max(r["event_time"].timestamp() * 1000 for r in rows) == BASE_MS
-    assert summary.event_times == Counter({BASE_MS: 1, ahead_ms: 1})
+    assert summary.pane_events == Counter(
+        {BASE_MS - BASE_MS % SLIDE_MS: 1, ahead_ms - ahead_ms % SLIDE_MS: 1}
+    )
+    assert summary.newest_event_ms == ahead_ms

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -52,6 +54,17 @@ def test_late_means_the_first_window_had_closed(
 
 def test_late_events_counts_every_event_at_a_time() -> None:
     assert late_events({0: 3, 10**9: 2}, 500_000, SPEC) == 3
+
+
+@given(
+    times_ms=st.lists(st.integers(min_value=0, max_value=2**42), max_size=30),
+    watermark_ms=st.integers(min_value=0, max_value=2**42),
+)
+def test_events_counted_by_pane_are_late_as_by_time(times_ms: list[int], watermark_ms: int) -> None:
+    # The read tasks summarise event times by pane (the slide they fall in): same verdict.
+    by_time = Counter(times_ms)
+    by_pane = Counter(t - t % SPEC.slide_ms for t in times_ms)
+    assert late_events(by_pane, watermark_ms, SPEC) == late_events(by_time, watermark_ms, SPEC)
 
 
 @pytest.mark.parametrize(
