@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 import time
 import uuid
@@ -254,10 +255,18 @@ def warm_batches(
 
 
 def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The job's figures; its checkpoint and dead letters (GBs at 10M topics) go with it."""
+    work = tempfile.mkdtemp(prefix="bench-pipeline-")
+    try:
+        return _run_job_in(work, bootstrap, topic, args)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_job_in(work: str, bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
     from streaming.deadletters import DirectoryDeadLetters
     from streaming.job import StreamSettings, build_spark, run_available
 
-    work = tempfile.mkdtemp(prefix="bench-pipeline-")
     settings = StreamSettings(
         bootstrap_servers=bootstrap,
         topic=topic,
