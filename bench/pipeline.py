@@ -254,6 +254,14 @@ def warm_batches(
     return warm
 
 
+def before_the_last_event(batches: Sequence[int], newest_event_ms: dict[int, int]) -> list[int]:
+    """`batches` before the first batch that read the run's newest event (the one far ahead
+    that closes every open window at once); all of them when no batch read an event."""
+    newest = max(newest_event_ms.values(), default=0)
+    ends = [b for b, ms in newest_event_ms.items() if newest and ms == newest]
+    return [b for b in batches if not ends or b < min(ends)]
+
+
 def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
     """The job's figures; its checkpoint and dead letters (GBs at 10M topics) go with it."""
     work = tempfile.mkdtemp(prefix="bench-pipeline-")
@@ -331,11 +339,9 @@ def _run_job_in(work: str, bootstrap: str, topic: str, args: argparse.Namespace)
         # completes, as a stream that runs for months does. The batches from the one that
         # read the event far ahead (it closes every open window at once) are the run's end,
         # as the first data batch is its start.
-        newest = max((r.newest_event_ms for r in handler.reports.values()), default=0)
-        ends = [b for b, r in handler.reports.items() if newest and r.newest_event_ms == newest]
-        end = min(ends) if args.close_windows and ends else None
         warm = warm_batches(after_first, durations, first, args.warmup_s)
-        steady = [b for b in warm if end is None or b < end]
+        newest = {b: r.newest_event_ms for b, r in handler.reports.items()}
+        steady = before_the_last_event(warm, newest) if args.close_windows else warm
         if not steady:
             print(f"no batch started after the {args.warmup_s:g} s warm-up: all after the first")
             steady = after_first

@@ -192,3 +192,12 @@ def test_warm_batches_leave_out_those_starting_within_the_warm_up() -> None:
     assert warm_batches(later, durations, first=1, warmup_s=61.5) == []
     # only the batches asked about, however long the others took
     assert warm_batches([2, 5], durations, first=1, warmup_s=30.0) == [5]
+
+
+def test_the_sustained_rate_stops_before_the_batch_of_the_last_event() -> None:
+    from bench.pipeline import before_the_last_event
+
+    # Batch 4 read the event far ahead (so did 5, in another partition); 6 read none.
+    newest = {1: 100, 2: 200, 3: 300, 4: 10**12, 5: 10**12, 6: 0}
+    assert before_the_last_event([2, 3, 4, 5, 6], newest) == [2, 3]
+    assert before_the_last_event([2, 3], {2: 0, 3: 0}) == [2, 3]  # no event read at all
