@@ -11,9 +11,9 @@ table and the speedup of the largest worker count over the smallest; the target 
 workers is >= 1.7x (docs/benchmarks.md).
 
 Each worker, with its executor and Python workers, is pinned to a CPU of its own, as an
-executor pod with a 1-CPU limit is confined: Spark's one core is a task slot, and unpinned a
-one-slot worker on an idle 2-core machine also uses the second core. The driver and the
-broker stay unpinned and share the cores with the workers, so on a 2-core machine the figure
+executor pod with a 1-CPU limit is confined: Spark's one core is only a task slot, and
+unpinned a worker's executor threads and Python workers may run on any core. The driver and
+the broker stay unpinned and share the cores with the workers, so on a 2-core machine the figure
 is a lower bound of what separate machines give.
 """
 
@@ -94,7 +94,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="confine each worker (its executor and Python workers) to one CPU, as a pod "
-        "with a 1-CPU limit is; without it a one-slot worker uses more than one core",
+        "with a 1-CPU limit is; without it Spark's one core is only a task slot",
     )
     return p.parse_args(argv)
 

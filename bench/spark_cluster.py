@@ -172,9 +172,8 @@ def spark_cluster(
 
     `pin_cpus` confines worker i (and the executors and Python workers it starts) to CPUs
     i*cores .. i*cores+cores-1, as a Kubernetes executor pod with a CPU limit of `cores`
-    would be; Spark's `--cores` alone only caps the task slots, and a one-slot executor
-    with the machine to itself uses more than one core (a stateful task's JVM feeds and
-    serves its Python worker in parallel). The master and the driver stay unpinned.
+    would be; Spark's `--cores` alone only caps the task slots, and an executor's threads
+    and Python workers may run on any core. The master and the driver stay unpinned.
     """
     if pin_cpus:
         available = sorted(os.sched_getaffinity(0))
