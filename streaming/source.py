@@ -61,6 +61,14 @@ class SourceOptionError(ValueError):
     """A data source option that cannot work."""
 
 
+# Events a read task parses per flush (one Arrow batch of packs). A pack is one flush's
+# events of a (bucket, pane): with 20,000 a backlog spanning many panes gave packs of ~600
+# events, whose fixed cost to encode and decode (~0.9 ms a pack) took ~16 % of the
+# workers' time (docs/benchmarks.md, 2026-11-25 12:41 UTC). A flush holds its events as
+# objects until then.
+DEFAULT_BATCH_ROWS = 100_000
+
+
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     bootstrap_servers: str
@@ -70,11 +78,7 @@ class SourceOptions:
     raw: bool = False
     num_buckets: int = 64
     pane_ms: int = 60_000  # events are packed per (bucket, pane): the window slide
-    # Events parsed per flush (one Arrow batch of packs). A pack is one flush's events of a
-    # (bucket, pane): with 20,000 a backlog spanning many panes gave packs of ~600 events,
-    # whose fixed cost to encode and decode (~0.9 ms a pack) took ~16 % of the workers'
-    # time (docs/benchmarks.md, 2026-11-25 12:41 UTC). A flush holds its events as objects.
-    batch_rows: int = 100_000
+    batch_rows: int = DEFAULT_BATCH_ROWS
     poll_timeout_ms: int = 500
     read_timeout_s: float = 60.0  # a read task fails after this long without a record
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
@@ -121,7 +125,7 @@ class SourceOptions:
             raw=opts.get("raw", "false").lower() == "true",
             num_buckets=get_int("num_buckets", 64) or 64,
             pane_ms=get_int("pane_ms", 60_000) or 60_000,
-            batch_rows=get_int("batch_rows", 100_000) or 100_000,
+            batch_rows=get_int("batch_rows", DEFAULT_BATCH_ROWS) or DEFAULT_BATCH_ROWS,
             poll_timeout_ms=get_int("poll_timeout_ms", 500) or 500,
             read_timeout_s=float(opts.get("read_timeout_s", "60")),
             security=KafkaSecurity.from_options(opts),

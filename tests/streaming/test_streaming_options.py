@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from balancer.kafka.security import KafkaConfigError, KafkaSecurity
 from streaming.partition_range import PartitionRange, consumer_config
-from streaming.source import SourceOptionError, SourceOptions, split_limit
+from streaming.source import DEFAULT_BATCH_ROWS, SourceOptionError, SourceOptions, split_limit
 
 
 @given(
@@ -57,6 +57,15 @@ def test_options_round_trip_through_spark_option_strings() -> None:
     assert "KAFKA_PW" in text.values() and all(isinstance(v, str) for v in text.values())
     # Spark lower-cases option keys; the source reads them back the same.
     assert SourceOptions.from_options({k.upper(): v for k, v in text.items()}) == options
+
+
+def test_a_flush_holds_the_default_events_unless_the_option_says_otherwise() -> None:
+    """Spark's options and the dataclass agree on the flush size (packs of a backlog over
+    many panes stay large: docs/benchmarks.md, 2026-11-25 12:41 UTC)."""
+    required = {"bootstrap_servers": "k:1", "topic": "t"}
+    assert SourceOptions.from_options(required).batch_rows == DEFAULT_BATCH_ROWS
+    assert SourceOptions("k:1", "t").batch_rows == DEFAULT_BATCH_ROWS == 100_000
+    assert SourceOptions.from_options({**required, "batch_rows": "7"}).batch_rows == 7
 
 
 @pytest.mark.parametrize(
