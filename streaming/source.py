@@ -27,7 +27,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
@@ -116,6 +116,12 @@ class SourceOptions:
             except ValueError:
                 raise SourceOptionError(f"option {key} must be an integer, got {text!r}") from None
 
+        # Absent or empty (or 0): the dataclass's default, the one place each is written.
+        defaults: dict[str, Any] = {f.name: f.default for f in fields(cls)}
+
+        def get_int_or_default(key: str) -> int:
+            return get_int(key, None) or defaults[key]
+
         starting = opts.get("starting_offsets", opts.get("startingoffsets", "earliest"))
         return cls(
             bootstrap_servers=opts.get("bootstrap_servers", ""),
@@ -123,13 +129,13 @@ class SourceOptions:
             starting_offsets=starting,  # type: ignore[arg-type]  # checked in __post_init__
             max_offsets_per_trigger=get_int("max_offsets_per_trigger", None),
             raw=opts.get("raw", "false").lower() == "true",
-            num_buckets=get_int("num_buckets", 64) or 64,
-            pane_ms=get_int("pane_ms", 60_000) or 60_000,
-            batch_rows=get_int("batch_rows", DEFAULT_BATCH_ROWS) or DEFAULT_BATCH_ROWS,
-            poll_timeout_ms=get_int("poll_timeout_ms", 500) or 500,
-            read_timeout_s=float(opts.get("read_timeout_s", "60")),
+            num_buckets=get_int_or_default("num_buckets"),
+            pane_ms=get_int_or_default("pane_ms"),
+            batch_rows=get_int_or_default("batch_rows"),
+            poll_timeout_ms=get_int_or_default("poll_timeout_ms"),
+            read_timeout_s=float(opts.get("read_timeout_s", defaults["read_timeout_s"])),
             security=KafkaSecurity.from_options(opts),
-            max_future_skew_ms=get_int("max_future_skew_ms", 600_000) or 600_000,
+            max_future_skew_ms=get_int_or_default("max_future_skew_ms"),
             clusters=tuple(json.loads(opts.get("clusters") or "[]")),
         )
 
