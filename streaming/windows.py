@@ -40,10 +40,11 @@ from pyspark.sql.types import (
 
 from balancer.core.window_rules import WindowRuleError, check_windows
 from streaming.closing import (
+    CLOSE_PART_ROWS,
     KNOWN_SCHEMA,
     KNOWN_TTL_WINDOWS,
+    BucketCloses,
     PartialsOf,
-    close_window,
     known_chunks,
     known_of,
 )
@@ -138,7 +139,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     Spark did not drop as late. When the watermark
     reaches a window's end (Spark fires a key's timers oldest first, after the batch's new
     rows), the window's packs are aggregated into one row per topic, removed, and the window
-    leaves the stage with the bucket's known topics (`streaming.closing.close_window`).
+    leaves the stage with the bucket's known topics (`streaming.closing.BucketCloses`).
     While the bucket knows topics, it closes every later window too, packs or not. Spark
     itself drops the packs of windows that had closed before the batch (late events,
     counted by the driver with the same rule: `late_events`).
@@ -209,8 +210,10 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         known_payloads = [bytes(p) for (p,) in self.known.get()]
         stored = known_of(known_payloads) if known_payloads else None
         known = stored if stored is not None else KNOWN_SCHEMA.empty_table()
-        rows: list[dict[str, object]] = []
-        partials_of = self._partials_of()
+        closes = BucketCloses(
+            bucket=bucket, ttl_ms=self.known_ttl_ms, part_rows=CLOSE_PART_ROWS,
+            partials_of=self._partials_of(),
+        )  # fmt: skip
         lists: dict[int, list[tuple[int, int, bytes]]] = {}  # the pack lists read, by slot
         read: dict[int, int] = {}  # how many packs each list held when read
         end_ms: int | None = first_end_ms
@@ -222,11 +225,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
                 window_start_ms=start_ms,
                 window_end_ms=end_ms,
             )
-            closed, known = close_window(
-                window, known, bucket=bucket, start_ms=start_ms, end_ms=end_ms,
-                ttl_ms=self.known_ttl_ms, partials_of=partials_of,
-            )  # fmt: skip
-            rows.extend(part.to_row() for part in closed)
+            known = closes.close(window, known, start_ms=start_ms, end_ms=end_ms)
             closed_through_ms = end_ms
             end_ms = self._next_close(end_ms, due, bool(known.num_rows), watermark_ms)
         self.closed_through.update((closed_through_ms,))
@@ -242,6 +241,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             self._set_timers([closed_through_ms + self.slide_ms - 1])
         elif stored is not None:
             self.known.clear()
+        rows = [part.to_row() for part in closes.finish()]
         yield pd.DataFrame({name: [row[name] for row in rows] for name in rows[0]})
 
     def _partials_of(self) -> PartialsOf | None:

@@ -258,6 +258,53 @@ def test_a_close_in_parts_over_several_tasks_counts_each_known_topic_once(task_r
     assert (bundle.reported_topics, bundle.known_topics) == (5, 20)
 
 
+def test_only_closes_the_driver_may_roll_up_carry_the_stages_partials() -> None:
+    # The driver rolls up the batch's newest window with topics. Bucket 0 closes two windows
+    # with topics (the older is superseded), then fill-ins up to bucket 1's newer window
+    # (either may be the batch's newest): all but the superseded close carry partials, on
+    # part 0 only, and the driver needs no job of its own.
+    layout = NamespaceBundles.initial("t/a", 4)
+    topic = "persistent://t/a/x"
+    load = TopicLoad(topic, hash_position(topic), msg_rate_in=5.0)
+    minute = 60_000
+    stage = LocalStage(window_ms=120_000, slide_ms=minute, known_ttl_ms=600_000, part_rows=1)
+    stage_layouts = StageLayouts({("c1", "t/a"): layout}, None)
+    closed = stage.close(
+        [
+            (0, TopicWindow("c1", "t/a", END - 3 * minute, load)),
+            (0, TopicWindow("c1", "t/a", END - 2 * minute, load)),
+            (1, TopicWindow("c1", "t/a", END, replace(load, topic=topic + "y"))),
+            (1, TopicWindow("c1", "t/a", END, replace(load, topic=topic + "z"))),
+        ],
+        stage_roll_up(stage_layouts),
+    )
+    carried = {
+        (row["bucket"], (END - row["window_end"]) // minute, row["part"]): row["partials"]
+        is not None
+        for row in closed.to_pylist()
+    }
+    assert carried == {
+        (0, 3, 0): False,  # superseded by the close two minutes before END
+        (0, 2, 0): True,
+        (0, 1, 0): True,  # fill-ins
+        (0, 0, 0): True,
+        (1, 0, 0): True,
+        (1, 0, 1): False,  # part 1 of bucket 1's close
+    }
+    handler = Handler(want_every=1)
+    processor = BatchProcessor(
+        spec=WindowSpec(120, 60, 60),
+        handler=handler,
+        layouts=StaticLayouts({("c1", "t/a"): layout}, known={}),
+        dead_letters=NoDeadLetters(),
+    )
+    report = processor.report(0, LocalClosedWindows(closed, stage_layouts), OBSERVED, 0.0)
+    assert report.stage_partials and processor.partials_jobs == 0
+    assert report.window_end_ms == END
+    assert sum(b.reported_topics for b in report.bundles) == 2
+    assert sum(b.known_topics for b in report.bundles) == 3  # x, known from bucket 0
+
+
 @given(codes=st.lists(st.integers(0, 40_000), max_size=300), wide=st.booleans())
 def test_stable_order_is_numpys_stable_argsort(codes: list[int], wide: bool) -> None:
     # Codes below 2**15 take the 16-bit path unless `distinct` says they may be wider.
