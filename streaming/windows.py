@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -216,11 +217,12 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         )  # fmt: skip
         lists: dict[int, list[tuple[int, int, bytes]]] = {}  # the pack lists read, by slot
         read: dict[int, int] = {}  # how many packs each list held when read
+        decoded: dict[int, pa.Table] = {}  # the events of each pane read, by pane start
         end_ms: int | None = first_end_ms
         while end_ms is not None:
             start_ms = end_ms - self.window_ms
             window = aggregate_window(
-                decode(self._take_packs(start_ms, lists, read), PACK_SCHEMA),
+                self._window_events(start_ms, lists, read, decoded),
                 bucket=bucket,
                 window_start_ms=start_ms,
                 window_end_ms=end_ms,
@@ -280,14 +282,23 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     def _slot(self, pane_start_ms: int) -> int:
         return (pane_start_ms // self.slide_ms) % self.pack_slots
 
-    def _take_packs(
-        self, start_ms: int, lists: dict[int, list[tuple[int, int, bytes]]], read: dict[int, int]
-    ) -> list[bytes]:
-        """The packs of the window starting at `start_ms`, pane by pane in arrival order,
-        from the lists of its panes in `lists` (each read from the state once per call of the
-        timer). Packs whose last window this is are taken out; the caller writes back the
-        lists that changed."""
-        payloads: list[bytes] = []
+    def _window_events(
+        self,
+        start_ms: int,
+        lists: dict[int, list[tuple[int, int, bytes]]],
+        read: dict[int, int],
+        decoded: dict[int, pa.Table],
+    ) -> pa.Table:
+        """The events (PACK_SCHEMA) of the window starting at `start_ms`, pane by pane in
+        arrival order, from the lists of its panes in `lists` (each read from the state once
+        per call of the timer).
+
+        A pane's packs are decoded once per call (`decoded`): in a backlog a bucket closes
+        many windows in a row, and each pane belongs to window / slide of them. Packs whose
+        last window this is are taken out (the caller writes back the lists that changed),
+        and so is their pane's decoded table.
+        """
+        tables: list[pa.Table] = []
         for pane in range(start_ms, start_ms + self.window_ms, self.slide_ms):
             slot = self._slot(pane)
             if slot not in lists:
@@ -295,10 +306,14 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
                 stored = packs.get()  # none when absent (see handleExpiredTimer)
                 lists[slot] = [(int(p), int(n), bytes(payload)) for p, n, payload in stored]
                 read[slot] = len(lists[slot])
-            payloads += [payload for p, _, payload in lists[slot] if p == pane]
+            if pane not in decoded:
+                payloads = [payload for p, _, payload in lists[slot] if p == pane]
+                decoded[pane] = decode(payloads, PACK_SCHEMA)
+            tables.append(decoded[pane])
             if pane == start_ms:  # the last window of this pane's packs
                 lists[slot] = [pack for pack in lists[slot] if pack[0] > start_ms]
-        return payloads
+                del decoded[pane]
+        return pa.concat_tables(tables)
 
 
 def topic_windows(
