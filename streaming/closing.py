@@ -145,7 +145,14 @@ class ClosedWindow:
 
 
 def _namespaces(window: pa.Table) -> str:
-    pairs = window.select(["cluster", "namespace"]).group_by(["cluster", "namespace"]).aggregate([])
+    # Without Arrow's thread pool: on a worker busy with other tasks, handing a close's few
+    # thousand rows to the pool's threads and waiting for them cost ~10x the grouping itself
+    # (py-spy, 2026-11-25: ~4 ms a close against ~0.1 ms offline).
+    pairs = (
+        window.select(["cluster", "namespace"])
+        .group_by(["cluster", "namespace"], use_threads=False)
+        .aggregate([])
+    )
     return json.dumps(
         sorted(zip(pairs.column(0).to_pylist(), pairs.column(1).to_pylist(), strict=True))
     )
