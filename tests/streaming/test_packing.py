@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from streaming.packing import (
     KEYED_WINDOW_SCHEMA,
     PACK_SCHEMA,
+    WHOLE_FRAME_MAX_ROWS,
     WINDOW_SCHEMA,
     aggregate_window,
     decode,
@@ -51,14 +52,27 @@ def test_a_pack_round_trips_through_its_payload() -> None:
     assert decode([], PACK_SCHEMA).num_rows == 0
 
 
+def test_small_payloads_are_one_zstd_frame_and_large_ones_compressed_per_buffer() -> None:
+    rows = [event(f"t{i % 97}", BASE_MS + i, rate=i / 7, size=i) for i in range(3_000)]
+    small = table(rows[: WHOLE_FRAME_MAX_ROWS - 1])
+    large = table(rows[:WHOLE_FRAME_MAX_ROWS])
+    framed, per_buffer = encode(small), encode(large)
+    assert framed[:4] == bytes.fromhex("28b52ffd")  # a zstd frame's magic number
+    assert pa.ipc.open_stream(pa.py_buffer(per_buffer)).read_all().equals(large)
+    lz4 = encode(small, codec="lz4")  # the transient codec is per buffer at any size
+    assert pa.ipc.open_stream(pa.py_buffer(lz4)).read_all().equals(small)
+    # Either form reads back, mixed in one decode, in order.
+    both = decode([framed, per_buffer, lz4], PACK_SCHEMA)
+    assert both.equals(pa.concat_tables([small, large, small]))
+
+
 def test_a_pack_carries_only_the_labels_its_events_use() -> None:
     events = [
         {**event("a", BASE_MS), "namespace": f"t/ns{i}", "cluster": f"c{i % 2}"} for i in range(6)
     ]
     packs = pack_events(table(events), np.array([0, 1, 0, 1, 0, 1]), slide_ms=SLIDE_MS)
     for pack, parity in zip(packs, (0, 1), strict=True):
-        rows = pa.ipc.open_stream(pa.py_buffer(pack.payload)).read_all()
-        assert rows.schema == PACK_SCHEMA
+        rows = decode([pack.payload], PACK_SCHEMA)
         namespaces = rows.column("namespace").combine_chunks()
         assert namespaces.dictionary.to_pylist() == [f"t/ns{i}" for i in range(parity, 6, 2)]
         assert rows.column("cluster").combine_chunks().dictionary.to_pylist() == [f"c{parity}"]
