@@ -167,14 +167,12 @@ def close_window(
     end_ms: int,
     ttl_ms: int,
     part_rows: int = CLOSE_PART_ROWS,
-    partials_of: PartialsOf | None = None,
 ) -> tuple[list[ClosedWindow], pa.Table]:
     """The stage's output rows for a closed window (`window`: its per-topic rows), in parts
     of at most `part_rows` topics and known topics, and the bucket's known topics after it.
-    With `partials_of`, part 0 carries the close's bundle partials too."""
+    Which closes carry bundle partials `BucketCloses` decides."""
     after = remember(known, window, end_ms=end_ms, ttl_ms=ttl_ms)
     positions = _positions(after)
-    partials = None if partials_of is None else partials_of(window, positions, bucket)
     parts = max(1, -(-window.num_rows // part_rows), -(-positions.num_rows // part_rows))
     closed = []
     for part in range(parts):
@@ -189,7 +187,6 @@ def close_window(
                 namespaces=_namespaces(rows),
                 payload=encode(rows.drop_columns([KEY_COLUMN]), codec=TRANSIENT_CODEC),
                 known=encode(positions.slice(part * part_rows, part_rows), codec=TRANSIENT_CODEC),
-                partials=partials if part == 0 else None,
             )
         )
     return closed, after
@@ -227,21 +224,27 @@ class BucketCloses:
         closed, after = close_window(
             window, known, bucket=self.bucket, start_ms=start_ms, end_ms=end_ms,
             ttl_ms=self.ttl_ms, part_rows=self.part_rows,
-            partials_of=self.partials_of if fill_in else None,
         )  # fmt: skip
-        if not fill_in and self.partials_of is not None:
-            self._newest = (len(self.rows), window, after)
+        first = len(self.rows)
         self.rows.extend(closed)
+        if fill_in:
+            self._roll_up(first, window, after)
+        elif self.partials_of is not None:  # held only when there is a roll-up to make
+            self._newest = (first, window, after)
         return after
 
     def finish(self) -> list[ClosedWindow]:
         """The rows of every close, the newest close with topics carrying its partials."""
-        if self._newest is not None and self.partials_of is not None:
-            first, window, after = self._newest
-            partials = self.partials_of(window, _positions(after), self.bucket)
-            self.rows[first] = replace(self.rows[first], partials=partials)
+        if self._newest is not None:
+            self._roll_up(*self._newest)
             self._newest = None
         return self.rows
+
+    def _roll_up(self, first: int, window: pa.Table, after: pa.Table) -> None:
+        """Puts the partials of the close whose part 0 is row `first` on that row."""
+        if self.partials_of is not None:
+            partials = self.partials_of(window, _positions(after), self.bucket)
+            self.rows[first] = replace(self.rows[first], partials=partials)
 
 
 def _positions(known: pa.Table) -> pa.Table:
