@@ -74,6 +74,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--slide-s", type=int, default=SPARK.slide_s, help="window slide (config)")
     p.add_argument("--watermark-s", type=int, default=SPARK.watermark_s, help="lateness (config)")
     p.add_argument("--bootstrap", help="an existing Kafka (default: embedded tansu)")
+    p.add_argument(
+        "--reuse-topic",
+        action="store_true",
+        help="with --bootstrap: produce to a topic named after the arguments that shape the "
+        "data, and read it as it is when it exists (repeated runs of one shape skip producing)",
+    )
     p.add_argument("--num-buckets", type=int, default=4, help="PIP-157 buckets (state keys)")
     p.add_argument("--ui", action="store_true", help="serve Spark's UI on 127.0.0.1:4040")
     p.add_argument(
@@ -94,7 +100,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_false",
         help="no final event ahead in time (the last windows then stay open, uncounted)",
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.reuse_topic and not args.bootstrap:
+        p.error("--reuse-topic needs --bootstrap (the embedded broker lives for one run)")
+    return args
 
 
 def _template(topic: str, t_ms: int, i: int) -> dict[str, Any]:
@@ -113,6 +122,31 @@ def _template(topic: str, t_ms: int, i: int) -> dict[str, Any]:
         "consumerCount": i % 5,
         "broker": "10.0.0.1:8080",
     }
+
+
+def shaped_topic(args: argparse.Namespace) -> str:
+    """The topic named after every argument that decides what `produce` writes to it."""
+    close = "close" if args.close_windows else "open"
+    return (
+        f"bench-stats-e{args.events}-t{args.topics}-n{args.namespaces}-v{args.envelope}"
+        f"-p{args.partitions}-{args.compression}-w{args.window_s}-m{args.watermark_s}-{close}"
+    )
+
+
+def messages_of(args: argparse.Namespace) -> int:
+    """How many messages `produce` writes for `args` (its last one: the tick, if any)."""
+    per_message = max(1, args.envelope)
+    return -(-args.events // per_message) + (1 if args.close_windows else 0)
+
+
+def existing_topic(bootstrap: str, topic: str) -> bool:
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return topic in admin.list_topics()
+    finally:
+        admin.close()
 
 
 def produce(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, float]:
@@ -167,6 +201,8 @@ def produce(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, 
     producer.flush()
     producer.close()
     _check_sent(failures, messages)
+    if messages != messages_of(args):  # what a reused topic's reader waits for
+        raise AssertionError(f"produced {messages} messages, messages_of says {messages_of(args)}")
     return messages, time.monotonic() - started
 
 
@@ -385,9 +421,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     print(f"machine: {machine().describe()}")
     with broker(args.bootstrap) as bootstrap:
-        topic = f"bench-stats-{uuid.uuid4().hex[:8]}"
-        messages, produce_s = produce(bootstrap, topic, args)
-        print(f"produced {args.events} events in {messages} messages in {produce_s:.1f} s")
+        if args.reuse_topic and existing_topic(bootstrap, topic := shaped_topic(args)):
+            messages = messages_of(args)
+            print(f"reusing topic {topic}: {args.events} events in {messages} messages")
+        else:
+            topic = (
+                shaped_topic(args) if args.reuse_topic else f"bench-stats-{uuid.uuid4().hex[:8]}"
+            )
+            messages, produce_s = produce(bootstrap, topic, args)
+            print(f"produced {args.events} events in {messages} messages in {produce_s:.1f} s")
         raw_s = consume_raw(bootstrap, topic, messages)
         raw_rate = args.events / raw_s
         print(f"raw kafka-python consumption: {raw_s:.1f} s, {raw_rate:,.0f} events/s")
