@@ -79,6 +79,40 @@ def test_a_pack_carries_only_the_labels_its_events_use() -> None:
         assert namespaces.to_pylist() == [f"t/ns{i}" for i in range(parity, 6, 2)]
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    labels=st.lists(
+        st.tuples(
+            st.sampled_from(["c1", "c2"]),
+            st.sampled_from(["t/a", "t/b", "t/c"]),
+            st.integers(0, 2),
+            st.integers(0, 1),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_every_pack_carries_exactly_its_labels_in_the_flushs_order(
+    labels: list[tuple[str, str, int, int]],
+) -> None:
+    # Packs that use every label of the flush keep its dictionaries as they are, the others
+    # get theirs cut: either way a pack's dictionary is the labels its events use, in the
+    # order the flush first met them.
+    events = [
+        {**event(f"x{i}", BASE_MS + pane * SLIDE_MS + i), "cluster": cluster, "namespace": ns}
+        for i, (cluster, ns, _, pane) in enumerate(labels)
+    ]
+    flush = table(events)  # dictionaries in the order of first appearance, as a flush's
+    buckets = np.array([bucket for _, _, bucket, _ in labels])
+    for pack in pack_events(flush, buckets, slide_ms=SLIDE_MS):
+        rows = decode([pack.payload], PACK_SCHEMA)
+        for name in ("cluster", "namespace"):
+            column = rows.column(name).combine_chunks()
+            met = [e[name] for e in events]
+            used = set(column.to_pylist())
+            assert column.dictionary.to_pylist() == [v for v in dict.fromkeys(met) if v in used]
+
+
 def test_events_are_packed_by_bucket_and_pane_in_arrival_order() -> None:
     events = [
         event("a", BASE_MS + 10),  # bucket 1, pane 0
