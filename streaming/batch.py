@@ -33,6 +33,7 @@ from balancer.core.bundles import NamespaceBundles
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.report import BatchHandler, BatchReport, LayoutProvider
 from streaming.closed_windows import ClosedWindows, SparkClosedWindows
+from streaming.closing import NEWEST_WINDOW_ONLY_PROPERTY
 from streaming.deadletters import DeadLetter, DeadLetterSink
 from streaming.parse import ReadSummary
 from streaming.rollup import (
@@ -125,10 +126,14 @@ class BatchProcessor:
             # runs the batch carries them); the driver checks they are still in force.
             if stage is not None:
                 context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, stage.to_text())
+            # The report reads the batch's newest window only: the stage may leave the rows
+            # of the closes it supersedes out.
+            context.setLocalProperty(NEWEST_WINDOW_ONLY_PROPERTY, "true")
             try:
                 closed.heads()  # runs the batch: scan, window state, observations
             finally:
-                context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, None)  # None unsets it
+                for name in (STAGE_LAYOUTS_PROPERTY, NEWEST_WINDOW_ONLY_PROPERTY):
+                    context.setLocalProperty(name, None)  # None unsets it
             observed = BatchObservations.of_query(self.attached_query())
             report = self.report(batch_id, closed, observed, started)
         finally:

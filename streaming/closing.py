@@ -9,7 +9,9 @@ window closes:
 2. its topics join the known topics (a topic keeps its newest window end), and topics whose
    newest window ended `known_ttl_ms` or more before this window's end leave;
 3. the stage emits one `ClosedWindow` row: the per-topic rows and the known topics (cluster,
-   namespace, position), both as Arrow payloads, with the window's namespaces.
+   namespace, position), both as Arrow payloads, with the window's namespaces. When its reader
+   reads only a batch's newest window (`NEWEST_WINDOW_ONLY_PROPERTY`), a close that a later
+   close of the same bucket and batch supersedes is a head only (`BucketCloses`).
 
 Everything after that runs on the executors (`streaming.rollup`): the driver sees bundles.
 A bucket with known topics but no packs in a window still closes it (the stage keeps a timer
@@ -24,7 +26,7 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -65,6 +67,11 @@ KNOWN_TTL_WINDOWS: Final = 3
 KNOWN_CHUNK_ROWS: Final = 200_000
 # A close leaves the stage in parts of at most this many topics (and known topics).
 CLOSE_PART_ROWS: Final = 200_000
+# A Spark local property of the job that runs a batch: "true" when its reader reads only the
+# batch's newest window with topics (`streaming.batch.BatchProcessor`), so the stage leaves the
+# payloads of the closes a later close supersedes out (`BucketCloses`). A task sees its job's
+# properties; without it every close carries its rows.
+NEWEST_WINDOW_ONLY_PROPERTY: Final = "pulsar_balancer.newest_window_only"
 
 
 def remember(known: pa.Table, window: pa.Table, *, end_ms: int, ttl_ms: int) -> pa.Table:
@@ -122,9 +129,10 @@ class ClosedWindow:
     bucket: int
     part: int
     topics: int  # topics of this part that reported in the window (0: known topics only)
-    namespaces: str  # JSON list of [cluster, namespace] pairs that reported, sorted
-    payload: bytes  # this part's per-topic rows (WINDOW_SCHEMA)
-    known: bytes  # this part's known topics of the bucket (KNOWN_POSITIONS_SCHEMA)
+    # None on a superseded close's head (`BucketCloses`: one row, part 0, all its topics).
+    namespaces: str | None  # JSON list of [cluster, namespace] pairs that reported, sorted
+    payload: bytes | None  # this part's per-topic rows (WINDOW_SCHEMA)
+    known: bytes | None  # this part's known topics of the bucket (KNOWN_POSITIONS_SCHEMA)
     # Part 0 only, when the stage was given layouts: the whole close's bundle partials
     # (streaming.rollup.close_partials, an Arrow payload of PARTIAL_SCHEMA rows); not on a
     # close with topics that a later close of the batch supersedes (`BucketCloses`).
@@ -158,20 +166,12 @@ def _namespaces(window: pa.Table) -> str:
     )
 
 
-def close_window(
-    window: pa.Table,
-    known: pa.Table,
-    *,
-    bucket: int,
-    start_ms: int,
-    end_ms: int,
-    ttl_ms: int,
-    part_rows: int = CLOSE_PART_ROWS,
-) -> tuple[list[ClosedWindow], pa.Table]:
-    """The stage's output rows for a closed window (`window`: its per-topic rows), in parts
-    of at most `part_rows` topics and known topics, and the bucket's known topics after it.
-    Which closes carry bundle partials `BucketCloses` decides."""
-    after = remember(known, window, end_ms=end_ms, ttl_ms=ttl_ms)
+def close_parts(
+    window: pa.Table, after: pa.Table, *, bucket: int, start_ms: int, end_ms: int, part_rows: int
+) -> list[ClosedWindow]:
+    """The stage's output rows for a closed window: `window`'s per-topic rows and the
+    bucket's known topics `after` it (`remember`), in parts of at most `part_rows` of each.
+    Which closes carry bundle partials, or only a head, `BucketCloses` decides."""
     positions = _positions(after)
     parts = max(1, -(-window.num_rows // part_rows), -(-positions.num_rows // part_rows))
     closed = []
@@ -189,7 +189,18 @@ def close_window(
                 known=encode(positions.slice(part * part_rows, part_rows), codec=TRANSIENT_CODEC),
             )
         )
-    return closed, after
+    return closed
+
+
+class _Held(NamedTuple):
+    """The newest close with topics of a bucket's batch, while something of it waits."""
+
+    first_row: int  # its part 0 in `BucketCloses.rows`
+    start_ms: int
+    end_ms: int
+    window: pa.Table  # its per-topic rows
+    after: pa.Table  # the bucket's known topics after it
+    encoded: bool  # its rows are out (else a head stands in their place)
 
 
 class BucketCloses:
@@ -204,41 +215,70 @@ class BucketCloses:
     partials when it closes: it may be the batch's newest window, and holding its known
     topics until the end would take memory a large bucket cannot spare. So at most one close
     waits for `finish`.
+
+    With `newest_only` (the reader reads nothing but the batch's newest window with topics,
+    `NEWEST_WINDOW_ONLY_PROPERTY`), such a superseded close leaves its rows out too: it is
+    one head (window, bucket, part 0, its topic count; no namespaces, payload or known
+    topics), and the newest close with topics is encoded at `finish`. Encoding the rows of
+    every close cost ~5 % of the workers' time in that default run.
     """
 
     def __init__(
-        self, *, bucket: int, ttl_ms: int, part_rows: int, partials_of: PartialsOf | None
+        self,
+        *,
+        bucket: int,
+        ttl_ms: int,
+        part_rows: int,
+        partials_of: PartialsOf | None,
+        newest_only: bool = False,
     ) -> None:
         self.bucket = bucket
         self.ttl_ms = ttl_ms
         self.part_rows = part_rows
         self.partials_of = partials_of
+        self.newest_only = newest_only
         self.rows: list[ClosedWindow] = []
-        # The newest close with topics: (its first row's index, its rows, its known topics).
-        self._newest: tuple[int, pa.Table, pa.Table] | None = None
+        # Held only while its rows or its partials are still to make.
+        self._newest: _Held | None = None
 
     def close(self, window: pa.Table, known: pa.Table, *, start_ms: int, end_ms: int) -> pa.Table:
         """Closes the window `window` holds the per-topic rows of; gives the known topics
         after it."""
-        fill_in = window.num_rows == 0
-        closed, after = close_window(
-            window, known, bucket=self.bucket, start_ms=start_ms, end_ms=end_ms,
-            ttl_ms=self.ttl_ms, part_rows=self.part_rows,
-        )  # fmt: skip
-        first = len(self.rows)
-        self.rows.extend(closed)
-        if fill_in:
-            self._roll_up(first, window, after)
-        elif self.partials_of is not None:  # held only when there is a roll-up to make
-            self._newest = (first, window, after)
+        after = remember(known, window, end_ms=end_ms, ttl_ms=self.ttl_ms)
+        index = len(self.rows)
+        if window.num_rows and self.newest_only:
+            head = ClosedWindow(
+                window_start_ms=start_ms, window_end_ms=end_ms, bucket=self.bucket, part=0,
+                topics=window.num_rows, namespaces=None, payload=None, known=None,
+            )  # fmt: skip
+            self.rows.append(head)  # the rows take its place at `finish`, if still the newest
+            self._newest = _Held(index, start_ms, end_ms, window, after, encoded=False)
+            return after
+        self.rows.extend(self._parts(window, after, start_ms=start_ms, end_ms=end_ms))
+        if not window.num_rows:  # a fill-in
+            self._roll_up(index, window, after)
+        elif self.partials_of is not None:
+            self._newest = _Held(index, start_ms, end_ms, window, after, encoded=True)
         return after
 
     def finish(self) -> list[ClosedWindow]:
         """The rows of every close, the newest close with topics carrying its partials."""
-        if self._newest is not None:
-            self._roll_up(*self._newest)
-            self._newest = None
+        held, self._newest = self._newest, None
+        if held is not None:
+            if not held.encoded:
+                self.rows[held.first_row : held.first_row + 1] = self._parts(
+                    held.window, held.after, start_ms=held.start_ms, end_ms=held.end_ms
+                )
+            self._roll_up(held.first_row, held.window, held.after)
         return self.rows
+
+    def _parts(
+        self, window: pa.Table, after: pa.Table, *, start_ms: int, end_ms: int
+    ) -> list[ClosedWindow]:
+        return close_parts(
+            window, after, bucket=self.bucket, start_ms=start_ms, end_ms=end_ms,
+            part_rows=self.part_rows,
+        )  # fmt: skip
 
     def _roll_up(self, first: int, window: pa.Table, after: pa.Table) -> None:
         """Puts the partials of the close whose part 0 is row `first` on that row."""
@@ -317,7 +357,11 @@ class LocalStage:
         self._last_end_ms: dict[int, int] = {}
 
     def close(
-        self, windows: Iterable[tuple[int, TopicWindow]], partials_of: PartialsOf | None = None
+        self,
+        windows: Iterable[tuple[int, TopicWindow]],
+        partials_of: PartialsOf | None = None,
+        *,
+        newest_only: bool = False,
     ) -> pa.Table:
         by_key: dict[tuple[int, int], list[TopicWindow]] = defaultdict(list)
         for bucket, w in windows:
@@ -326,7 +370,8 @@ class LocalStage:
         out: list[ClosedWindow] = []
         for bucket in sorted({b for b, _ in by_key} | set(self._known)):
             closes = BucketCloses(bucket=bucket, ttl_ms=self.known_ttl_ms,
-                                  part_rows=self.part_rows, partials_of=partials_of)  # fmt: skip
+                                  part_rows=self.part_rows, partials_of=partials_of,
+                                  newest_only=newest_only)  # fmt: skip
             pending = sorted(end for b, end in by_key if b == bucket)
             last = self._last_end_ms.get(bucket)
             fill = None if last is None else last + self.slide_ms
@@ -356,11 +401,12 @@ __all__ = [
     "KNOWN_POSITIONS_SCHEMA",
     "KNOWN_SCHEMA",
     "KNOWN_TTL_WINDOWS",
+    "NEWEST_WINDOW_ONLY_PROPERTY",
     "BucketCloses",
     "ClosedWindow",
     "LocalStage",
     "PartialsOf",
-    "close_window",
+    "close_parts",
     "closed_table",
     "known_chunks",
     "known_of",

@@ -44,6 +44,7 @@ from streaming.closing import (
     CLOSE_PART_ROWS,
     KNOWN_SCHEMA,
     KNOWN_TTL_WINDOWS,
+    NEWEST_WINDOW_ONLY_PROPERTY,
     BucketCloses,
     PartialsOf,
     known_chunks,
@@ -211,9 +212,11 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         known_payloads = [bytes(p) for (p,) in self.known.get()]
         stored = known_of(known_payloads) if known_payloads else None
         known = stored if stored is not None else KNOWN_SCHEMA.empty_table()
+        context = TaskContext.get()
         closes = BucketCloses(
             bucket=bucket, ttl_ms=self.known_ttl_ms, part_rows=CLOSE_PART_ROWS,
-            partials_of=self._partials_of(),
+            partials_of=self._partials_of(context),
+            newest_only=_property(context, NEWEST_WINDOW_ONLY_PROPERTY) == "true",
         )  # fmt: skip
         lists: dict[int, list[tuple[int, int, bytes]]] = {}  # the pack lists read, by slot
         read: dict[int, int] = {}  # how many packs each list held when read
@@ -246,11 +249,10 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         rows = [part.to_row() for part in closes.finish()]
         yield pd.DataFrame({name: [row[name] for row in rows] for name in rows[0]})
 
-    def _partials_of(self) -> PartialsOf | None:
+    def _partials_of(self, context: TaskContext | None) -> PartialsOf | None:
         """The roll-up of a close with the layouts the driver gave this batch's job, if any
         (`streaming.rollup.StageLayouts`: then the driver needs no job for the partials)."""
-        context = TaskContext.get()
-        text = None if context is None else context.getLocalProperty(STAGE_LAYOUTS_PROPERTY)
+        text = _property(context, STAGE_LAYOUTS_PROPERTY)
         if not text:
             return None
         if text != self._stage_text:  # parsed once per batch and task, not per close
@@ -314,6 +316,11 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
                 lists[slot] = [pack for pack in lists[slot] if pack[0] > start_ms]
                 del decoded[pane]
         return pa.concat_tables(tables)
+
+
+def _property(context: TaskContext | None, name: str) -> str | None:
+    """A local property of the job running the task (what the driver set for this batch)."""
+    return None if context is None else context.getLocalProperty(name)
 
 
 def topic_windows(

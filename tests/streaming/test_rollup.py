@@ -118,6 +118,8 @@ NO_LETTERS: tuple[DeadLetter, ...] = ()
     # The layouts the stage rolled its closes up with: none, those in force, stale ones (a
     # split since), or those in force and more namespaces.
     stage_kind=st.sampled_from(["none", "in force", "stale", "more"]),
+    # The driver's property: closes a later close of the bucket supersedes are heads only.
+    newest_only=st.booleans(),
 )
 def test_bucketed_roll_up_equals_the_reference(
     history: list[TopicWindow],
@@ -130,6 +132,7 @@ def test_bucketed_roll_up_equals_the_reference(
     part_rows: int,
     task_rows: int,
     stage_kind: str,
+    newest_only: bool,
 ) -> None:
     layouts = {
         key: NamespaceBundles(key[1], b) for key, b in zip(NAMESPACES, boundaries, strict=True)
@@ -174,7 +177,9 @@ def test_bucketed_roll_up_equals_the_reference(
     partials_of = None if stage_layouts is None else stage_roll_up(stage_layouts)
     for batch_id, step in enumerate((history, batch)):
         closed = stage.close(
-            ((topic_bucket(w.load.topic, num_buckets), w) for w in step), partials_of
+            ((topic_bucket(w.load.topic, num_buckets), w) for w in step),
+            partials_of,
+            newest_only=newest_only,
         )
         tasks = SplitClosedWindows(closed, task_rows, stage_layouts)
         jobs_before = processor.partials_jobs
@@ -303,6 +308,60 @@ def test_only_closes_the_driver_may_roll_up_carry_the_stages_partials() -> None:
     assert report.window_end_ms == END
     assert sum(b.reported_topics for b in report.bundles) == 2
     assert sum(b.known_topics for b in report.bundles) == 3  # x, known from bucket 0
+
+
+def test_with_newest_only_a_superseded_close_is_a_head_and_the_report_is_the_same() -> None:
+    # Bucket 0 closes three windows with topics in one batch, then a fill-in: the first two
+    # are superseded (one head each, whatever their parts), the third is whole; the report
+    # is the one every close's rows give.
+    layout = NamespaceBundles.initial("t/a", 4)
+    minute = 60_000
+    loads = [TopicLoad(f"persistent://t/a/{i}", hash_position(f"persistent://t/a/{i}"),
+                       msg_rate_in=float(i)) for i in range(3)]  # fmt: skip
+    windows = [
+        (0, TopicWindow("c1", "t/a", END - back * minute, load))
+        for back in (4, 3, 2)
+        for load in loads[: 5 - back]  # 1, 2 and 3 topics
+    ]
+    windows.append(
+        (1, TopicWindow("c1", "t/a", END, replace(loads[0], topic="persistent://t/a/y")))
+    )
+    stage_layouts = StageLayouts({("c1", "t/a"): layout}, None)
+    reports = {}
+    for newest_only in (False, True):
+        stage = LocalStage(window_ms=120_000, slide_ms=minute, known_ttl_ms=600_000, part_rows=1)
+        closed = stage.close(windows, stage_roll_up(stage_layouts), newest_only=newest_only)
+        rows = {
+            (row["bucket"], (END - row["window_end"]) // minute, row["part"]): row
+            for row in closed.to_pylist()
+        }
+        if newest_only:
+            for back, topics in ((4, 1), (3, 2)):  # the superseded closes: a head each
+                head = rows[(0, back, 0)]
+                assert (head["topics"], head["namespaces"], head["payload"], head["known"]) == (
+                    topics, None, None, None,
+                )  # fmt: skip
+                assert (0, back, 1) not in rows and head["partials"] is None
+        else:
+            assert rows[(0, 3, 1)]["payload"] is not None  # every close has its parts
+        # The newest close with topics and the fill-ins after it are whole, in parts.
+        assert [rows[(0, 2, part)]["topics"] for part in range(3)] == [1, 1, 1]
+        assert rows[(0, 2, 0)]["partials"] is not None
+        assert rows[(0, 1, 0)]["payload"] is not None and rows[(0, 0, 0)]["known"] is not None
+        ends = [row["window_end"] for row in closed.to_pylist()]
+        assert ends == [*sorted(ends[:-1]), END]  # bucket 0 oldest first, then bucket 1
+        handler = Handler(want_every=1)
+        processor = BatchProcessor(
+            spec=WindowSpec(120, 60, 60),
+            handler=handler,
+            layouts=StaticLayouts({("c1", "t/a"): layout}, known={}),
+            dead_letters=NoDeadLetters(),
+        )
+        report = processor.report(0, LocalClosedWindows(closed, stage_layouts), OBSERVED, 0.0)
+        reports[newest_only] = replace(report, duration_s=0.0)  # the clock's, not the rows'
+    assert reports[True].bundles and reports[True].stage_partials
+    assert reports[True] == reports[False]
+    assert sum(b.reported_topics for b in reports[True].bundles) == 1  # y, in the newest window
 
 
 @given(codes=st.lists(st.integers(0, 40_000), max_size=300), wide=st.booleans())

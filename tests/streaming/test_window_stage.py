@@ -15,6 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from balancer.core.buckets import topic_bucket
+from streaming.closing import NEWEST_WINDOW_ONLY_PROPERTY
 from streaming.job import StreamSettings, build_pipeline
 from streaming.packing import decode_windows
 from tests.kafka_broker import Broker
@@ -34,9 +36,20 @@ def minutes(first: int, count: int, seed: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def run(spark: Any, settings: StreamSettings, closed: list[pa.Table]) -> None:
+def run(
+    spark: Any, settings: StreamSettings, closed: list[pa.Table], *, newest_only: bool = False
+) -> None:
+    """Runs the stage on what Kafka holds; `closed` gets each batch's rows (CLOSED_SCHEMA).
+    `newest_only`: as the driver's BatchProcessor, which reads each batch's newest window."""
+
     def collect(batch: Any, batch_id: int) -> None:
-        closed.append(decode_windows(batch.toArrow().column("payload").to_pylist()))
+        context = batch.sparkSession.sparkContext
+        if newest_only:
+            context.setLocalProperty(NEWEST_WINDOW_ONLY_PROPERTY, "true")
+        try:
+            closed.append(batch.toArrow())
+        finally:
+            context.setLocalProperty(NEWEST_WINDOW_ONLY_PROPERTY, None)
 
     query = (
         build_pipeline(spark, settings)
@@ -76,8 +89,26 @@ def closed_windows(
     run(spark, settings, closed)
     kafka.produce(topic, [encode(e) for e in [*late, PARTLY_LATE, *second]])
     run(spark, settings, closed)
-    rows = pa.concat_tables(closed).to_pylist() if closed else []
-    return rows, first + second
+    payloads = [payload for batch in closed for payload in batch.column("payload").to_pylist()]
+    return decode_windows(payloads).to_pylist(), first + second
+
+
+@pytest.fixture(scope="module")
+def newest_only_batches(
+    kafka: Broker, spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> list[pa.Table]:
+    """The stage's rows per batch when the driver reads only each batch's newest window:
+    batches of five minutes of stats, so a bucket closes several windows in one."""
+    work: Path = tmp_path_factory.mktemp("window-stage-newest")
+    topic = kafka.new_topic(partitions=1, prefix="stats")
+    settings = local_settings(
+        kafka.bootstrap_servers, topic, work, num_buckets=3, max_offsets_per_trigger=30,
+        window_s=WINDOW_MS // 1000, slide_s=SLIDE_MS // 1000, watermark_s=WATERMARK_MS // 1000,
+    )  # fmt: skip
+    kafka.produce(topic, [encode(e) for e in minutes(0, 12, seed=3)])
+    closed: list[pa.Table] = []
+    run(spark, settings, closed, newest_only=True)
+    return closed
 
 
 # Late for one of its three windows only: at minute 5:30 it is in the windows ending at 6, 7
@@ -134,3 +165,32 @@ def test_a_partly_late_event_counts_in_the_windows_still_open_only(
     ends = [PARTLY_LATE_CLOSED_END_MS + k * SLIDE_MS for k in range(3)]
     assert rates[ends[0]] < 100  # closed before it came: uniform(0, 100) samples only
     assert all(rates[end] > 1e6 / 4 for end in ends[1:])  # a mean of at most 4 samples
+
+
+def test_closes_superseded_in_their_batch_are_heads_when_the_reader_says_so(
+    newest_only_batches: list[pa.Table],
+) -> None:
+    events = minutes(0, 12, seed=3)
+    expected = expected_windows(events, window_ms=WINDOW_MS, slide_ms=SLIDE_MS)
+    heads = 0
+    for batch in newest_only_batches:
+        rows = batch.to_pylist()
+        for bucket in {row["bucket"] for row in rows}:
+            mine = [row for row in rows if row["bucket"] == bucket]
+            newest_ms = max((r["window_end"] for r in mine if r["topics"]), default=None)
+            for row in mine:
+                if row["topics"] and row["window_end"] < newest_ms:  # superseded: a head
+                    assert (row["part"], row["payload"], row["known"]) == (0, None, None)
+                    assert row["namespaces"] is None
+                    assert row["topics"] == sum(
+                        1 for (_, topic, end) in expected
+                        if end == row["window_end"] and topic_bucket(topic, 3) == bucket
+                    )  # fmt: skip
+                    heads += 1
+                    continue
+                assert row["payload"] is not None and row["known"] is not None
+                for topic_row in decode_windows([row["payload"]]).to_pylist():
+                    key = (topic_row["cluster"], topic_row["topic"], row["window_end"])
+                    assert topic_row["msg_rate_in"] == pytest.approx(expected[key].msg_rate_in)
+                    assert topic_row["samples"] == expected[key].samples
+    assert heads > 0  # batches of five minutes close several windows a bucket
