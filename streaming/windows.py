@@ -145,12 +145,6 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     While the bucket knows topics, it closes every later window too, packs or not. Spark
     itself drops the packs of windows that had closed before the batch (late events,
     counted by the driver with the same rule: `late_events`).
-
-    A pack whose every window closes in the batch that brings it (its pane's last window
-    ends at or before the batch's watermark: a backlog) is never stored: Spark runs a
-    task's expired timers after its new rows, in the same Python worker, so the pack waits
-    in memory for its closes (`_fresh`). In `bench.pipeline`'s default backlog that is ~90 %
-    of the packs, each of which went to the state server and came back within the batch.
     """
 
     def __init__(self, spec: WindowSpec, *, known_ttl_ms: int, num_buckets: int) -> None:
@@ -161,13 +155,9 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         self.pack_slots = spec.window_ms // spec.slide_ms + 2
         self._stage_text: str | None = None
         self._partials: PartialsOf | None = None
-        # route -> pane start -> this batch's packs (events, payload) that close in it, in
-        # arrival order (never stored; see the class doc).
-        self._fresh: dict[int, dict[int, list[tuple[int, bytes]]]] = {}
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self._fresh = {}
         # A pane's packs go to list (pane start / slide) mod K: a close reads about one
         # window's packs, its panes' lists (a single list would hold every open window's:
         # ~135 MB per bucket at 10M topics, more than the state server could send).
@@ -186,9 +176,6 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         # windows of the rows get timers. A window dropped as late never closes after this
         # batch (it closed before, or has no timer: the rule depends on the window only),
         # so a stored pack counts for every window of its pane that closes later.
-        # The pane's last window (starting at the pane) closes in this batch: so do all.
-        closing_through = int(timerValues.getCurrentWatermarkInMs()) - self.window_ms + 1
-        fresh = self._fresh.setdefault(int(key[0]), {})
         starts: set[int] = set()
         by_slot: dict[int, list[tuple[int, int, bytes]]] = {}
         for frame in rows:
@@ -200,10 +187,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
                 carried["payload"],
                 strict=True,
             ):
-                if pane <= closing_through:
-                    fresh.setdefault(pane, []).append((events, bytes(payload)))
-                else:
-                    by_slot.setdefault(self._slot(pane), []).append((pane, events, bytes(payload)))
+                by_slot.setdefault(self._slot(pane), []).append((pane, events, bytes(payload)))
         for slot, stored in by_slot.items():
             self.pack_lists[slot].appendList(stored)
         self._set_timers(start + self.window_ms - 1 for start in starts)
@@ -217,9 +201,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         # find theirs closed.
         first_end_ms = int(expiredTimerInfo.getExpiryTimeInMs()) + 1
         closed_through_ms = int(self.closed_through.get()[0]) if self.closed_through.exists() else 0
-        fresh = self._fresh.pop(int(key[0]), {})
         if first_end_ms <= closed_through_ms:
-            self._store(fresh)  # for the call that closes their windows
             return
         watermark_ms = int(timerValues.getCurrentWatermarkInMs())
         bucket = bucket_of_route(int(key[0]), self.num_buckets)
@@ -243,7 +225,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         while end_ms is not None:
             start_ms = end_ms - self.window_ms
             window = aggregate_window(
-                self._window_events(start_ms, lists, read, decoded, fresh),
+                self._window_events(start_ms, lists, read, decoded),
                 bucket=bucket,
                 window_start_ms=start_ms,
                 window_end_ms=end_ms,
@@ -252,7 +234,6 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             closed_through_ms = end_ms
             end_ms = self._next_close(end_ms, due, bool(known.num_rows), watermark_ms)
         self.closed_through.update((closed_through_ms,))
-        self._store(fresh)  # none: each went with its pane's last window, which was due
         for slot, rest in lists.items():  # what stays: packs of later windows
             if len(rest) == read[slot]:
                 continue  # unchanged
@@ -267,20 +248,6 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             self.known.clear()
         rows = [part.to_row() for part in closes.finish()]
         yield pd.DataFrame({name: [row[name] for row in rows] for name in rows[0]})
-
-    def _store(self, fresh: dict[int, list[tuple[int, bytes]]]) -> None:
-        """Stores the packs held for closes that did not take them, as the batch's rows
-        would have been: a timer of a window this bucket closed before may fire first, and
-        returns at once (see handleExpiredTimer), leaving the closes to a later call."""
-        for pane, packs in fresh.items():
-            self.pack_lists[self._slot(pane)].appendList([(pane, n, p) for n, p in packs])
-
-    def close(self) -> None:
-        # Packs held for a key whose timers never fired would be lost: fail the task
-        # (Spark retries it from the batch's start) rather than drop them.
-        held = {route: sorted(panes) for route, panes in self._fresh.items() if panes}
-        if held:
-            raise RuntimeError(f"packs held for closes that did not run (route: panes): {held}")
 
     def _partials_of(self, context: TaskContext | None) -> PartialsOf | None:
         """The roll-up of a close with the layouts the driver gave this batch's job, if any
@@ -323,11 +290,10 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         lists: dict[int, list[tuple[int, int, bytes]]],
         read: dict[int, int],
         decoded: dict[int, pa.Table],
-        fresh: dict[int, list[tuple[int, bytes]]],
     ) -> pa.Table:
         """The events (PACK_SCHEMA) of the window starting at `start_ms`, pane by pane in
         arrival order, from the lists of its panes in `lists` (each read from the state once
-        per call of the timer), then this batch's packs held in `fresh`.
+        per call of the timer).
 
         A pane's packs are decoded once per call (`decoded`): in a backlog a bucket closes
         many windows in a row, and each pane belongs to window / slide of them. Packs whose
@@ -344,7 +310,6 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
                 read[slot] = len(lists[slot])
             if pane not in decoded:
                 payloads = [payload for p, _, payload in lists[slot] if p == pane]
-                payloads += [payload for _, payload in fresh.pop(pane, [])]  # arrived last
                 decoded[pane] = decode(payloads, PACK_SCHEMA)
             tables.append(decoded[pane])
             if pane == start_ms:  # the last window of this pane's packs

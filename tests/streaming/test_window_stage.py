@@ -93,10 +93,13 @@ def closed_windows(
     return decode_windows(payloads).to_pylist(), first + second
 
 
-def backlog(kafka: Broker, spark: Any, work: Path, *, newest_only: bool) -> list[pa.Table]:
-    """The stage's rows per batch over twelve minutes of stats read five minutes a batch, as
-    after an outage: a bucket closes several windows in one batch, and most packs close in
-    the batch that brings them."""
+@pytest.fixture(scope="module")
+def newest_only_batches(
+    kafka: Broker, spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> list[pa.Table]:
+    """The stage's rows per batch when the driver reads only each batch's newest window:
+    batches of five minutes of stats, so a bucket closes several windows in one."""
+    work: Path = tmp_path_factory.mktemp("window-stage-newest")
     topic = kafka.new_topic(partitions=1, prefix="stats")
     settings = local_settings(
         kafka.bootstrap_servers, topic, work, num_buckets=3, max_offsets_per_trigger=30,
@@ -104,37 +107,8 @@ def backlog(kafka: Broker, spark: Any, work: Path, *, newest_only: bool) -> list
     )  # fmt: skip
     kafka.produce(topic, [encode(e) for e in minutes(0, 12, seed=3)])
     closed: list[pa.Table] = []
-    run(spark, settings, closed, newest_only=newest_only)
+    run(spark, settings, closed, newest_only=True)
     return closed
-
-
-@pytest.fixture(scope="module")
-def newest_only_batches(
-    kafka: Broker, spark: Any, tmp_path_factory: pytest.TempPathFactory
-) -> list[pa.Table]:
-    """`backlog` when the driver reads only each batch's newest window."""
-    return backlog(kafka, spark, tmp_path_factory.mktemp("window-stage-newest"), newest_only=True)
-
-
-def test_a_backlog_closes_every_window_once_with_the_plain_python_values(
-    kafka: Broker, spark: Any, tmp_path: Path
-) -> None:
-    # Packs whose windows all close in their batch skip the state store (WindowPacks).
-    closed = backlog(kafka, spark, tmp_path, newest_only=False)
-    payloads = [payload for batch in closed for payload in batch.column("payload").to_pylist()]
-    rows = decode_windows(payloads).to_pylist()
-    expected = expected_windows(minutes(0, 12, seed=3), window_ms=WINDOW_MS, slide_ms=SLIDE_MS)
-    keys = [(r["cluster"], r["topic"], int(r["window_end"].timestamp() * 1000)) for r in rows]
-    assert len(keys) == len(set(keys)), "a window closed twice"
-    # The last batch closes with the watermark of the one before it, five minutes back.
-    watermark_ms = max(e["timestamp_ms"] for e in minutes(0, 12, seed=3)) - WATERMARK_MS
-    must_close = {k for k in expected if k[2] <= watermark_ms - 5 * SLIDE_MS}
-    assert len(must_close) == 5 * len(TOPICS) and must_close <= set(keys) <= set(expected)
-    for row, key in zip(rows, keys, strict=True):
-        assert row["msg_rate_in"] == pytest.approx(expected[key].msg_rate_in)
-        assert (row["samples"], row["storage_size"]) == (
-            expected[key].samples, expected[key].storage_size,
-        )  # fmt: skip
 
 
 # Late for one of its three windows only: at minute 5:30 it is in the windows ending at 6, 7
