@@ -263,6 +263,20 @@ def test_a_close_in_parts_over_several_tasks_counts_each_known_topic_once(task_r
     assert (bundle.reported_topics, bundle.known_topics) == (5, 20)
 
 
+def report_of(
+    closed: pa.Table, layout: NamespaceBundles, stage_layouts: StageLayouts
+) -> tuple[BatchProcessor, BatchReport]:
+    """The driver's report of one batch's closed rows of namespace t/a on c1."""
+    processor = BatchProcessor(
+        spec=WindowSpec(120, 60, 60),
+        handler=Handler(want_every=1),
+        layouts=StaticLayouts({("c1", "t/a"): layout}, known={}),
+        dead_letters=NoDeadLetters(),
+    )
+    report = processor.report(0, LocalClosedWindows(closed, stage_layouts), OBSERVED, 0.0)
+    return processor, report
+
+
 def test_only_closes_the_driver_may_roll_up_carry_the_stages_partials() -> None:
     # The driver rolls up the batch's newest window with topics. Bucket 0 closes two windows
     # with topics (the older is superseded), then fill-ins up to bucket 1's newer window
@@ -296,14 +310,7 @@ def test_only_closes_the_driver_may_roll_up_carry_the_stages_partials() -> None:
         (1, 0, 0): True,
         (1, 0, 1): False,  # part 1 of bucket 1's close
     }
-    handler = Handler(want_every=1)
-    processor = BatchProcessor(
-        spec=WindowSpec(120, 60, 60),
-        handler=handler,
-        layouts=StaticLayouts({("c1", "t/a"): layout}, known={}),
-        dead_letters=NoDeadLetters(),
-    )
-    report = processor.report(0, LocalClosedWindows(closed, stage_layouts), OBSERVED, 0.0)
+    processor, report = report_of(closed, layout, stage_layouts)
     assert report.stage_partials and processor.partials_jobs == 0
     assert report.window_end_ms == END
     assert sum(b.reported_topics for b in report.bundles) == 2
@@ -350,14 +357,7 @@ def test_with_newest_only_a_superseded_close_is_a_head_and_the_report_is_the_sam
         assert rows[(0, 1, 0)]["payload"] is not None and rows[(0, 0, 0)]["known"] is not None
         ends = [row["window_end"] for row in closed.to_pylist()]
         assert ends == [*sorted(ends[:-1]), END]  # bucket 0 oldest first, then bucket 1
-        handler = Handler(want_every=1)
-        processor = BatchProcessor(
-            spec=WindowSpec(120, 60, 60),
-            handler=handler,
-            layouts=StaticLayouts({("c1", "t/a"): layout}, known={}),
-            dead_letters=NoDeadLetters(),
-        )
-        report = processor.report(0, LocalClosedWindows(closed, stage_layouts), OBSERVED, 0.0)
+        _, report = report_of(closed, layout, stage_layouts)
         reports[newest_only] = replace(report, duration_s=0.0)  # the clock's, not the rows'
     assert reports[True].bundles and reports[True].stage_partials
     assert reports[True] == reports[False]
