@@ -180,6 +180,7 @@ def _use_every_label(table: pa.Table, starts: np.ndarray) -> np.ndarray:
     held every namespace)."""
     whole = np.ones(len(starts), dtype=bool)
     lengths = np.diff(np.append(starts, table.num_rows))
+    pack_of_row = np.repeat(np.arange(len(starts), dtype=np.int64), lengths)
     for field, column in zip(table.schema, table.columns, strict=True):
         if not pa.types.is_dictionary(field.type):
             continue
@@ -187,7 +188,6 @@ def _use_every_label(table: pa.Table, starts: np.ndarray) -> np.ndarray:
         size = len(array.dictionary)
         if size == 0:
             continue
-        pack_of_row = np.repeat(np.arange(len(starts), dtype=np.int64), lengths)
         pairs = np.unique(pack_of_row * size + array.indices.to_numpy(zero_copy_only=False))
         whole &= np.bincount(pairs // size, minlength=len(starts)) == size
     return whole
