@@ -201,3 +201,23 @@ def test_the_sustained_rate_stops_before_the_batch_of_the_last_event() -> None:
     newest = {1: 100, 2: 200, 3: 300, 4: 10**12, 5: 10**12, 6: 0}
     assert before_the_last_event([2, 3, 4, 5, 6], newest) == [2, 3]
     assert before_the_last_event([2, 3], {2: 0, 3: 0}) == [2, 3]  # no event read at all
+
+
+def test_a_reused_topic_is_named_after_the_shape_of_its_data() -> None:
+    from bench.pipeline import messages_of, parse_args, shaped_topic
+
+    base = ["--bootstrap", "127.0.0.1:9092", "--reuse-topic", "--events", "1001"]
+    single, envelopes = parse_args(base), parse_args([*base, "--envelope", "100"])
+    # One message an event, or envelopes of 100 (the last one short); then the tick.
+    assert (messages_of(single), messages_of(envelopes)) == (1002, 12)
+    open_end = parse_args([*base, "--no-close-windows"])
+    assert messages_of(open_end) == 1001
+    names = {shaped_topic(a) for a in (single, envelopes, open_end)}
+    names.add(shaped_topic(parse_args([*base, "--compression", "gzip"])))
+    assert len(names) == 4  # every argument that changes the data changes the name
+    # What only changes how the job runs reads the same data.
+    assert shaped_topic(parse_args([*base, "--max-offsets-per-trigger", "7"])) == shaped_topic(
+        single
+    )
+    with pytest.raises(SystemExit):  # the embedded broker lives for one run
+        parse_args(["--reuse-topic"])
