@@ -135,8 +135,9 @@ def shaped_topic(args: argparse.Namespace) -> str:
 
 def messages_of(args: argparse.Namespace) -> int:
     """How many messages `produce` writes for `args` (its last one: the tick, if any)."""
-    per_message = max(1, args.envelope)
-    return -(-args.events // per_message) + (1 if args.close_windows else 0)
+    events: int = args.events
+    per_message: int = max(1, args.envelope)
+    return -(-events // per_message) + (1 if args.close_windows else 0)
 
 
 def existing_topic(bootstrap: str, topic: str) -> bool:
@@ -421,13 +422,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     print(f"machine: {machine().describe()}")
     with broker(args.bootstrap) as bootstrap:
-        if args.reuse_topic and existing_topic(bootstrap, topic := shaped_topic(args)):
+        topic = shaped_topic(args) if args.reuse_topic else f"bench-stats-{uuid.uuid4().hex[:8]}"
+        if args.reuse_topic and existing_topic(bootstrap, topic):
             messages = messages_of(args)
             print(f"reusing topic {topic}: {args.events} events in {messages} messages")
         else:
-            topic = (
-                shaped_topic(args) if args.reuse_topic else f"bench-stats-{uuid.uuid4().hex[:8]}"
-            )
             messages, produce_s = produce(bootstrap, topic, args)
             print(f"produced {args.events} events in {messages} messages in {produce_s:.1f} s")
         raw_s = consume_raw(bootstrap, topic, messages)
