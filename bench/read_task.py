@@ -11,8 +11,8 @@ process and one at a time:
    job's defaults (4 PIP-157 buckets, 60 s panes), to its last Arrow batch and summary;
 3. read task, raw (`raw=true`): records to Arrow batches, no parsing.
 Each read task runs `--repeat` times; the best run counts (the first pays for imports and
-the topic cache, which a Spark worker keeps between micro-batches); with `--cold` each run
-starts with an empty topic cache, as at 10M topics, where a read task meets most names for
+the names it has seen, which a Spark worker keeps between micro-batches); with `--cold`
+each run starts with none seen, as at 10M topics, where a read task meets most names for
 the first time. No Spark: this isolates what a read task costs per record, the part of the
 job `bench.pipeline` cannot separate.
 
@@ -40,7 +40,7 @@ def parse_own_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--envelope", type=int, default=0, help="events per Kafka message (0: one each)")
     add_compression_argument(p)
     p.add_argument(
-        "--cold", action="store_true", help="each parsed run starts with an empty topic cache"
+        "--cold", action="store_true", help="each parsed run starts with no topic name seen"
     )
     p.add_argument("--bootstrap", help="an existing Kafka (default: embedded tansu)")
     return p.parse_args(argv)

@@ -10,11 +10,9 @@ refuses (a count written as `5.0`, a bad event inside an envelope, NaN, garbage.
 caller falls back to `parse_message`, which gives the exact verdict and reason. A shared
 test table and property tests keep the two in agreement (tests/streaming/test_fastparse.py).
 
-Topic names go through the same rule: `TopicInfoCache` accepts a name on the fast path only
-in its canonical full form (`persistent://tenant/ns/local`, what collectors send); anything
-else is normalised by `balancer.core.topics.parse_topic`. The PIP-157 bucket of the names first
-seen in a batch is computed vectorised (`java_hash_codes`), since per-character Python
-loops would cost more than everything else together when millions of topics report.
+Topic names go through the same rule: `streaming.topic_columns.CanonicalNames` accepts a
+name on the fast path only in its canonical full form (`persistent://tenant/ns/local`, what
+collectors send); anything else is normalised by `balancer.core.topics.parse_topic`.
 """
 
 from __future__ import annotations
@@ -22,11 +20,10 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Annotated, Final
 
 import msgspec
-import numpy as np
 
 from balancer.core.events import (
     MAX_MESSAGE_BYTES,
@@ -36,9 +33,6 @@ from balancer.core.events import (
     OPTIONAL_FIELDS,
     REQUIRED_FIELDS,
 )
-from balancer.core.hashing import hash_position, hash_positions
-from balancer.core.topics import InvalidTopicName, parse_topic
-from streaming.topic_keys import topic_hash, topic_hashes
 
 _MAX_FLOAT: Final = sys.float_info.max
 _MAX_INT64: Final = 2**63 - 1
@@ -203,173 +197,8 @@ def _keys_unique(raw: bytes, events: list[FastEvent], *, envelope: bool) -> bool
     return _ESCAPED_KEY.search(raw) is None
 
 
-# A canonical full name whose parts parse_topic accepts unchanged: domain, tenant and
-# namespace in Pulsar's NamedEntity alphabet, a non-empty local name without "/", no
-# trailing whitespace (parse_topic rejects surrounding whitespace).
-_CANONICAL: Final = re.compile(
-    r"(persistent|non-persistent)://([-=:.\w]+/[-=:.\w]+)/([^/]+)", re.ASCII
-)
-
-
-# gc=False: a read task's cache holds an info per topic (up to half a million), which the
-# collector would otherwise scan on every full collection (~20 % of a cold task's time).
-class TopicInfo(msgspec.Struct, gc=False):
-    """What the stream needs of a topic: full name, namespace, hash position, key part, bucket."""
-
-    full: str
-    namespace: str
-    local_name: str
-    position: int  # hash_position(full)
-    key_part: int  # topic_hash(full): the topic's part of its key (streaming.topic_keys)
-    bucket: int = -1  # filled by TopicInfoCache.fill_buckets
-
-
-def _info(full: str, namespace: str, local_name: str) -> TopicInfo:
-    return TopicInfo(full, namespace, local_name, hash_position(full), topic_hash(full))
-
-
-def topic_info(name: str) -> TopicInfo | None:
-    """The info of any accepted spelling of a topic name; None when Pulsar would reject it."""
-    match = _CANONICAL.fullmatch(name)
-    if match is not None and not name[-1].isspace():
-        return _info(name, match.group(2), match.group(3))
-    try:
-        parsed = parse_topic(name)
-    except InvalidTopicName:
-        return None
-    return _info(parsed.full, parsed.namespace_name, parsed.local_name)
-
-
-def topic_infos(names: Sequence[str]) -> list[TopicInfo | None]:
-    """`topic_info` of each name; canonical names (what collectors send) in C loops.
-
-    The cache's cold path: at 10M topics a read task meets most names for the first time,
-    and four calls per name cost more than the hashing itself. The regex only checks: a
-    canonical name's namespace lies between "://" and its last "/", so no match object
-    outlives its check (a list of them kept the garbage collector busy: ~40 % of this
-    function for a million names).
-    """
-    if not all(map(_CANONICAL.fullmatch, names)) or any(map(str.isspace, map(_LAST, names))):
-        return [topic_info(name) for name in names]  # another spelling, or not a name: rare
-    cuts = [name.rfind("/") for name in names]
-    namespaces = [name[name.find("://") + 3 : cut] for name, cut in zip(names, cuts, strict=True)]
-    local_names = [name[cut + 1 :] for name, cut in zip(names, cuts, strict=True)]
-    return list(
-        map(TopicInfo, names, namespaces, local_names, hash_positions(names), topic_hashes(names))
-    )
-
-
-_LAST: Final = itemgetter(-1)
-
-
-class TopicInfoCache:
-    """Topic name as sent -> `TopicInfo`, bounded (cleared whole when full).
-
-    Python workers are reused across micro-batches, so a module-level instance keeps the
-    names of a stable topic population between batches. A bucket depends on the number of
-    buckets, so the cache holds the infos of one number at a time (cleared when it changes).
-    """
-
-    def __init__(self, *, max_entries: int = 1 << 19) -> None:
-        self.max_entries = max_entries
-        self._infos: dict[str, TopicInfo | None] = {}
-        self._num_buckets = 0
-        self._unbucketed: dict[int, list[TopicInfo]] = {}
-
-    def clear(self) -> None:
-        """Forget every name (benchmarks of the cold path)."""
-        self._infos = {}
-        self._unbucketed = {}
-
-    def _infos_for(self, num_buckets: int) -> dict[str, TopicInfo | None]:
-        if num_buckets != self._num_buckets:
-            self._infos = {}  # pending infos keep their own number in _unbucketed
-            self._num_buckets = num_buckets
-        return self._infos
-
-    def get(self, name: str, num_buckets: int) -> TopicInfo | None:
-        infos = self._infos_for(num_buckets)
-        info = infos.get(name, _MISSING)
-        if info is not _MISSING:
-            return info  # type: ignore[return-value]
-        if len(infos) >= self.max_entries:
-            infos.clear()
-        info = topic_info(name)
-        infos[name] = info
-        if info is not None:
-            self._unbucketed.setdefault(num_buckets, []).append(info)
-        return info
-
-    def get_many(self, names: list[str], num_buckets: int) -> list[TopicInfo | None]:
-        """`get` of each name; names already seen are looked up in one C loop, the others
-        computed together (`topic_infos`)."""
-        infos = self._infos_for(num_buckets)
-        found = list(map(infos.get, names))
-        if None not in found:
-            return found
-        # None is also what a name known to be invalid maps to.
-        missing = [name for name in dict.fromkeys(names) if name not in infos]
-        if not missing:
-            return found
-        computed = topic_infos(missing)
-        if len(infos) + len(missing) > self.max_entries:
-            infos.clear()
-        fresh = dict(zip(missing, computed, strict=True))
-        infos.update(fresh)
-        self._unbucketed.setdefault(num_buckets, []).extend(
-            info for info in computed if info is not None
-        )
-        return [fresh.get(n) if i is None else i for n, i in zip(names, found, strict=True)]
-
-    def fill_buckets(self) -> None:
-        """Compute the buckets of the names first seen since the last call (vectorised)."""
-        for num_buckets, pending in self._unbucketed.items():
-            codes = java_hash_codes([info.local_name for info in pending])
-            buckets = np.abs(codes.astype(np.int64)) % num_buckets
-            for info, bucket in zip(pending, buckets.tolist(), strict=True):
-                info.bucket = bucket
-        self._unbucketed = {}
-
-
-_MISSING: Final = object()
-
-
-def java_hash_codes(texts: Sequence[str]) -> np.ndarray:
-    """Java's `String.hashCode()` of each text (signed 32-bit), computed in one numpy pass.
-
-    h = sum(unit[i] * 31^(n-1-i)) mod 2^32 over the UTF-16 code units; uint32 arithmetic
-    wraps exactly like Java's int.
-    """
-    if not texts:
-        return np.zeros(0, dtype=np.int32)
-    joined = "".join(texts).encode("utf-16-le")
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    if len(joined) != 2 * int(lengths.sum()):  # a character beyond the BMP: 2 code units
-        units_of = (len(text.encode("utf-16-le")) // 2 for text in texts)
-        lengths = np.fromiter(units_of, dtype=np.int64, count=len(texts))
-    units = np.frombuffer(joined, dtype="<u2").astype(np.uint32)
-    out = np.zeros(len(texts), dtype=np.uint32)
-    if units.size:
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        powers = np.ones(int(lengths.max()), dtype=np.uint32)
-        if powers.size > 1:
-            powers[1:] = 31
-            powers = np.cumprod(powers, dtype=np.uint32)
-        exponents = np.repeat(ends - 1, lengths) - np.arange(units.size, dtype=np.int64)
-        terms = units * powers[exponents]
-        nonempty = lengths > 0
-        out[nonempty] = np.add.reduceat(terms, starts[nonempty], dtype=np.uint32)
-    return out.view(np.int32)
-
-
 __all__ = [
     "FastEvent",
-    "TopicInfo",
-    "TopicInfoCache",
     "decode_fast",
     "decode_single_events",
-    "java_hash_codes",
-    "topic_info",
-    "topic_infos",
 ]

@@ -29,15 +29,10 @@ from balancer.core.events import (
     TopicStatsEvent,
     parse_message,
 )
-from streaming.fastparse import (
-    FastEvent,
-    TopicInfo,
-    TopicInfoCache,
-    decode_fast,
-    decode_single_events,
-)
+from streaming.fastparse import FastEvent, decode_fast, decode_single_events
 from streaming.packing import PACK_SCHEMA, pack_events
 from streaming.schema import LATEST_COLUMNS, PARSED_ARROW_SCHEMA, RATE_COLUMNS, RowKind
+from streaming.topic_columns import CanonicalNames, DedupeChoice, topic_columns
 from streaming.topic_keys import KEY_COLUMN, ClusterHashes
 
 # A dead letter keeps at most this many bytes of the original message, so that a huge
@@ -130,14 +125,15 @@ _TIMESTAMP_MS = attrgetter("timestamp_ms")
 _CLUSTER = attrgetter("cluster")
 _TOPIC = attrgetter("topic")
 
-# One cache per Python worker process: workers are reused across micro-batches.
-_TOPICS = TopicInfoCache()
+# One per Python worker process: workers are reused across micro-batches.
+_TOPIC_NAMES = CanonicalNames()
+_DEDUPE = DedupeChoice()
 _CLUSTER_HASHES = ClusterHashes()
 
 
 def clear_topic_cache() -> None:
-    """Forget the topics this worker has seen (benchmarks of a read task's cold path)."""
-    _TOPICS.clear()
+    """Forget the topic names this worker has seen (benchmarks of a read task's cold path)."""
+    _TOPIC_NAMES.clear()
 
 
 # The event's value fields (Pulsar's names) and their row columns, in the same order.
@@ -171,7 +167,8 @@ class RecordParser:
         num_buckets: int,
         slide_ms: int,
         summary: ReadSummary,
-        topics: TopicInfoCache | None = None,
+        names: CanonicalNames | None = None,
+        dedupe: DedupeChoice | None = None,
         now_ms: int | None = None,
         max_future_skew_ms: int = DEFAULT_MAX_FUTURE_SKEW_MS,
         clusters: frozenset[str] | None = None,
@@ -184,10 +181,11 @@ class RecordParser:
         self.clusters = clusters
         # Newest event time accepted on the fast path (the slow path judges anything later).
         self._latest_ms = None if now_ms is None else now_ms + max_future_skew_ms
-        self._topics_cache = _TOPICS if topics is None else topics
-        # Accepted events and their topic info, in arrival order.
+        self._names = _TOPIC_NAMES if names is None else names
+        self._dedupe = _DEDUPE if dedupe is None else dedupe
+        # Accepted events and their topics' full names, in arrival order.
         self._events: list[Accepted] = []
-        self._infos: list[TopicInfo] = []
+        self._full_names: list[str] = []
         self._first: tuple[int, int] = (-1, -1)  # (partition, offset) of the first kept event
         self._rejects: list[Row] = []
 
@@ -237,20 +235,20 @@ class RecordParser:
             return False
         if self.clusters is not None and not self.clusters.issuperset(map(_CLUSTER, events)):
             return False
-        infos = self._topics_cache.get_many(list(map(_TOPIC, events)), self.num_buckets)
-        if None in infos:
+        full_names = self._names.full_names(list(map(_TOPIC, events)))
+        if full_names is None:
             return False
-        self._keep(events, infos, partition, offset)  # type: ignore[arg-type]
+        self._keep(events, full_names, partition, offset)
         return True
 
     def _keep(
-        self, events: Sequence[Accepted], infos: Sequence[TopicInfo], partition: int, offset: int
+        self, events: Sequence[Accepted], full_names: Sequence[str], partition: int, offset: int
     ) -> None:
         n = len(events)
         if not self._events:
             self._first = (partition, offset)
         self._events.extend(events)
-        self._infos.extend(infos)
+        self._full_names.extend(full_names)
         self.summary.events += n
 
     def _add_slow(self, raw: bytes, partition: int, offset: int) -> None:
@@ -265,10 +263,7 @@ class RecordParser:
             if isinstance(e, Rejection):
                 self._reject(raw, e, partition, offset, index if many else None)
                 continue
-            info = self._topics_cache.get(e.topic, self.num_buckets)
-            if info is None:  # cannot happen: parse_message normalised the name
-                raise AssertionError(f"validated topic {e.topic!r} has no topic info")
-            self._keep([e], [info], partition, offset)
+            self._keep([e], [e.topic], partition, offset)  # parse_message gives full names
 
     def _reject(
         self, raw: bytes, rejection: Rejection, partition: int, offset: int, index: int | None
@@ -289,7 +284,7 @@ class RecordParser:
         """The rows parsed since the last flush: the events, then the rejects."""
         events = self._event_batch()
         rejects = _to_batch(self._rejects)
-        self._events, self._infos = [], []
+        self._events, self._full_names = [], []
         self._rejects = []
         if rejects.num_rows == 0:
             return events
@@ -299,28 +294,28 @@ class RecordParser:
 
     def _event_batch(self) -> pa.RecordBatch:
         """The accepted events as packs: one row per (bucket, pane) (`streaming.packing`)."""
-        events, infos, n = self._events, self._infos, len(self._events)
+        events, n = self._events, len(self._events)
         if n == 0:
             return _to_batch([])
-        self._topics_cache.fill_buckets()
+        topics = topic_columns(self._full_names, self.num_buckets, dedupe=self._dedupe.dedupe())
+        if topics.distinct is not None:
+            self._dedupe.measured(topics.distinct, n)
         timestamps_ms = _numbers(events, "timestamp_ms", n)
         # map(attrgetter) keeps each column's loop in C; numbers go straight into numpy
         # arrays (a list of Python numbers first took 3-4x as long, docs/benchmarks.md).
         clusters = pa.array(list(map(attrgetter("cluster"), events))).dictionary_encode()
         columns: dict[str, list[object] | pa.Array] = {
             "cluster": clusters,
-            "namespace": pa.array(list(map(attrgetter("namespace"), infos))).dictionary_encode(),
-            "topic": list(map(attrgetter("full"), infos)),
-            "position": _numbers(infos, "position", n),
+            "namespace": topics.namespace,
+            "topic": topics.topic,
+            "position": pa.array(topics.position),
             "event_ms": timestamps_ms,
         }
         for name, column in zip(_EVENT_FIELDS, _EVENT_COLUMNS, strict=True):
             columns[column] = _numbers(events, name, n, _FLOAT_COLUMNS.get(column, np.int64))
-        topic_parts = np.fromiter(map(attrgetter("key_part"), infos), np.int64, count=n)
-        columns[KEY_COLUMN] = pa.array(_CLUSTER_HASHES.keys(topic_parts, clusters))
+        columns[KEY_COLUMN] = pa.array(_CLUSTER_HASHES.keys(topics.key_part, clusters))
         table = pa.table(columns, schema=PACK_SCHEMA)
-        buckets = np.fromiter(map(attrgetter("bucket"), infos), dtype=np.int64, count=n)
-        packs = pack_events(table, buckets, slide_ms=self.slide_ms)
+        packs = pack_events(table, topics.bucket, slide_ms=self.slide_ms)
         # The packs already count their events per pane and know their newest time.
         for pack in packs:
             self.summary.pane_events[pack.pane_start_ms] += pack.events

@@ -2,9 +2,9 @@
 
 When `decode_fast(raw)` returns a list, `parse_message(raw)` returns as many results with the
 same values (typed: a count stays an int, a rate keeps the sign of its zero), the topic seen
-through `topic_info(name).full`. decode_fast leaves the topic name to topic_info: where that
-says None, parse_message must reject the event as `invalid_topic` (RecordParser then takes
-the slow path). None from decode_fast allows anything.
+through `full_name(name)`. decode_fast leaves the topic name to full_name: where that says
+None, parse_message must reject the event as `invalid_topic` (RecordParser then takes the slow
+path). None from decode_fast allows anything.
 """
 
 from __future__ import annotations
@@ -19,25 +19,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from balancer.core.buckets import java_string_hash_code, topic_bucket
+from balancer.core.buckets import topic_bucket
 from balancer.core.events import MAX_MESSAGE_BYTES, Rejection, TopicStatsEvent, parse_message
 from balancer.core.events import MAX_TIMESTAMP_MS as MAX_TS
 from balancer.core.events import MIN_TIMESTAMP_MS as MIN_TS
 from balancer.core.events import REQUIRED_FIELDS as REQUIRED
 from balancer.core.hashing import topic_position
-from balancer.core.topics import InvalidTopicName, parse_topic
-from streaming.fastparse import (
-    FastEvent,
-    TopicInfoCache,
-    decode_fast,
-    java_hash_codes,
-    topic_info,
-    topic_infos,
-)
+from balancer.core.topics import parse_topic
+from streaming.fastparse import FastEvent, decode_fast
 from streaming.packing import PACK_SCHEMA, decode, events_of
 from streaming.parse import MAX_DEAD_LETTER_RAW_BYTES, ReadSummary, RecordParser
 from streaming.schema import RowKind
-from streaming.topic_keys import topic_hash, topic_keys
+from streaming.topic_columns import CanonicalNames, DedupeChoice, full_name
+from streaming.topic_keys import topic_keys
 
 VALUE_FIELDS = (*(f for f in REQUIRED if f != "topic"), "broker")
 MAX_FLOAT_INT = int(sys.float_info.max)
@@ -59,12 +53,12 @@ def check_contract(raw: bytes) -> list[FastEvent] | None:
     slow = parse_message(raw)
     assert len(slow) == len(fast), (fast, slow)
     for f, s in zip(fast, slow, strict=True):
-        info = topic_info(f.topic)
-        if info is None:
+        full = full_name(f.topic)
+        if full is None:
             assert isinstance(s, Rejection) and s.reason == "invalid_topic", (f, s)
             continue
         assert isinstance(s, TopicStatsEvent), (f, s)
-        assert (info.full, values(f)) == (s.topic, values(s))
+        assert (full, values(f)) == (s.topic, values(s))
     return fast
 
 
@@ -231,7 +225,7 @@ def test_edge_cases_keep_the_contract(raw: bytes, expect: str) -> None:
     fast = check_contract(raw)
     slow = parse_message(raw)
     if expect == FAST:  # the shapes collectors send must not pay for the slow path
-        assert fast is not None and all(topic_info(e.topic) for e in fast)
+        assert fast is not None and all(full_name(e.topic) for e in fast)
     elif expect == OK:
         assert slow and all(isinstance(r, TopicStatsEvent) for r in slow)
     elif expect != ANY:
@@ -322,80 +316,6 @@ def test_generated_messages_keep_the_contract(raw: bytes) -> None:
     check_contract(raw)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(TOPICS, st.integers(1, 2**31 - 1) | st.integers(1, 8)), max_size=12),
-       st.integers(1, 6))  # fmt: skip
-def test_topic_info_and_its_cache_agree_with_the_reference(
-    requests: list[tuple[str, int]], max_entries: int
-) -> None:
-    cache = TopicInfoCache(max_entries=max_entries)
-    got = [(name, n, topic_info(name), cache.get(name, n)) for name, n in requests]
-    cache.fill_buckets()
-    for name, n, info, cached in got:
-        try:
-            parsed = parse_topic(name)
-        except InvalidTopicName:
-            assert info is None and cached is None
-            continue
-        assert info is not None and cached is not None
-        expected = (parsed.full, parsed.namespace_name, parsed.local_name)
-        assert (info.full, info.namespace, info.local_name) == expected
-        assert (cached.full, cached.namespace, cached.local_name) == expected
-        assert (cached.bucket, cached.position) == (topic_bucket(name, n), topic_position(name))
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.tuples(st.lists(TOPICS | VALID_TOPICS, max_size=6), st.integers(1, 8)), max_size=6),
-    st.integers(1, 8),
-)
-def test_batched_lookups_agree_with_the_reference(
-    runs: list[tuple[list[str], int]], max_entries: int
-) -> None:
-    """`get_many` (the cold path computes a run's new names together, `topic_infos`) gives
-    what `topic_info` gives name by name, whatever the cache held, cleared or repeated."""
-    cache = TopicInfoCache(max_entries=max_entries)
-    got = [(names, n, cache.get_many(list(names), n)) for names, n in runs]
-    cache.fill_buckets()
-    for names, n, infos in got:
-        assert len(infos) == len(names)
-        assert topic_infos(names) == [topic_info(name) for name in names]
-        for name, cached in zip(names, infos, strict=True):
-            reference = topic_info(name)
-            if reference is None:
-                assert cached is None
-                continue
-            assert cached is not None
-            assert (cached.full, cached.namespace, cached.local_name) == (
-                reference.full, reference.namespace, reference.local_name,
-            )  # fmt: skip
-            assert (cached.position, cached.key_part) == (
-                topic_position(name), topic_hash(reference.full),
-            )  # fmt: skip
-            assert cached.bucket == topic_bucket(name, n)
-
-
-def test_a_cached_name_gets_the_bucket_of_the_number_asked_for() -> None:
-    cache = TopicInfoCache()
-    first = cache.get("t/ns/hello", 3)
-    cache.fill_buckets()
-    again = cache.get("t/ns/hello", 16)
-    cache.fill_buckets()
-    assert first is not None and again is not None
-    assert (first.bucket, again.bucket) == (1, 2)  # 99162322 % 3, % 16
-
-
-@given(st.lists(st.text(max_size=40) | st.text(st.characters(min_codepoint=0x10000)), max_size=10))
-def test_java_hash_codes_match_the_reference(texts: list[str]) -> None:
-    assert java_hash_codes(texts).tolist() == [java_string_hash_code(t) for t in texts]
-
-
-def test_java_hash_codes_known_values() -> None:
-    texts = ["", "a", "hello", "polygenelubricants", "😀", ""]
-    assert java_hash_codes(texts).tolist() == [0, 97, 99162322, -(2**31), 1772899, 0]
-    assert java_hash_codes([]).tolist() == []
-
-
 # --- RecordParser end to end --------------------------------------------------------------
 
 ROW_FIELDS = ("cluster", "namespace", "topic", "position", "bucket", "event_ms",
@@ -435,11 +355,20 @@ def reference(messages: list[bytes], num_buckets: int, **rules: Any) -> list[tup
 
 
 def run_parser(
-    messages: list[bytes], num_buckets: int, cache: TopicInfoCache, **rules: Any
+    messages: list[bytes],
+    num_buckets: int,
+    names: CanonicalNames,
+    dedupe: DedupeChoice | None = None,
+    **rules: Any,
 ) -> list[Any]:
     summary = ReadSummary(partition=5, start_offset=0, next_offset=len(messages))
     parser = RecordParser(
-        num_buckets=num_buckets, slide_ms=SLIDE_MS, summary=summary, topics=cache, **rules
+        num_buckets=num_buckets,
+        slide_ms=SLIDE_MS,
+        summary=summary,
+        names=names,
+        dedupe=DedupeChoice() if dedupe is None else dedupe,
+        **rules,
     )
     for offset, raw in enumerate(messages):
         parser.add(raw, 5, offset)
@@ -456,23 +385,33 @@ def run_parser(
     return out
 
 
+def never_dedupe() -> DedupeChoice:
+    choice = DedupeChoice(probe_every=10**9)
+    choice.measured(distinct=1, events=1)
+    return choice
+
+
 def test_the_record_parser_gives_the_reference_rows_for_the_whole_table() -> None:
     messages = [raw for name, raw, _ in CASES if name not in SURROGATE_IDS]
-    cache = TopicInfoCache()  # shared: a second number of buckets must not reuse buckets
-    for num_buckets in (16, 5):
-        assert run_parser(messages, num_buckets, cache) == reference(messages, num_buckets)
+    names = CanonicalNames()  # shared: later parses meet names seen before
+    for num_buckets, choice in ((16, DedupeChoice()), (5, DedupeChoice()), (5, never_dedupe())):
+        got = run_parser(messages, num_buckets, names, choice)
+        assert got == reference(messages, num_buckets)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(MESSAGES, max_size=6), st.integers(1, 64))
-def test_the_record_parser_gives_the_reference_rows(messages: list[bytes], n: int) -> None:
-    assert run_parser(messages, n, TopicInfoCache()) == reference(messages, n)
+@given(st.lists(MESSAGES, max_size=6), st.integers(1, 64), st.booleans())
+def test_the_record_parser_gives_the_reference_rows(
+    messages: list[bytes], n: int, dedupe: bool
+) -> None:
+    choice = DedupeChoice() if dedupe else never_dedupe()
+    assert run_parser(messages, n, CanonicalNames(), choice) == reference(messages, n)
 
 
 @pytest.mark.parametrize("case", SURROGATE_IDS)
 def test_a_lone_surrogate_becomes_a_reject_not_a_crash(case: str) -> None:
     (raw,) = [raw for name, raw, _ in CASES if name == case]
-    ((reason, *_),) = run_parser([raw], 4, TopicInfoCache())
+    ((reason, *_),) = run_parser([raw], 4, CanonicalNames())
     assert reason == "bad_encoding"
 
 
@@ -512,7 +451,7 @@ def test_the_reader_rules_reject_with_their_reason_on_both_paths(
     slow = parse_message(raw, **RULES)
     rejected = [r.reason for r in slow if isinstance(r, Rejection)]
     assert rejected == ([] if reason is None else [reason])
-    rows = run_parser([raw], 4, TopicInfoCache(), **RULES)
+    rows = run_parser([raw], 4, CanonicalNames(), **RULES)
     assert rows == reference([raw], 4, **RULES)
     assert [r[0] for r in rows if isinstance(r[0], str)] == rejected
     # Without the context, the same messages are accepted (the rules are the reader's).
@@ -523,4 +462,4 @@ def test_the_reader_rules_keep_the_whole_table_in_agreement() -> None:
     messages = [raw for name, raw, _ in CASES if name not in SURROGATE_IDS]
     messages += [raw for _, raw, _ in CONTEXT_CASES]
     rules = {**RULES, "clusters": frozenset({"c1", "a", "b", "ü"})}
-    assert run_parser(messages, 8, TopicInfoCache(), **rules) == reference(messages, 8, **rules)
+    assert run_parser(messages, 8, CanonicalNames(), **rules) == reference(messages, 8, **rules)

@@ -9,8 +9,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.fastparse import TopicInfoCache, decode_fast, decode_single_events
+from streaming.fastparse import decode_fast, decode_single_events
 from streaming.parse import ReadSummary, RecordParser
+from streaming.topic_columns import CanonicalNames
 from tests.streaming.test_fastparse import CASES, GOOD, MESSAGES, NO_BROKER, enc, values
 
 # Mostly well-formed single events (so that runs take the fast path), some of any kind.
@@ -61,7 +62,7 @@ def _parse(run: list[bytes | None], limit: int, *, by_runs: bool, **rules: Any) 
     """Every flushed batch's rows and the summary, parsing `run` as one read task does."""
     summary = ReadSummary(partition=3, start_offset=10, next_offset=10 + len(run))
     parser = RecordParser(
-        num_buckets=4, slide_ms=60_000, summary=summary, topics=TopicInfoCache(), **rules
+        num_buckets=4, slide_ms=60_000, summary=summary, names=CanonicalNames(), **rules
     )
     batches: list[pa.RecordBatch] = []
     offsets = list(range(10, 10 + len(run)))

@@ -1,0 +1,203 @@
+"""A flush's topic columns, computed together from its topic names.
+
+Each event's topic gives a pack four columns besides its name: the namespace, Pulsar's hash
+position (CRC-32 of the name), the topic's part of its key (`streaming.topic_keys`) and its
+PIP-157 bucket (Java's `String.hashCode` of the local name). At 10M topics a read task meets
+nearly every name for the first time, so no cache of per-name results can help: an earlier
+cache of one struct per name spent ~2.4 us an event on lookups, inserts and struct fields
+(docs/benchmarks.md). Here a flush's names are deduplicated once (Arrow's hash table),
+and each distinct name is hashed in one C loop per hash; the namespace and local name come
+from Arrow's string kernels, the bucket from numpy over the local names.
+
+Two steps, as a read task needs them:
+- `CanonicalNames.full_names`, when a run of events is accepted: each name as Pulsar's full
+  name, or None when one is not a topic name (the caller then takes the slow path, which
+  gives the reason). Canonical names, what collectors send, are checked by one regex, and
+  remembered in a bounded set so a stable population skips even that;
+- `topic_columns`, at the flush: the columns of every kept event, from full names, once
+  per distinct name when `DedupeChoice` finds that names repeat within a flush.
+
+Purely computational.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from balancer.core.hashing import hash_positions
+from balancer.core.topics import InvalidTopicName, parse_topic
+from streaming.topic_keys import topic_hashes
+
+# A canonical full name whose parts parse_topic accepts unchanged: domain, tenant and
+# namespace in Pulsar's NamedEntity alphabet, a non-empty local name without "/", no
+# trailing whitespace (parse_topic rejects surrounding whitespace). Every full name that
+# parse_topic gives has this form.
+_CANONICAL: Final = re.compile(
+    r"(?:persistent|non-persistent)://[-=:.\w]+/[-=:.\w]+/[^/]+", re.ASCII
+)
+_LAST: Final = itemgetter(-1)
+
+# A full name's namespace and local name, in Arrow's RE2 (one pass for both; a backtracking
+# `.*/` took 2.5x as long). (?s): a local name may hold a line break.
+_PARTS: Final = "(?s)^[^/]*//(?P<namespace>[^/]*/[^/]*)/(?P<local>.*)$"
+
+
+def full_name(name: str) -> str | None:
+    """Pulsar's full name for any accepted spelling of a topic name; None when invalid."""
+    if _CANONICAL.fullmatch(name) is not None and not name[-1].isspace():
+        return name
+    try:
+        return parse_topic(name).full
+    except InvalidTopicName:
+        return None
+
+
+class CanonicalNames:
+    """Topic names as sent -> full names, remembering the canonical names seen (bounded:
+    cleared whole when full, as at 10M topics, where few names come back before that)."""
+
+    def __init__(self, *, max_entries: int = 1 << 19) -> None:
+        self.max_entries = max_entries
+        self._known: set[str] = set()
+
+    def clear(self) -> None:
+        """Forget every name (benchmarks of the cold path)."""
+        self._known = set()
+
+    def full_names(self, names: list[str]) -> list[str] | None:
+        """Each name as its full name; None when any name is not a valid topic name."""
+        known = self._known
+        if known.issuperset(names):
+            return names
+        # map() keeps both checks' loops in C; the match objects are dropped at once.
+        if all(map(_CANONICAL.fullmatch, names)) and not any(map(str.isspace, map(_LAST, names))):
+            if len(known) + len(names) > self.max_entries:
+                known.clear()
+            known.update(names)
+            return names
+        fulls = list(map(full_name, names))  # another spelling, or not a name: rare
+        return None if None in fulls else fulls  # type: ignore[return-value]
+
+
+class DedupeChoice:
+    """Whether a flush computes its topic columns once per distinct name.
+
+    Deduplicating costs ~0.2 us a name (Arrow's hash table) and saves ~0.7 us for each
+    repeat, so it pays when distinct names are fewer than ~2/3 of the events: at 10k topics
+    (~0.1 of a 100,000-event flush), not at 500k or 10M (nearly every name once a flush).
+    Whether names were seen in earlier flushes does not tell: at 500k topics they were,
+    yet a flush holds each once. So the share is measured by the flushes that deduplicate,
+    and one flush in `probe_every` deduplicates to measure it again. The choice changes the
+    cost only, never the columns.
+    """
+
+    MAX_DISTINCT_SHARE: Final = 2 / 3
+
+    def __init__(self, *, probe_every: int = 8) -> None:
+        self.probe_every = probe_every
+        self._distinct_share = 0.0  # until measured: deduplicate
+        self._skipped = 0
+
+    def dedupe(self) -> bool:
+        if self._distinct_share <= self.MAX_DISTINCT_SHARE or self._skipped + 1 >= self.probe_every:
+            return True
+        self._skipped += 1
+        return False
+
+    def measured(self, distinct: int, events: int) -> None:
+        """What a flush that deduplicated found."""
+        self._distinct_share = distinct / max(events, 1)
+        self._skipped = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicColumns:
+    """One value per event, in the order of the names given."""
+
+    distinct: int | None  # distinct names, when deduplicated
+    topic: pa.Array  # string: the full name
+    namespace: pa.DictionaryArray  # "tenant/namespace"
+    position: np.ndarray  # int64: Pulsar's hash position (balancer.core.hashing)
+    key_part: np.ndarray  # int64: the topic's part of its key (streaming.topic_keys)
+    bucket: np.ndarray  # int64: the PIP-157 bucket (balancer.core.buckets.topic_bucket)
+
+
+def topic_columns(full_names: Sequence[str], num_buckets: int, *, dedupe: bool) -> TopicColumns:
+    """The columns of events whose topics have these full names (as `CanonicalNames` or
+    `parse_topic` gives them).
+
+    `dedupe`: compute each distinct name once (`DedupeChoice` says when that pays).
+    """
+    names = pa.array(full_names, pa.string())
+    rows: np.ndarray | None = None
+    distinct, distinct_names = names, full_names
+    if dedupe:
+        encoded = names.dictionary_encode()
+        rows = encoded.indices.to_numpy(zero_copy_only=False)
+        distinct = encoded.dictionary
+        distinct_names = distinct.to_pylist()
+    count = len(distinct)
+    positions = np.fromiter(hash_positions(distinct_names), np.int64, count=count)
+    key_parts = np.fromiter(topic_hashes(distinct_names), np.int64, count=count)
+    parts = pc.extract_regex(distinct, _PARTS)
+    codes = java_hash_codes(parts.field("local").to_pylist()).astype(np.int64)
+    buckets = np.abs(codes) % num_buckets
+    namespaces = parts.field("namespace").dictionary_encode()
+    if rows is None:
+        return TopicColumns(None, names, namespaces, positions, key_parts, buckets)
+    namespace_rows = namespaces.indices.take(pa.array(rows))
+    return TopicColumns(
+        distinct=count,
+        topic=names,
+        namespace=pa.DictionaryArray.from_arrays(namespace_rows, namespaces.dictionary),
+        position=positions[rows],
+        key_part=key_parts[rows],
+        bucket=buckets[rows],
+    )
+
+
+def java_hash_codes(texts: Sequence[str]) -> np.ndarray:
+    """Java's `String.hashCode()` of each text (signed 32-bit), computed in one numpy pass.
+
+    h = sum(unit[i] * 31^(n-1-i)) mod 2^32 over the UTF-16 code units; uint32 arithmetic
+    wraps exactly like Java's int.
+    """
+    if not texts:
+        return np.zeros(0, dtype=np.int32)
+    joined = "".join(texts).encode("utf-16-le")
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    if len(joined) != 2 * int(lengths.sum()):  # a character beyond the BMP: 2 code units
+        units_of = (len(text.encode("utf-16-le")) // 2 for text in texts)
+        lengths = np.fromiter(units_of, dtype=np.int64, count=len(texts))
+    units = np.frombuffer(joined, dtype="<u2").astype(np.uint32)
+    out = np.zeros(len(texts), dtype=np.uint32)
+    if units.size:
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        powers = np.ones(int(lengths.max()), dtype=np.uint32)
+        if powers.size > 1:
+            powers[1:] = 31
+            powers = np.cumprod(powers, dtype=np.uint32)
+        exponents = np.repeat(ends - 1, lengths) - np.arange(units.size, dtype=np.int64)
+        terms = units * powers[exponents]
+        nonempty = lengths > 0
+        out[nonempty] = np.add.reduceat(terms, starts[nonempty], dtype=np.uint32)
+    return out.view(np.int32)
+
+
+__all__ = [
+    "CanonicalNames",
+    "DedupeChoice",
+    "TopicColumns",
+    "full_name",
+    "java_hash_codes",
+    "topic_columns",
+]

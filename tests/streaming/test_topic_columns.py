@@ -1,0 +1,101 @@
+"""A flush's topic columns (`streaming.topic_columns`) agree with the per-name reference:
+`parse_topic` for the full name and namespace, `topic_position`, `topic_hash` and
+`topic_bucket`, whatever the names, their repeats and what was seen before."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from balancer.core.buckets import java_string_hash_code, topic_bucket
+from balancer.core.hashing import topic_position
+from balancer.core.topics import InvalidTopicName, parse_topic
+from streaming.topic_columns import (
+    CanonicalNames,
+    DedupeChoice,
+    full_name,
+    java_hash_codes,
+    topic_columns,
+)
+from streaming.topic_keys import topic_hash
+from tests.streaming.test_fastparse import TOPICS, VALID_TOPICS
+
+
+def reference_full_name(name: str) -> str | None:
+    try:
+        return parse_topic(name).full
+    except InvalidTopicName:
+        return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(TOPICS | VALID_TOPICS, min_size=1, max_size=6), max_size=8),
+       st.integers(1, 8))  # fmt: skip
+def test_full_names_agree_with_the_reference_whatever_was_seen_before(
+    runs: list[list[str]], max_entries: int
+) -> None:
+    names = CanonicalNames(max_entries=max_entries)
+    for run in runs:
+        expected = [reference_full_name(name) for name in run]
+        assert [full_name(name) for name in run] == expected
+        assert names.full_names(list(run)) == (None if None in expected else expected)
+
+
+def test_names_seen_before_and_past_the_bound_keep_their_full_names() -> None:
+    names = CanonicalNames(max_entries=2)
+    first = ["persistent://t/ns/a", "non-persistent://t/ns/b"]
+    assert names.full_names(first) == first
+    assert names.full_names(first[::-1]) == first[::-1]  # seen before
+    assert names.full_names(["a"]) == ["persistent://public/default/a"]
+    assert names.full_names(["persistent://t/ns/c"]) == ["persistent://t/ns/c"]  # clears
+    assert names.full_names(["t/ns/x", "t//x"]) is None
+    assert names.full_names(["persistent://t/ns/x "]) is None
+
+
+def test_dedupe_is_chosen_by_the_distinct_share_last_measured_and_probed_again() -> None:
+    choice = DedupeChoice(probe_every=4)
+    assert choice.dedupe()  # nothing measured yet
+    choice.measured(distinct=90, events=100)  # nearly every name once: skip
+    assert [choice.dedupe() for _ in range(4)] == [False, False, False, True]
+    choice.measured(distinct=10, events=100)  # names repeat: dedupe
+    assert [choice.dedupe() for _ in range(5)] == [True] * 5
+
+
+FULL_NAMES = VALID_TOPICS.map(reference_full_name).filter(lambda full: full is not None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FULL_NAMES, max_size=12), st.integers(1, 2**31 - 1) | st.integers(1, 8),
+       st.booleans())  # fmt: skip
+@example(["persistent://t/ns/line\nbreak", "persistent://t/ns/😀", "non-persistent://a=:/b./c d"],
+         3, False)  # fmt: skip
+@example(["persistent://t/ns/a", "persistent://u/ns/a", "persistent://t/ns/a"], 16, True)
+def test_topic_columns_agree_with_the_reference(
+    full_names: list[str], num_buckets: int, dedupe: bool
+) -> None:
+    columns = topic_columns(full_names, num_buckets, dedupe=dedupe)
+    assert columns.distinct == (len(set(full_names)) if dedupe else None)
+    assert columns.topic.to_pylist() == full_names
+    assert columns.namespace.to_pylist() == [parse_topic(n).namespace_name for n in full_names]
+    assert columns.position.tolist() == [topic_position(n) for n in full_names]
+    assert columns.key_part.tolist() == [topic_hash(n) for n in full_names]
+    assert columns.bucket.tolist() == [topic_bucket(n, num_buckets) for n in full_names]
+
+
+@pytest.mark.parametrize("dedupe", [False, True])
+def test_a_flush_of_repeated_names_shares_one_dictionary_of_namespaces(dedupe: bool) -> None:
+    full_names = [f"persistent://t/ns-{i % 3}/topic-{i % 5}" for i in range(30)]
+    columns = topic_columns(full_names, 4, dedupe=dedupe)
+    assert sorted(columns.namespace.dictionary.to_pylist()) == ["t/ns-0", "t/ns-1", "t/ns-2"]
+
+
+@given(st.lists(st.text(max_size=40) | st.text(st.characters(min_codepoint=0x10000)), max_size=10))
+def test_java_hash_codes_match_the_reference(texts: list[str]) -> None:
+    assert java_hash_codes(texts).tolist() == [java_string_hash_code(t) for t in texts]
+
+
+def test_java_hash_codes_known_values() -> None:
+    texts = ["", "a", "hello", "polygenelubricants", "😀", ""]
+    assert java_hash_codes(texts).tolist() == [0, 97, 99162322, -(2**31), 1772899, 0]
+    assert java_hash_codes([]).tolist() == []
