@@ -371,6 +371,7 @@ def _run_job_in(work: str, bootstrap: str, topic: str, args: argparse.Namespace)
     )
     after_first = [b for b in working if b > first] if len(data_batches) > 1 else working
     steady = after_first
+    warmed_up = True  # False: no batch came after the warm-up, the rate is after the first
     if args.warmup_s > 0:
         # Warm and sustained: whole minutes of data, each batch closing the window its minute
         # completes, as a stream that runs for months does. The batches from the one that
@@ -381,7 +382,7 @@ def _run_job_in(work: str, bootstrap: str, topic: str, args: argparse.Namespace)
         steady = before_the_last_event(warm, newest) if args.close_windows else warm
         if not steady:
             print(f"no batch started after the {args.warmup_s:g} s warm-up: all after the first")
-            steady = after_first
+            steady, warmed_up = after_first, False
     steady_events = sum(consumed[b] for b in steady)
     steady_s = sum(durations.get(b, 0.0) for b in steady)
     after_first_events = sum(consumed[b] for b in after_first)
@@ -406,6 +407,7 @@ def _run_job_in(work: str, bootstrap: str, topic: str, args: argparse.Namespace)
         "steady_events": steady_events,
         "steady_s": steady_s,
         "steady_batches": len(steady),
+        "warmed_up": warmed_up,
         "after_first_events_per_s": after_first_events / after_first_s if after_first_s else 0.0,
         "snapshots": sum(len(r.bundles) for r in handler.reports.values()),
         "windows_closed": sum(r.windows_closed for r in handler.reports.values()),
@@ -461,6 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "events_per_s": round(rate),
             "warmup_s": args.warmup_s,
             "steady_batches": job["steady_batches"],
+            "warmed_up": job["warmed_up"],
             "after_first_events_per_s": round(job["after_first_events_per_s"]),
             "overall_events_per_s": round(overall),
             "raw_events_per_s": round(raw_rate),

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from bench.capacity import CapacityRun, speedup
+from bench.capacity import CapacityRun, capacity_run, speedup
 from bench.scale import LAST_LINE, ScaleResult, steady_minute_s, tree_rss_bytes
 
 
@@ -76,3 +76,11 @@ def test_capacity_speedup_is_most_workers_over_fewest() -> None:
     assert speedup([two, one]) == 1.8
     assert speedup([one]) is None
     assert speedup([one, CapacityRun(2, None, None, 5.0, error="exit 1")]) is None
+
+
+def test_a_capacity_run_without_warm_batches_is_an_error_not_a_rate() -> None:
+    warm = {"warmed_up": True, "events_per_s": 150_000, "close_batch_s": 4.5}
+    assert capacity_run(2, warm, 90.0) == CapacityRun(2, 150_000.0, 4.5, 90.0)
+    cold = capacity_run(2, {**warm, "warmed_up": False}, 90.0)
+    assert (cold.events_per_s, cold.error) == (None, "no batch after the warm-up: raise --events")
+    assert speedup([CapacityRun(1, 100_000.0, 5.0, 100.0), cold]) is None
