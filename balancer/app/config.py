@@ -254,6 +254,11 @@ class CollectorConfig(_Model):
     # CPU than the broker and the fetch spend on the full bytes: +25-35 % events/s at 500k
     # topics (docs/benchmarks.md).
     compression: Compression = "lz4"
+    # Brokers of one cluster fetched at once (every answer is held until sent: memory).
+    # Clusters never wait for each other.
+    max_parallel_per_cluster: int = Field(default=8, ge=1, le=256)
+    # A cluster none of whose brokers was read for this many intervals fails /readyz.
+    unread_intervals: int = Field(default=3, ge=1)
 
     check_size = field_validator("envelope_max_bytes", mode="before")(_parse_size)
 
@@ -347,6 +352,8 @@ class ControllerConfig(_Model):
     unload_after_split: bool = True
     rate_limits: RateLimitsConfig = RateLimitsConfig()
     breaker: BreakerConfig = BreakerConfig()
+    # Batches in a row whose controller step failed before /readyz fails.
+    unready_after_errors: int = Field(default=3, ge=1)
     journal_path: Path = Path("state/journal.sqlite3")
     audit_log_path: Path = Path("state/audit.jsonl")
 

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 
@@ -24,7 +23,8 @@ from balancer.app.controller_wiring import build_handler
 from balancer.app.preflight import setting_error
 from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.app.stream_settings import kafka_security, stream_settings
-from balancer.collector.service import Collector, KafkaEventSink, admin_fetch, targets_for
+from balancer.collector.service import Collector, admin_fetch, polling_plan
+from balancer.collector.sink import KafkaEventSink
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.metrics_bridge import attach_metrics
@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # Spark is imported when the stream starts, not with the app
 log = logging.getLogger(__name__)
 
 STATS_TOPIC_PARTITIONS = 4
+_REFUSED = (401, 403)
 
 
 @dataclass
@@ -69,6 +70,7 @@ class LiveState:
     bundles_reporting: int = 0
     outcomes: deque[Outcome] = field(default_factory=lambda: deque(maxlen=200))
     handler_errors: int = 0
+    handler_errors_in_row: int = 0  # batches in a row whose controller step raised
     kafka_seen_at_s: float | None = None  # monotonic time of the last batch that read Kafka
     # Topics alone over a bundle limit in the latest window, and every one seen this run
     # (latest figures per (cluster, topic)) for the summary.
@@ -113,8 +115,14 @@ class AppHandler:
             log.exception(
                 "controller failed on batch %s; the next window decides again", report.batch_id
             )
+            self.metrics.record_controller_step(failed=True)
             with self.live.lock:
                 self.live.handler_errors += 1
+                self.live.handler_errors_in_row += 1
+        else:
+            self.metrics.record_controller_step(failed=False)
+            with self.live.lock:
+                self.live.handler_errors_in_row = 0
         self.metrics.observe_batch(report)
         lone: list[LoneHotTopic] = []
         if report.window_end_ms:
@@ -194,6 +202,7 @@ class BalancerApp:
         self.spark: SparkSession | None = None
         self.query: StreamingQuery | None = None
         self._cluster_ok: dict[str, bool] = {}
+        self._started_wall_s = time.time()
         self._stopped = threading.Event()
         self._max_batch_age_s = max(120.0, 4.0 * config.spark.trigger_interval_s)
 
@@ -202,7 +211,9 @@ class BalancerApp:
         self.metrics.observe_admin_request(
             record.cluster, record.method, record.status, record.duration_s
         )
+        # 401/403: the cluster answers but refuses us, so nothing can be read or done there.
         reachable = record.status is not None and record.status < 500
+        reachable = reachable and record.status not in _REFUSED
         if self._cluster_ok.get(record.cluster) != reachable:
             self._cluster_ok[record.cluster] = reachable
             self.metrics.set_cluster_reachable(record.cluster, reachable)
@@ -240,6 +251,9 @@ class BalancerApp:
             late_event_share=self.metrics.late_event_share,
         )
         checks["collector_publishing"] = self.collector_publishing
+        checks["controller_ok"] = self.controller_ok
+        for cluster in self.config.clusters:
+            checks[f"cluster_read:{cluster.name}"] = self._cluster_read_check(cluster.name)
         self.health = HealthServer(
             registry=self.registry,
             checks=checks,
@@ -260,30 +274,6 @@ class BalancerApp:
             spark, settings, self.handler, self.layouts, dead_letters=dead_letters
         )
 
-    def broker_urls(self) -> dict[str, list[str]]:
-        """Each cluster's broker web URLs: from the config, else `GET /admin/v2/brokers/{c}`.
-
-        broker-stats/topics only lists the bundles a broker owns, so every broker is polled.
-        A cluster whose brokers cannot be listed is polled through its admin URL.
-        """
-        out: dict[str, list[str]] = {}
-        for cluster in self.config.clusters:
-            if cluster.brokers:
-                out[cluster.name] = list(cluster.brokers)
-                continue
-            scheme = urlsplit(cluster.admin_url).scheme or "http"
-            try:
-                addresses = self.admin.list_brokers(cluster.name)
-            except Exception as exc:  # never stop the start-up for one cluster
-                log.warning(
-                    "brokers of %s not listed (%s); polling its admin URL",
-                    cluster.name,
-                    type(exc).__name__,
-                )
-                addresses = ()
-            out[cluster.name] = [a if "://" in a else f"{scheme}://{a}" for a in addresses]
-        return out
-
     def _start_collector(self) -> Collector:
         sink = KafkaEventSink.connect(
             bootstrap_servers=self.config.kafka.bootstrap_servers,
@@ -293,13 +283,18 @@ class BalancerApp:
             max_message_bytes=self.config.collector.envelope_max_bytes,
             compression_type=self.config.collector.compression_type,
         )
+        # Brokers are listed at the start of every round, not once: a cluster down at start
+        # or a broker added later is polled as soon as it answers.
+        targets, listers = polling_plan(self.config.clusters, self.admin)
         collector = Collector(
-            targets=targets_for(self.broker_urls()),
+            targets=targets,
             fetch=admin_fetch(self.admin),
             sink=sink,
             envelope_max_events=self.config.collector.envelope_max_events,
             envelope_max_bytes=self.config.collector.envelope_max_bytes,
             metrics=self.metrics,
+            broker_listers=listers,
+            max_parallel_per_cluster=self.config.collector.max_parallel_per_cluster,
         )
         interval_s = self.config.collector.interval_s
         thread = threading.Thread(
@@ -317,6 +312,25 @@ class BalancerApp:
         self._collector_sink = sink
         self._collector_thread = thread
         return collector
+
+    def _cluster_read_check(self, cluster: str) -> Callable[[], bool]:
+        """Some broker of `cluster` read within `collector.unread_intervals` intervals."""
+        max_age_s = self.config.collector.unread_intervals * self.config.collector.interval_s
+
+        def read_recently() -> bool:
+            now_s = time.time()
+            collector = self.collector
+            last_ms = None if collector is None else collector.counts.last_success_ms.get(cluster)
+            since_s = self._started_wall_s if last_ms is None else last_ms / 1000
+            return now_s - since_s <= max_age_s
+
+        return read_recently
+
+    def controller_ok(self) -> bool:
+        """Fewer than `controller.unready_after_errors` batches in a row failed to act."""
+        with self.live.lock:
+            failing = self.live.handler_errors_in_row
+        return failing < self.config.controller.unready_after_errors
 
     def stream_running(self) -> bool:
         return self.query is not None and bool(self.query.isActive)

@@ -1,14 +1,16 @@
 """The stats collector: broker-stats/topics of every cluster -> topic-stats events -> Kafka.
 
-Each poll asks every target (a cluster's admin URL, or each of its brokers' URLs) for
-`GET /admin/v2/broker-stats/topics`, turns each topic's stats into a `TopicStatsEvent` whose
-event time is the poll time of that broker, and sends them to a Kafka topic in envelopes
-`{"events": [...]}` keyed by the namespace (at most `envelope_max_events` events and
-`envelope_max_bytes` bytes each), or one event per message keyed by the topic name
-(`envelope_max_events` 0 or 1). No message is ever larger than `envelope_max_bytes`: an
-envelope that would be is cut, and an event too large on its own is not sent but counted
-(`oversized`) and logged once per topic. A target that fails is counted and retried (after
-`retry_s`, until the next poll is due); it never stops the others. An empty answer (a
+Each round asks every target (each broker of each cluster, listed again every round, or a
+cluster's admin URL: `balancer.collector.targets`) for `GET /admin/v2/broker-stats/topics`,
+all at once and to a deadline (`balancer.collector.rounds`), turns each topic's stats into
+a `TopicStatsEvent` whose event time is the poll time of that broker, and sends them to a
+Kafka topic in envelopes `{"events": [...]}` keyed by the namespace (at most
+`envelope_max_events` events and `envelope_max_bytes` bytes each), or one event per
+message keyed by the topic name (`envelope_max_events` 0 or 1). No message is ever larger
+than `envelope_max_bytes`: an envelope that would be is cut, and an event too large on its
+own is not sent but counted (`oversized`) and logged once per topic. A target that fails
+is counted by cluster, broker and reason (`PollFailure`) and retried (after `retry_s`,
+until the next poll is due); it never stops or delays the others. An empty answer (a
 broker before its first stats update) is "no data yet", and V1 namespace keys (a broker's
 heartbeat) are skipped: both are counted, neither is a failure. Clock and sleep are
 injected.
@@ -17,14 +19,15 @@ injected.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Protocol
 
+from balancer.collector.failures import PollFailure, classify
+from balancer.collector.rounds import FetchResult, RoundRunner
+from balancer.collector.targets import BrokerDirectory, BrokerLister, Target, broker_url
 from balancer.core.envelopes import (
     DEFAULT_ENVELOPE_MAX_BYTES,
     DEFAULT_ENVELOPE_MAX_EVENTS,
@@ -33,32 +36,11 @@ from balancer.core.envelopes import (
     pack,
 )
 from balancer.core.events import TopicStatsEvent
-from balancer.kafka.clients import close_producer
 
-if TYPE_CHECKING:  # kafka-python is imported when a sink connects
-    from kafka import KafkaProducer
-
+if TYPE_CHECKING:
     from balancer.pulsar.models import BrokerTopicStats
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """One broker-stats endpoint: a cluster, and a broker URL (None: the cluster's admin URL)."""
-
-    cluster: str
-    broker_url: str | None = None
-
-    @property
-    def broker(self) -> str | None:
-        """`host:port` of the broker, as the event's `broker` field."""
-        if self.broker_url is None:
-            return None
-        return urlsplit(self.broker_url).netloc or self.broker_url
-
-    def __str__(self) -> str:
-        return f"{self.cluster}@{self.broker_url or 'admin'}"
 
 
 class TopicStatsSample(Protocol):
@@ -89,7 +71,7 @@ Fetch = Callable[[Target], Iterable[tuple[str, TopicStatsSample]] | Fetched]
 
 
 class CollectorMetrics(Protocol):
-    """Where the collector reports what an answer held besides stats (the exporter)."""
+    """Where the collector reports its polls and what an answer held besides stats."""
 
     def record_collector_answer(
         self,
@@ -99,6 +81,12 @@ class CollectorMetrics(Protocol):
         no_data: bool = False,
         oversized_events: int = 0,
     ) -> None: ...
+
+    def record_poll(self, cluster: str, broker: str, *, failure: str | None, at_s: float) -> None:
+        """One target's poll: `failure` None when it was read, else a `PollFailure` value."""
+
+    def set_brokers(self, cluster: str, brokers: Sequence[str]) -> None:
+        """The brokers (labels) of `cluster` polled now; others' series vanish."""
 
 
 class EventSink(Protocol):
@@ -113,6 +101,8 @@ class CollectorCounts:
     events: int = 0
     messages: int = 0
     failures: Counter[str] = field(default_factory=Counter)  # cluster -> failed fetches
+    # (cluster, broker label, PollFailure) -> failed fetches
+    failure_reasons: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     # cluster -> answers that held no stats yet (a broker before its first stats update)
     no_data: Counter[str] = field(default_factory=Counter)
     # cluster -> V1 namespace keys skipped (each key once per answer holding it)
@@ -120,6 +110,10 @@ class CollectorCounts:
     # cluster -> events not sent: larger than envelope_max_bytes on their own
     oversized: Counter[str] = field(default_factory=Counter)
     last_success_ms: dict[str, int] = field(default_factory=dict)  # cluster -> poll time
+    # (cluster, broker label) -> poll time of its last answer read
+    broker_last_success_ms: dict[tuple[str, str], int] = field(default_factory=dict)
+    # cluster -> its last failure or answer said 401/403 (cleared by an answer read)
+    unauthorized: dict[str, bool] = field(default_factory=dict)
 
 
 class Collector:
@@ -130,68 +124,162 @@ class Collector:
         fetch: Fetch,
         sink: EventSink,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        monotonic: Callable[[], float] = time.monotonic,
         envelope_max_events: int = DEFAULT_ENVELOPE_MAX_EVENTS,
         envelope_max_bytes: int = DEFAULT_ENVELOPE_MAX_BYTES,
         metrics: CollectorMetrics | None = None,
+        broker_listers: Mapping[str, BrokerLister] | None = None,
+        round_deadline_s: float | None = None,
+        max_parallel_per_cluster: int = 8,
     ) -> None:
-        if not targets:
-            raise ValueError("the collector needs at least one cluster to poll")
+        """`targets`: what to poll at first; `broker_listers`: clusters whose brokers are
+        listed again every round (`BrokerDirectory`). `round_deadline_s`: how long a round
+        waits for answers (default: `run`'s interval)."""
         if envelope_max_events < 0:
             raise ValueError("envelope_max_events must be >= 0 (0 or 1: one event per message)")
         if envelope_max_bytes <= RECORD_OVERHEAD_BYTES:
             raise ValueError(f"envelope_max_bytes must be > {RECORD_OVERHEAD_BYTES}")
-        self.targets = tuple(targets)
+        if round_deadline_s is not None and round_deadline_s <= 0:
+            raise ValueError("round_deadline_s must be > 0")
+        self.directory = BrokerDirectory(targets, broker_listers)
         self.fetch = fetch
         self.sink = sink
         self.clock_ms = clock_ms
+        self.monotonic = monotonic
         self.envelope_max_events = envelope_max_events
         self.envelope_max_bytes = envelope_max_bytes
+        self.round_deadline_s = round_deadline_s
         self.counts = CollectorCounts()
         self.metrics = metrics
+        self._rounds: RoundRunner[Iterable[tuple[str, TopicStatsSample]] | Fetched] = (
+            RoundRunner(
+                fetch,
+                clock_ms=clock_ms,
+                monotonic=monotonic,
+                max_parallel_per_cluster=max_parallel_per_cluster,
+            )
+        )
+        self._should_stop: Callable[[], bool] = lambda: False  # set by `run`
+        self._brokers_reported: dict[str, tuple[str, ...]] = {}
         self._logged_skips: set[tuple[str, str]] = set()  # (cluster, namespace) logged once
         self._logged_oversized: set[tuple[str, str]] = set()  # (cluster, topic) logged once
 
-    def poll_once(self, targets: Sequence[Target] | None = None) -> list[Target]:
-        """Poll `targets` (default: all) once; returns the ones that failed."""
-        failed = []
+    @property
+    def targets(self) -> tuple[Target, ...]:
+        """Every target as last listed."""
+        return self.directory.targets()
+
+    def poll_once(
+        self, targets: Sequence[Target] | None = None, *, deadline_s: float | None = None
+    ) -> list[Target]:
+        """Poll `targets` (default: every cluster's brokers, listed again) once, all at once.
+
+        Waits at most `deadline_s` (default `round_deadline_s`; None: until every fetch
+        ends); returns the targets that failed or did not answer in time.
+        """
         self.counts.polls += 1
-        for target in targets or self.targets:
-            poll_ms = self.clock_ms()
+        wait_s = deadline_s if deadline_s is not None else self.round_deadline_s
+        deadline = self.monotonic() + wait_s if wait_s is not None else float("inf")
+        if targets is None:
+            plan = {c: _targets_of(self.directory, c) for c in self.directory.clusters}
+            refresh: Callable[[str], None] | None = self.directory.refresh
+        else:
+            by_cluster: dict[str, list[Target]] = {}
+            for target in targets:
+                by_cluster.setdefault(target.cluster, []).append(target)
+            plan = {c: _fixed(ts) for c, ts in by_cluster.items()}
+            refresh = None
+        failed = [
+            result.target
+            for result in self._rounds.run(
+                plan, deadline=deadline, refresh=refresh, should_stop=self._should_stop
+            )
+            if not self._take(result)
+        ]
+        if refresh is not None:
+            self._report_brokers()
+        self.sink.flush()
+        return failed
+
+    def _take(self, result: FetchResult[Iterable[tuple[str, TopicStatsSample]] | Fetched]) -> bool:
+        """Send one target's answer; False when it failed (counted and logged)."""
+        target = result.target
+        events: list[TopicStatsEvent] = []
+        fetched: Fetched | None = None
+        error = result.error
+        if error is None:
+            answer = result.answer
+            fetched = answer if isinstance(answer, Fetched) else Fetched(list(answer or ()))
             try:
-                fetched = self.fetch(target)
-                if not isinstance(fetched, Fetched):
-                    fetched = Fetched(samples=list(fetched))
                 events = [
                     stats.to_event(
                         cluster=target.cluster,
                         topic=topic,
-                        timestamp_ms=poll_ms,
+                        timestamp_ms=result.poll_ms,
                         broker=target.broker,
                     )
                     for topic, stats in fetched.samples
                 ]
-            except Exception as exc:  # a down cluster must never stop the others
-                self.counts.failures[target.cluster] += 1
-                failed.append(target)
-                log.warning("collector: polling %s failed: %s", target, _describe(exc))
-                continue
-            self._note_skipped(target, fetched.skipped_namespaces)
-            oversized = 0 if fetched.no_data else self._send(target.cluster, events)
-            if self.metrics is not None:
-                self.metrics.record_collector_answer(
-                    target.cluster,
-                    skipped_namespaces=len(fetched.skipped_namespaces),
-                    no_data=fetched.no_data,
-                    oversized_events=oversized,
-                )
-            if fetched.no_data:
-                self.counts.no_data[target.cluster] += 1
-                log.info("collector: %s has no stats yet (before its first stats update)", target)
-                continue
-            self.counts.events += len(events) - oversized
-            self.counts.last_success_ms[target.cluster] = poll_ms
-        self.sink.flush()
-        return failed
+            except Exception as exc:  # a sample that cannot become an event
+                error = exc
+        if error is not None or fetched is None:
+            reason = classify(error) if error is not None else PollFailure.OTHER
+            self._note_failure(target, reason, error)
+            return False
+        self._note_skipped(target, fetched.skipped_namespaces)
+        oversized = 0 if fetched.no_data else self._send(target.cluster, events)
+        if self.metrics is not None:
+            self.metrics.record_collector_answer(
+                target.cluster,
+                skipped_namespaces=len(fetched.skipped_namespaces),
+                no_data=fetched.no_data,
+                oversized_events=oversized,
+            )
+        self._note_read(target, result.poll_ms)
+        if fetched.no_data:
+            self.counts.no_data[target.cluster] += 1
+            log.info("collector: %s has no stats yet (before its first stats update)", target)
+            return True
+        self.counts.events += len(events) - oversized
+        self.counts.last_success_ms[target.cluster] = result.poll_ms
+        return True
+
+    def _note_failure(
+        self, target: Target, reason: PollFailure, error: BaseException | None
+    ) -> None:
+        self.counts.failures[target.cluster] += 1
+        self.counts.failure_reasons[(target.cluster, target.label, reason.value)] += 1
+        if reason is PollFailure.UNAUTHORIZED:
+            self.counts.unauthorized[target.cluster] = True
+        if self.metrics is not None:
+            self.metrics.record_poll(
+                target.cluster, target.label, failure=reason.value, at_s=self.clock_ms() / 1000
+            )
+        log.warning(
+            "collector: polling %s failed (%s): %s",
+            target,
+            reason.value,
+            _describe(error) if error is not None else "no answer",
+        )
+
+    def _note_read(self, target: Target, poll_ms: int) -> None:
+        self.counts.broker_last_success_ms[(target.cluster, target.label)] = poll_ms
+        self.counts.unauthorized[target.cluster] = False
+        if self.metrics is not None:
+            at_s = poll_ms / 1000
+            self.metrics.record_poll(target.cluster, target.label, failure=None, at_s=at_s)
+
+    def _report_brokers(self) -> None:
+        for cluster in self.directory.clusters:
+            labels = tuple(t.label for t in self.directory.targets(cluster))
+            if self._brokers_reported.get(cluster) != labels:
+                self._brokers_reported[cluster] = labels
+                live = set(labels)
+                for key in [k for k in self.counts.broker_last_success_ms if k[0] == cluster]:
+                    if key[1] not in live:  # a broker gone from the cluster
+                        del self.counts.broker_last_success_ms[key]
+                if self.metrics is not None:
+                    self.metrics.set_brokers(cluster, labels)
 
     def _note_skipped(self, target: Target, namespaces: Sequence[str]) -> None:
         self.counts.skipped_namespaces[target.cluster] += len(namespaces)
@@ -239,237 +327,52 @@ class Collector:
         retry_s: float = 10.0,
         should_stop: Callable[[], bool] = lambda: False,
         sleep: Callable[[float], None] = time.sleep,
-        monotonic: Callable[[], float] = time.monotonic,
         max_polls: int | None = None,
     ) -> CollectorCounts:
-        """Poll every `interval_s`, retrying failed targets every `retry_s` in between."""
+        """Poll every `interval_s`, retrying failed targets every `retry_s` in between.
+
+        A round waits for answers until `round_deadline_s` (default: `interval_s`), a retry
+        until the next poll is due, so no cluster holds up the next round of the others.
+        """
         if interval_s <= 0 or retry_s <= 0:
             raise ValueError("interval_s and retry_s must be > 0")
+        round_s = min(self.round_deadline_s or interval_s, interval_s)
+        self._should_stop = should_stop
         rounds = 0
         while not should_stop() and (max_polls is None or rounds < max_polls):
-            started = monotonic()
+            started = self.monotonic()
             next_poll = started + interval_s
-            failed = self.poll_once()
+            failed = self.poll_once(deadline_s=round_s)
             rounds += 1
-            while failed and not should_stop() and monotonic() + retry_s < next_poll:
+            while failed and not should_stop() and self.monotonic() + retry_s < next_poll:
                 sleep(retry_s)
-                failed = self.poll_once(failed)
+                if should_stop():
+                    break
+                busy = self._rounds.busy()  # still fetching: asking again would not help
+                retry = [t for t in failed if t not in busy]
+                if not retry:
+                    continue
+                failed = self.poll_once(retry, deadline_s=next_poll - self.monotonic())
             if max_polls is not None and rounds >= max_polls:
                 break
-            remaining = next_poll - monotonic()
+            remaining = next_poll - self.monotonic()
             if remaining > 0 and not should_stop():
                 sleep(remaining)
         return self.counts
 
 
-def _describe(exc: Exception) -> str:
+def _targets_of(directory: BrokerDirectory, cluster: str) -> Callable[[], Sequence[Target]]:
+    return lambda: directory.targets(cluster)
+
+
+def _fixed(targets: Sequence[Target]) -> Callable[[], Sequence[Target]]:
+    fixed = tuple(targets)
+    return lambda: fixed
+
+
+def _describe(exc: BaseException) -> str:
     # Error texts from the admin client carry no credentials; keep them short.
     return f"{type(exc).__name__}: {str(exc)[:200]}"
-
-
-class SinkListener(Protocol):
-    """Told what became of each event (balancer.ops.exporter.CollectorMetrics has these)."""
-
-    def events_sent(self, count: int) -> None: ...
-
-    def events_failed(self, count: int) -> None: ...
-
-    def events_dropped(self, count: int) -> None: ...
-
-    def producer_rebuilt(self) -> None: ...
-
-
-@dataclass
-class SinkCounts:
-    """Events by outcome (see `balancer.ops.exporter.CollectorMetrics`), and producers replaced."""
-
-    sent: int = 0
-    failed: int = 0
-    dropped: int = 0
-    rebuilds: int = 0
-
-
-# Builds a KafkaProducer: idempotent or not.
-ProducerFactory = Callable[[bool], "KafkaProducer"]
-
-
-class KafkaEventSink:
-    """Sends events with kafka-python; idempotent when the broker supports it.
-
-    Every send's result is checked (callbacks count sent and failed events). A producer
-    that stops delivering is replaced: kafka-python never leaves a fatal state (e.g. a
-    failed InitProducerId after a broker lost its data on restart), so a flush round in
-    which nothing was delivered, a flush that timed out or a send that raised closes the
-    producer, and the next send builds a new one, after a backoff that doubles up to
-    `max_backoff_s` while rebuilding does not help. Events offered meanwhile are dropped
-    and counted; the next poll sends fresh stats anyway. Nothing here raises.
-    """
-
-    def __init__(
-        self,
-        producer: KafkaProducer,
-        topic: str,
-        *,
-        factory: ProducerFactory | None = None,
-        listener: SinkListener | None = None,
-        flush_timeout_s: float = 10.0,
-        min_backoff_s: float = 1.0,
-        max_backoff_s: float = 60.0,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.producer: KafkaProducer | None = producer
-        self.topic = topic
-        self.idempotent = bool(getattr(producer, "config", {}).get("enable_idempotence", False))
-        self.counts = SinkCounts()
-        self._factory = factory
-        self._listener = listener
-        self._flush_timeout_s = flush_timeout_s
-        self._min_backoff_s = min_backoff_s
-        self._max_backoff_s = max_backoff_s
-        self._backoff_s = min_backoff_s
-        self._monotonic = monotonic
-        self._rebuild_at = 0.0
-        self._lock = threading.Lock()  # callbacks run on the producer's sender thread
-        self._round = SinkCounts()  # outcomes since the last flush
-        self._last_round_ok: bool | None = None  # None: no flush yet
-
-    @classmethod
-    def connect(
-        cls,
-        *,
-        bootstrap_servers: Sequence[str],
-        topic: str,
-        client_kwargs: Mapping[str, Any] | None = None,
-        idempotent: bool = True,
-        listener: SinkListener | None = None,
-        max_block_ms: int = 5000,
-        max_message_bytes: int = DEFAULT_ENVELOPE_MAX_BYTES,
-        compression_type: str | None = None,
-    ) -> KafkaEventSink:
-        from kafka import KafkaProducer
-
-        kwargs: dict[str, Any] = {
-            "bootstrap_servers": list(bootstrap_servers),
-            "client_id": "pulsar-balancer-collector",
-            "acks": "all",
-            "linger_ms": 20,
-            "retries": 5,
-            # send() waits this long for metadata: short, or an outage stalls every poll.
-            "max_block_ms": max_block_ms,
-            # The producer refuses records over this (framing included): the collector's cap.
-            "max_request_size": max_message_bytes,
-            # Record batches compressed as the config says; the cap above counts the
-            # uncompressed record, which only makes it stricter than the broker's.
-            "compression_type": compression_type,
-            **(client_kwargs or {}),
-        }
-
-        def build(enable_idempotence: bool, **extra: Any) -> KafkaProducer:
-            return KafkaProducer(**{**kwargs, "enable_idempotence": enable_idempotence, **extra})
-
-        def rebuild(enable_idempotence: bool) -> KafkaProducer:
-            # Kafka may still be away: wait for it no longer than a send waits for metadata
-            # (the default bootstrap wait, 30 s, would stall the polls and the shutdown).
-            return build(enable_idempotence, bootstrap_timeout_ms=max_block_ms)
-
-        if idempotent:
-            try:
-                return cls(build(True), topic, factory=rebuild, listener=listener)
-            except Exception as exc:  # e.g. a broker without InitProducerId
-                log.warning("idempotent producer not available (%s); falling back", exc)
-        return cls(build(False), topic, factory=rebuild, listener=listener)
-
-    def send(self, *, key: bytes, value: bytes, events: int = 1) -> None:
-        producer = self._current_producer()
-        if producer is None:
-            self._count("dropped", events)
-            return
-        try:
-            future = producer.send(self.topic, key=key, value=value)
-        except Exception as exc:  # no metadata within max_block_ms, buffer full, closed
-            self._count("dropped", events)
-            if _record_error(exc):  # this message's fault, not the producer's
-                log.warning("collector: a message of %d events dropped: %s", events, _describe(exc))
-            else:
-                self._discard(f"send failed: {_describe(exc)}")
-            return
-        future.add_callback(lambda _meta: self._count("sent", events))
-        future.add_errback(lambda _exc: self._count("failed", events))
-
-    def flush(self) -> None:
-        """Wait (at most `flush_timeout_s`) for what was sent; replace a producer that failed."""
-        producer = self.producer
-        timed_out = False
-        if producer is not None:
-            try:
-                producer.flush(timeout=self._flush_timeout_s)
-            except Exception as exc:  # KafkaTimeoutError: Kafka did not answer in time
-                timed_out = True
-                log.warning("collector: flush failed: %s", _describe(exc))
-        with self._lock:
-            round_, self._round = self._round, SinkCounts()
-        ok = not timed_out and round_.failed == 0 and round_.dropped == 0
-        self._last_round_ok = ok
-        if round_.sent:
-            self._backoff_s = self._min_backoff_s
-        if self.producer is not None and (timed_out or (round_.failed and not round_.sent)):
-            self._discard(
-                f"{round_.failed} events failed, none delivered"
-                if not timed_out
-                else f"flush timed out after {self._flush_timeout_s} s"
-            )
-
-    def publishing(self) -> bool:
-        """True when the last flush round delivered everything it was given."""
-        return bool(self._last_round_ok)
-
-    def close(self) -> None:
-        producer, self.producer = self.producer, None
-        if producer is not None:
-            close_producer(producer)
-
-    # -- producer lifecycle -------------------------------------------------------------
-    def _current_producer(self) -> KafkaProducer | None:
-        if self.producer is not None or self._factory is None:
-            return self.producer
-        if self._monotonic() < self._rebuild_at:
-            return None
-        try:
-            self.producer = self._factory(self.idempotent)
-        except Exception as exc:  # Kafka still down: wait longer before the next try
-            self._schedule_rebuild(f"rebuilding the producer failed: {_describe(exc)}")
-            return None
-        self.counts.rebuilds += 1
-        if self._listener is not None:
-            self._listener.producer_rebuilt()
-        log.info("collector: Kafka producer rebuilt")
-        return self.producer
-
-    def _discard(self, why: str) -> None:
-        producer, self.producer = self.producer, None
-        if producer is not None:
-            # Undelivered records fail their futures here: counted as failed.
-            close_producer(producer, timeout_s=0)
-        self._schedule_rebuild(why)
-
-    def _schedule_rebuild(self, why: str) -> None:
-        delay_s = self._backoff_s
-        self._backoff_s = min(self._max_backoff_s, self._backoff_s * 2)
-        self._rebuild_at = self._monotonic() + delay_s
-        log.warning("collector: Kafka producer discarded (%s); a new one in %.0f s", why, delay_s)
-
-    def _count(self, outcome: str, events: int) -> None:
-        with self._lock:
-            setattr(self.counts, outcome, getattr(self.counts, outcome) + events)
-            setattr(self._round, outcome, getattr(self._round, outcome) + events)
-        if self._listener is not None:
-            getattr(self._listener, f"events_{outcome}")(events)
-
-
-def _record_error(exc: Exception) -> bool:
-    from kafka.errors import MessageSizeTooLargeError
-
-    return isinstance(exc, (MessageSizeTooLargeError, ValueError, TypeError))
 
 
 class BrokerStatsSource(Protocol):
@@ -494,12 +397,53 @@ def admin_fetch(peer_group: BrokerStatsSource) -> Fetch:
     return fetch
 
 
-def targets_for(clusters: Mapping[str, Sequence[str]]) -> list[Target]:
-    """Targets from cluster -> broker URLs (an empty list: poll the cluster's admin URL)."""
-    out: list[Target] = []
-    for cluster, brokers in clusters.items():
-        if brokers:
-            out.extend(Target(cluster, url.rstrip("/")) for url in brokers)
-        else:
-            out.append(Target(cluster))
-    return out
+class BrokerListSource(Protocol):
+    """What lists a cluster's brokers: `balancer.pulsar.PulsarPeerGroup` is one."""
+
+    def list_brokers(self, cluster: str) -> Sequence[str]: ...
+
+
+class ClusterToPoll(Protocol):
+    """A cluster as the config gives it (`balancer.app.config.ClusterConfig` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def admin_url(self) -> str: ...
+
+    @property
+    def brokers(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PolledCluster:
+    """A `ClusterToPoll` given on the command line."""
+
+    name: str
+    admin_url: str
+    brokers: Sequence[str] = ()
+
+
+def polling_plan(
+    clusters: Iterable[ClusterToPoll], admin: BrokerListSource
+) -> tuple[list[Target], dict[str, BrokerLister]]:
+    """What to poll first, and who lists the brokers of clusters not given theirs.
+
+    A cluster with configured brokers polls exactly those; any other starts on its admin
+    URL and is listed (`GET /admin/v2/brokers/{cluster}`) at the start of every round.
+    """
+    targets: list[Target] = []
+    listers: dict[str, BrokerLister] = {}
+    for cluster in clusters:
+        if cluster.brokers:
+            targets.extend(Target(cluster.name, url.rstrip("/")) for url in cluster.brokers)
+            continue
+        targets.append(Target(cluster.name))
+        listers[cluster.name] = _lister(admin, cluster.name, cluster.admin_url)
+    return targets, listers
+
+
+def _lister(admin: BrokerListSource, cluster: str, admin_url: str) -> BrokerLister:
+    return lambda: [broker_url(address, admin_url) for address in admin.list_brokers(cluster)]
+

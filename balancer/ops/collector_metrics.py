@@ -6,10 +6,12 @@ delivers without the balancer's bundle and decision metrics.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily
 
 PREFIX = "pulsar_balancer"
 
@@ -20,6 +22,10 @@ class CollectorMetrics:
     Counts are of events (an envelope carries several): `sent` acknowledged by Kafka, `failed`
     handed to the producer but not acknowledged, `dropped` never handed to a producer,
     `oversized` (per cluster) too large to send on their own (balancer.collector.service).
+
+    Polls: failures by cluster, broker and reason (`balancer.collector.failures`), and the
+    time of the last answer read per cluster and per broker polled now (a broker gone from
+    its cluster's list vanishes from the next scrape).
     """
 
     def __init__(self, registry: CollectorRegistry, *, clock: Callable[[], float] = time.time):
@@ -54,6 +60,23 @@ class CollectorMetrics:
             registry=reg,
         )
         self._last_publish.set(clock())
+        self._poll_failures = Counter(
+            f"{PREFIX}_collector_poll_failures",
+            "Broker-stats polls that failed, by cluster, broker ('admin': the admin URL) and "
+            "reason (unreachable, timeout, unauthorized, invalid_answer, server_error, other).",
+            ["cluster", "broker", "reason"], registry=reg,
+        )  # fmt: skip
+        self._unauthorized = Gauge(
+            f"{PREFIX}_cluster_unauthorized",
+            "1 while the cluster's last broker-stats poll was refused with 401 or 403 (the "
+            "token is wrong, expired or lacks a role), 0 once an answer is read.",
+            ["cluster"], registry=reg,
+        )  # fmt: skip
+        self._reads_lock = threading.Lock()
+        self._brokers: dict[str, tuple[str, ...]] = {}  # cluster -> broker labels polled now
+        self._last_read_s: dict[tuple[str, str], float] = {}  # (cluster, broker) -> time
+        self._started_s = clock()
+        reg.register(_ReadsCollector(self._reads))
 
     def events_sent(self, count: int) -> None:
         if count > 0:
@@ -85,3 +108,86 @@ class CollectorMetrics:
 
     def producer_rebuilt(self) -> None:
         self._rebuilds.inc()
+
+    def record_poll(self, cluster: str, broker: str, *, failure: str | None, at_s: float) -> None:
+        """One broker's poll: read (`failure` None) or failed for `failure`."""
+        if failure is not None:
+            self._poll_failures.labels(cluster=cluster, broker=broker, reason=failure).inc()
+            if failure == "unauthorized":
+                self._unauthorized.labels(cluster=cluster).set(1)
+            return
+        self._unauthorized.labels(cluster=cluster).set(0)
+        with self._reads_lock:
+            key = (cluster, broker)
+            self._last_read_s[key] = max(at_s, self._last_read_s.get(key, 0.0))
+            self._brokers.setdefault(cluster, ())
+            if broker not in self._brokers[cluster]:
+                self._brokers[cluster] = (*self._brokers[cluster], broker)
+
+    def set_brokers(self, cluster: str, brokers: Sequence[str]) -> None:
+        """The brokers of `cluster` polled now; a broker no longer among them vanishes."""
+        with self._reads_lock:
+            self._brokers[cluster] = tuple(brokers)
+            for key in [k for k in self._last_read_s if k[0] == cluster]:
+                if key[1] not in brokers:
+                    del self._last_read_s[key]
+
+    def register_poll_cluster(self, cluster: str) -> None:
+        """Show `cluster` (never read yet: last read = process start) from the first scrape."""
+        self._unauthorized.labels(cluster=cluster).set(0)
+        with self._reads_lock:
+            self._brokers.setdefault(cluster, ())
+
+    def _reads(self) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
+        """(cluster -> last read, (cluster, broker) -> last read); the start time if never."""
+        with self._reads_lock:
+            brokers = {
+                (c, b): self._last_read_s.get((c, b), self._started_s)
+                for c, labels in self._brokers.items()
+                for b in labels
+            }
+            clusters = {
+                c: max(
+                    [self._started_s, *(t for (k, _), t in self._last_read_s.items() if k == c)]
+                )
+                for c in self._brokers
+            }
+        return clusters, brokers
+
+
+class _ReadsCollector:
+    """The last-read gauges, made fresh from the collector's state on every scrape."""
+
+    def __init__(
+        self, reads: Callable[[], tuple[dict[str, float], dict[tuple[str, str], float]]]
+    ) -> None:
+        self._reads = reads
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return self._families()
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        clusters, brokers = self._reads()
+        cluster_family, broker_family = self._families()
+        for cluster, at_s in sorted(clusters.items()):
+            cluster_family.add_metric([cluster], at_s)
+        for (cluster, broker), at_s in sorted(brokers.items()):
+            broker_family.add_metric([cluster, broker], at_s)
+        return cluster_family, broker_family
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                f"{PREFIX}_collector_cluster_last_read_timestamp_seconds",
+                "Poll time of the newest broker-stats answer read from the cluster (process "
+                "start before one).",
+                labels=["cluster"],
+            ),
+            GaugeMetricFamily(
+                f"{PREFIX}_collector_broker_last_read_timestamp_seconds",
+                "Poll time of the broker's newest broker-stats answer read (process start "
+                "before one); only brokers polled now.",
+                labels=["cluster", "broker"],
+            ),
+        )

@@ -253,6 +253,16 @@ class BalancerMetrics:
             f"{PREFIX}_cluster_reachable", "1 when the cluster's admin API answered last time.",
             ["cluster"], registry=reg,
         )  # fmt: skip
+        self._controller_errors = Counter(
+            f"{PREFIX}_controller_errors",
+            "Batches whose controller step failed (nothing decided or applied for them; the "
+            "log names the error).", registry=reg,
+        )  # fmt: skip
+        self._controller_errors_in_row = Gauge(
+            f"{PREFIX}_controller_consecutive_errors",
+            "Batches in a row whose controller step failed (0 after one that succeeded).",
+            registry=reg,
+        )  # fmt: skip
         self._admin_requests = Counter(
             f"{PREFIX}_admin_requests", "Pulsar admin requests by HTTP status ('error': none).",
             ["cluster", "method", "code"], registry=reg,
@@ -367,6 +377,7 @@ class BalancerMetrics:
         self._collector_skipped.labels(cluster=cluster)
         self._collector_no_data.labels(cluster=cluster)
         self._breaker.labels(cluster=cluster).set(0)
+        self.collector.register_poll_cluster(cluster)
 
     def record_split(self, cluster: str, result: str, reason: str, children: int = 0) -> None:
         """Count a split decision's outcome; `children` is the number of bundles it created."""
@@ -424,6 +435,20 @@ class BalancerMetrics:
             self._collector_skipped.labels(cluster=cluster).inc(skipped_namespaces)
         if no_data:
             self._collector_no_data.labels(cluster=cluster).inc()
+
+    def record_poll(self, cluster: str, broker: str, *, failure: str | None, at_s: float) -> None:
+        self.collector.record_poll(cluster, broker, failure=failure, at_s=at_s)
+
+    def set_brokers(self, cluster: str, brokers: Sequence[str]) -> None:
+        self.collector.set_brokers(cluster, brokers)
+
+    def record_controller_step(self, *, failed: bool) -> None:
+        """One batch's controller step: a failure counts, a success ends a run of them."""
+        if failed:
+            self._controller_errors.inc()
+            self._controller_errors_in_row.inc()
+        else:
+            self._controller_errors_in_row.set(0)
 
     def set_cluster_reachable(self, cluster: str, ok: bool) -> None:
         self._reachable.labels(cluster=cluster).set(1 if ok else 0)

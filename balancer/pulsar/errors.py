@@ -26,6 +26,7 @@ outcome instead of crashing. Messages never contain the bearer token.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 class PulsarAdminError(Exception):
@@ -94,7 +95,15 @@ class ServerError(PulsarAdminError):
 
 
 class UnavailableError(PulsarAdminError):
-    """No HTTP answer at all (connection refused or reset, timeout) after every retry."""
+    """No HTTP answer at all (connection refused or reset, timeout) after every retry.
+
+    `timed_out`: the last attempt ran out of time (connect, read, write or pool timeout),
+    rather than being refused or reset.
+    """
+
+    def __init__(self, message: str, *, timed_out: bool = False, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.timed_out = timed_out
 
 
 class OutcomeUnknownError(UnavailableError):

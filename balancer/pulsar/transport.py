@@ -346,6 +346,7 @@ class AdminTransport:
                     raise OutcomeUnknownError(
                         f"{call.method} {safe_url(hop.url)} (cluster {hop.cluster}): sent, no "
                         f"answer ({what}); not re-sent, outcome unknown",
+                        timed_out=isinstance(exc, httpx.TimeoutException),
                         method=call.method,
                         url=safe_url(hop.url),
                         cluster=hop.cluster,
@@ -355,6 +356,7 @@ class AdminTransport:
                     raise UnavailableError(
                         f"{call.method} {safe_url(hop.url)} (cluster {hop.cluster}): no answer "
                         f"after {attempt} attempt(s): {what}",
+                        timed_out=isinstance(exc, httpx.TimeoutException),
                         method=call.method,
                         url=safe_url(hop.url),
                         cluster=hop.cluster,

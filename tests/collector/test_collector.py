@@ -13,7 +13,9 @@ import pytest
 from balancer.app.cli import main as cli_main
 from balancer.app.commands.collect import _with_flags
 from balancer.app.config import CollectorConfig
-from balancer.collector.service import Collector, KafkaEventSink, Target, admin_fetch, targets_for
+from balancer.collector.service import Collector, admin_fetch
+from balancer.collector.sink import KafkaEventSink
+from balancer.collector.targets import Target, targets_for
 from balancer.core.events import TopicStatsEvent, parse_message
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.retry import RetryPolicy
@@ -104,11 +106,12 @@ def test_a_down_cluster_is_counted_and_retried_without_stopping_the_others(
 
     with _peer_group(urls) as pg:
         collector = Collector(
-            targets=targets_for({name: [] for name in urls}), fetch=admin_fetch(pg), sink=sink
+            targets=targets_for({name: [] for name in urls}),
+            fetch=admin_fetch(pg),
+            sink=sink,
+            monotonic=lambda: clock["t"],
         )
-        counts = collector.run(
-            interval_s=60, retry_s=25, sleep=sleep, monotonic=lambda: clock["t"], max_polls=2
-        )
+        counts = collector.run(interval_s=60, retry_s=25, sleep=sleep, max_polls=2)
     sink.close()
     # Each 60 s round: the try at 0 s and retries at 25 s and 50 s (75 s is the next round's).
     assert counts.failures == {"gone": 6}
@@ -178,8 +181,9 @@ def test_collect_command_polls_once_into_kafka(
     assert all(key == e.namespace.encode() for key, e in events)
     err = capsys.readouterr().err
     assert "failed fetches: none" in err and "no data yet: none" in err
-    # Each cluster's admin URL is one broker, which reports its V1 heartbeat namespace.
-    skipped = ", ".join(f"{name}=1" for name in sorted(sim.admin_urls))
+    # Like `run`, `collect` lists each cluster's brokers and polls every one; each reports
+    # its V1 heartbeat namespace.
+    skipped = ", ".join(f"{n}={len(sim.broker_urls[n])}" for n in sorted(sim.admin_urls))
     assert f"V1 namespaces skipped: {skipped}" in err
 
 

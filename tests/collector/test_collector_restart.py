@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from balancer.collector.service import Collector, KafkaEventSink, admin_fetch, targets_for
+from balancer.collector.service import Collector, admin_fetch
+from balancer.collector.sink import KafkaEventSink
+from balancer.collector.targets import targets_for
 from balancer.kafka.embedded import EmbeddedKafka, free_port
 from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.pulsar.client import PulsarPeerGroup

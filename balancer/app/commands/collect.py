@@ -27,7 +27,8 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from balancer.app.config import COMPRESSION_CODECS, CollectorConfig, format_errors
-from balancer.collector.service import Collector, KafkaEventSink, admin_fetch, targets_for
+from balancer.collector.service import Collector, PolledCluster, admin_fetch, polling_plan
+from balancer.collector.sink import KafkaEventSink
 from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.ops.health import HealthServer
 
@@ -150,17 +151,21 @@ def run(args: argparse.Namespace) -> int:
         interval_s = interval_s or config.collector.interval_s
         collector_config = config.collector
         bind_address = config.metrics.bind_address
-        clusters = {c.name: list(c.brokers) for c in config.clusters}
+        clusters = {c.name: (c.admin_url, list(c.brokers)) for c in config.clusters}
     else:
         if not admin_urls or not args.bootstrap or not args.topic:
             raise ValueError("give --config, or --bootstrap, --topic and --admin-url")
         peer_group = PulsarPeerGroup([ClusterEndpoint(n, u) for n, u in admin_urls])
         bootstrap, topic = args.bootstrap, args.topic
-        clusters = {n: [] for n, _ in admin_urls}
+        clusters = {n: (u, []) for n, u in admin_urls}
     for name, url in broker_urls:
         if name not in clusters:
             raise ValueError(f"--broker-url {name}={url}: unknown cluster {name!r}")
-        clusters[name].append(url)
+        clusters[name][1].append(url)
+    # As `run` polls: given brokers, else each cluster's brokers listed every round.
+    targets, listers = polling_plan(
+        [PolledCluster(n, u, tuple(bs)) for n, (u, bs) in clusters.items()], peer_group
+    )
     collector_config = _with_flags(collector_config, args)
     registry = CollectorRegistry()
     metrics = CollectorMetrics(registry)
@@ -173,13 +178,17 @@ def run(args: argparse.Namespace) -> int:
         compression_type=collector_config.compression_type,
     )
     collector = Collector(
-        targets=targets_for(clusters),
+        targets=targets,
         fetch=admin_fetch(peer_group),
         sink=sink,
         envelope_max_events=collector_config.envelope_max_events,
         envelope_max_bytes=collector_config.envelope_max_bytes,
         metrics=metrics,
+        broker_listers=listers,
+        max_parallel_per_cluster=collector_config.max_parallel_per_cluster,
     )
+    for cluster in clusters:
+        metrics.register_poll_cluster(cluster)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
-from urllib.parse import urlsplit
 
 from balancer.app.commands.output import (
     add_output_argument,
@@ -49,7 +48,7 @@ from balancer.app.commands.plan_output import (
 )
 from balancer.app.config import BalancerConfig, load_config
 from balancer.app.controller_wiring import controller_settings
-from balancer.collector.service import Target, targets_for
+from balancer.collector.targets import Target, broker_url, targets_for
 from balancer.controller.offload_point import default_offload_point
 from balancer.controller.settings import ControllerSettings
 from balancer.core.planning import Plan, TopicSample, make_plan, window_loads
@@ -271,9 +270,8 @@ def _targets(admin: PulsarPeerGroup, config: BalancerConfig) -> list[Target]:
         if c.brokers:
             clusters[c.name] = list(c.brokers)
             continue
-        scheme = urlsplit(c.admin_url).scheme
         listed = _ask(c.name, functools.partial(admin.list_brokers, c.name))
-        clusters[c.name] = [f"{scheme}://{address}" for address in listed]
+        clusters[c.name] = [broker_url(address, c.admin_url) for address in listed]
     return targets_for(clusters)
 
 
