@@ -1,13 +1,15 @@
 """Typed admin API responses, parsed from Pulsar's JSON.
 
 Each `from_json` raises `ResponseShapeError` (a ValueError) on a body that is not what Pulsar
-sends; the client turns it into `InvalidResponseError` with the method and URL. Optional
-numbers Pulsar may leave out default to 0. Field names are snake_case; sizes are bytes and
-throughputs bytes/s, as in `balancer.core.load`.
+sends; the client turns it into `InvalidResponseError` with the method and URL. The exception:
+one malformed topic entry of a broker-stats answer is rejected alone
+(`BrokerTopicStats.rejected`). Optional numbers Pulsar may leave out default to 0. Field names
+are snake_case; sizes are bytes and throughputs bytes/s, as in `balancer.core.load`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -16,18 +18,38 @@ from types import MappingProxyType
 from typing import Any
 
 from balancer.core.bundles import BundleRange, InvalidBundle, parse_position
-from balancer.core.events import TopicStatsEvent
+from balancer.core.events import RejectReason, TopicStatsEvent
 from balancer.core.offload import MessageId as MessageId  # the core type, re-exported
 from balancer.core.topics import InvalidTopicName, TopicDomain, parse_topic
 
 
 class ResponseShapeError(ValueError):
-    """A response body that does not have the shape Pulsar gives it."""
+    """A response body that does not have the shape Pulsar gives it.
+
+    `reason` says what kind of fault, in the stream's rejection vocabulary, for a topic entry
+    rejected alone (`RejectedTopicEntry`).
+    """
+
+    def __init__(self, message: str, reason: RejectReason = RejectReason.WRONG_TYPE) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
-def _obj(value: Any, what: str) -> Mapping[str, Any]:
+# Jackson's spellings of a non-finite double (WRITE_NAN_AS_STRINGS, its default), as a
+# topic's /stats may hold them. broker-stats/topics is not Jackson-written (PulsarStats'
+# StatsOutputStream prints NaN as 0.0 and +Infinity with a 2^63 integer part, which the stream
+# rejects as rate_too_high), but a proxy or another implementation re-encoding it may use
+# them. A bare NaN/Infinity (Jackson with that feature off) decodes to a float: isfinite.
+_NON_FINITE_SPELLINGS = frozenset({"NaN", "Infinity", "-Infinity"})
+
+
+def _obj(
+    value: Any, what: str, reason: RejectReason = RejectReason.NOT_AN_OBJECT
+) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ResponseShapeError(f"{what} must be a JSON object, got {type(value).__name__}")
+        raise ResponseShapeError(
+            f"{what} must be a JSON object, got {type(value).__name__}", reason
+        )
     return value
 
 
@@ -41,8 +63,19 @@ def _num(body: Mapping[str, Any], key: str, what: str) -> float:
     if value is None:
         return 0.0
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ResponseShapeError(f"{what}.{key} must be a finite number, got {value!r}")
+        raise ResponseShapeError(
+            f"{what}.{key} must be a finite number, got {value!r}", _number_fault(value)
+        )
     return float(value)
+
+
+def _number_fault(value: Any) -> RejectReason:
+    """NOT_FINITE for a NaN or infinity in either spelling, else WRONG_TYPE."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return RejectReason.NOT_FINITE
+    if isinstance(value, str) and value in _NON_FINITE_SPELLINGS:
+        return RejectReason.NOT_FINITE
+    return RejectReason.WRONG_TYPE
 
 
 def _int(body: Mapping[str, Any], key: str, what: str, default: int = 0) -> int:
@@ -52,7 +85,9 @@ def _int(body: Mapping[str, Any], key: str, what: str, default: int = 0) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ResponseShapeError(f"{what}.{key} must be an integer, got {value!r}")
+        raise ResponseShapeError(
+            f"{what}.{key} must be an integer, got {value!r}", _number_fault(value)
+        )
     return value
 
 
@@ -136,7 +171,7 @@ class SubscriptionStats:
 
     @classmethod
     def from_json(cls, body: Any, what: str) -> SubscriptionStats:
-        obj = _obj(body, what)
+        obj = _obj(body, what, RejectReason.WRONG_TYPE)  # a field of a topic's stats
         consumers = obj.get("consumers", [])
         if consumers is None:
             consumers = []
@@ -175,7 +210,9 @@ class TopicStats:
             publishers = []
         if not isinstance(publishers, list):
             raise ResponseShapeError(f"{what}.publishers must be a JSON array")
-        subs_raw = _obj(_or_empty(obj.get("subscriptions")), f"{what}.subscriptions")
+        subs_raw = _obj(
+            _or_empty(obj.get("subscriptions")), f"{what}.subscriptions", RejectReason.WRONG_TYPE
+        )
         subs = {
             name: SubscriptionStats.from_json(sub, f"{what}.subscriptions[{name!r}]")
             for name, sub in subs_raw.items()
@@ -230,20 +267,81 @@ class BrokerTopicStatsEntry:
     stats: TopicStats
 
 
+# The longest text a rejected entry keeps (its topic key, detail and excerpt): enough to find
+# and read the entry, bounded so one huge value cannot bloat a dead-letter record or a log.
+REJECTED_TEXT_MAX_CHARS = 512
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= REJECTED_TEXT_MAX_CHARS:
+        return text
+    return text[: REJECTED_TEXT_MAX_CHARS - 3] + "..."
+
+
+def _excerpt(raw: Any) -> str:
+    """The entry's own scalar fields as JSON (its lists and maps, publishers and
+    subscriptions, left out: they would fill the bound before the numbers), bounded. A bare
+    NaN stays `NaN`: the excerpt shows what the broker sent."""
+    if isinstance(raw, list):
+        return f"a JSON array of {len(raw)} items"
+    if isinstance(raw, Mapping):
+        raw = {k: v for k, v in raw.items() if not isinstance(v, Mapping | list)}
+    return _bounded(json.dumps(raw, separators=(",", ":"), default=repr))
+
+
+def _filed_topic(key: str, namespace: str, domain: TopicDomain) -> str:
+    """The full name of a topic key, which must belong to the namespace and domain it is
+    filed under (the bundle it is counted in)."""
+    try:
+        name = parse_topic(key)
+    except InvalidTopicName as exc:
+        raise ResponseShapeError(f"broker-stats topic: {exc}", RejectReason.INVALID_TOPIC) from None
+    if name.namespace_name != namespace or name.domain is not domain:
+        raise ResponseShapeError(
+            f"broker-stats topic {name.full} is filed under {domain.value} {namespace}",
+            RejectReason.INVALID_TOPIC,
+        )
+    return name.full
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedTopicEntry:
+    """One topic entry of a broker-stats answer left out, and why; the rest is used.
+
+    `topic`: the key as the broker wrote it (a full name, unless the key is the fault).
+    `reason`: from the stream's fixed set (`RejectReason`: not_finite, wrong_type,
+    not_an_object, invalid_topic), so it can label a metric. `detail`: a sentence naming the
+    field and its value. `excerpt`: the entry's scalar fields as JSON. The three texts are
+    at most REJECTED_TEXT_MAX_CHARS long.
+    """
+
+    cluster: str
+    namespace: str  # tenant/ns
+    bundle: BundleRange
+    domain: TopicDomain
+    topic: str
+    reason: RejectReason
+    detail: str
+    excerpt: str
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerTopicStats:
     """`GET /admin/v2/broker-stats/topics`, flattened: one entry per topic.
 
     `skipped_namespaces`: V1 namespace keys (`tenant/cluster/ns`, e.g. a broker's heartbeat
-    namespace `pulsar/<cluster>/<host:port>`) left out. `no_data`: the broker answered with
-    an empty body, as it does until its first stats update (PulsarStats.updateStats runs
-    statsUpdateInitialDelayInSecs after start): no data yet, not an error.
+    namespace `pulsar/<cluster>/<host:port>`) left out. `rejected`: topic entries that are
+    malformed (a NaN rate, a wrong type, a topic key that is no topic name), left out one by
+    one. `no_data`: the broker answered with an empty body, as it does until its first stats
+    update (PulsarStats.updateStats runs statsUpdateInitialDelayInSecs after start): no data
+    yet, not an error.
     """
 
     cluster: str
     entries: tuple[BrokerTopicStatsEntry, ...]
     skipped_namespaces: tuple[str, ...] = ()
     no_data: bool = False
+    rejected: tuple[RejectedTopicEntry, ...] = ()
 
     def __iter__(self) -> Iterator[BrokerTopicStatsEntry]:
         return iter(self.entries)
@@ -265,10 +363,15 @@ class BrokerTopicStats:
     def from_json(cls, cluster: str, body: Any) -> BrokerTopicStats:
         """From `{"tenant/ns": {"0x..._0x...": {"persistent": {"<topic>": {stats}}}}}`.
 
-        The key is Pulsar's `NamespaceName.toString()`: a V1 namespace (`tenant/cluster/ns`)
-        is skipped and listed in `skipped_namespaces`; any other key shape is an error.
+        Two levels. The structure above the topic entries (the body, namespace keys, bundle
+        keys, domain keys, each level an object) comes from the broker's own NamespaceName
+        and bundle strings: wrong there, the answer is not broker-stats/topics and
+        ResponseShapeError fails it whole. A V1 namespace key (`tenant/cluster/ns`) is
+        skipped and listed in `skipped_namespaces`. One topic entry (its key and its stats)
+        is a sample: a malformed one is listed in `rejected` and the others are used.
         """
         entries: list[BrokerTopicStatsEntry] = []
+        rejected: list[RejectedTopicEntry] = []
         skipped: list[str] = []
         for namespace, bundles in _obj(body, "broker-stats/topics").items():
             if namespace.count("/") == 2 and all(namespace.split("/")):
@@ -287,17 +390,38 @@ class BrokerTopicStats:
                             f"{domain_text!r}"
                         ) from None
                     for topic, stats in _obj(topics, f"broker-stats[{domain_text}]").items():
-                        full = _topic(topic, "broker-stats topic")
+                        try:
+                            full = _filed_topic(topic, namespace, domain)
+                            parsed = TopicStats.from_json(stats, f"broker-stats[{full}]")
+                        except ResponseShapeError as exc:
+                            rejected.append(
+                                RejectedTopicEntry(
+                                    cluster=cluster,
+                                    namespace=namespace,
+                                    bundle=bundle,
+                                    domain=domain,
+                                    topic=_bounded(topic),
+                                    reason=exc.reason,
+                                    detail=_bounded(str(exc)),
+                                    excerpt=_excerpt(stats),
+                                )
+                            )
+                            continue
                         entries.append(
                             BrokerTopicStatsEntry(
                                 namespace=namespace,
                                 bundle=bundle,
                                 domain=domain,
                                 topic=full,
-                                stats=TopicStats.from_json(stats, f"broker-stats[{full}]"),
+                                stats=parsed,
                             )
                         )
-        return cls(cluster=cluster, entries=tuple(entries), skipped_namespaces=tuple(skipped))
+        return cls(
+            cluster=cluster,
+            entries=tuple(entries),
+            skipped_namespaces=tuple(skipped),
+            rejected=tuple(rejected),
+        )
 
     @classmethod
     def not_yet(cls, cluster: str) -> BrokerTopicStats:
