@@ -10,7 +10,6 @@ are snake_case; sizes are bytes and throughputs bytes/s, as in `balancer.core.lo
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -21,119 +20,29 @@ from balancer.core.bundles import BundleRange, InvalidBundle, parse_position
 from balancer.core.events import RejectReason, TopicStatsEvent
 from balancer.core.offload import MessageId as MessageId  # the core type, re-exported
 from balancer.core.topics import InvalidTopicName, TopicDomain, parse_topic
-
-
-class ResponseShapeError(ValueError):
-    """A response body that does not have the shape Pulsar gives it.
-
-    `reason` says what kind of fault, in the stream's rejection vocabulary, for a topic entry
-    rejected alone (`RejectedTopicEntry`).
-    """
-
-    def __init__(self, message: str, reason: RejectReason = RejectReason.WRONG_TYPE) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-# Jackson's spellings of a non-finite double (WRITE_NAN_AS_STRINGS, its default), as a
-# topic's /stats may hold them. broker-stats/topics is not Jackson-written (PulsarStats'
-# StatsOutputStream prints NaN as 0.0 and +Infinity with a 2^63 integer part, which the stream
-# rejects as rate_too_high), but a proxy or another implementation re-encoding it may use
-# them. A bare NaN/Infinity (Jackson with that feature off) decodes to a float: isfinite.
-_NON_FINITE_SPELLINGS = frozenset({"NaN", "Infinity", "-Infinity"})
-
-
-def _obj(
-    value: Any, what: str, reason: RejectReason = RejectReason.NOT_AN_OBJECT
-) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ResponseShapeError(
-            f"{what} must be a JSON object, got {type(value).__name__}", reason
-        )
-    return value
-
-
-def _or_empty(value: Any) -> Any:
-    """Pulsar leaves empty maps out or sends null; anything else is checked by the caller."""
-    return {} if value is None else value
-
-
-def _num(body: Mapping[str, Any], key: str, what: str) -> float:
-    value = body.get(key, 0)
-    if value is None:
-        return 0.0
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ResponseShapeError(
-            f"{what}.{key} must be a finite number, got {value!r}", _number_fault(value)
-        )
-    return float(value)
-
-
-def _number_fault(value: Any) -> RejectReason:
-    """NOT_FINITE for a NaN or infinity in either spelling, else WRONG_TYPE."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return RejectReason.NOT_FINITE
-    if isinstance(value, str) and value in _NON_FINITE_SPELLINGS:
-        return RejectReason.NOT_FINITE
-    return RejectReason.WRONG_TYPE
-
-
-def _int(body: Mapping[str, Any], key: str, what: str, default: int = 0) -> int:
-    value = body.get(key, default)
-    if value is None:
-        return default
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ResponseShapeError(
-            f"{what}.{key} must be an integer, got {value!r}", _number_fault(value)
-        )
-    return value
-
-
-def _str(body: Mapping[str, Any], key: str, what: str, default: str = "") -> str:
-    value = body.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise ResponseShapeError(f"{what}.{key} must be a string, got {value!r}")
-    return value
-
-
-def _str_list(value: Any, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-        raise ResponseShapeError(f"{what} must be a JSON array of strings")
-    return tuple(value)
-
-
-def _bundle(text: Any, what: str) -> BundleRange:
-    try:
-        return BundleRange.parse(text)
-    except InvalidBundle as exc:
-        raise ResponseShapeError(f"{what}: {exc}") from None
-
-
-def _topic(text: Any, what: str) -> str:
-    try:
-        return parse_topic(text).full
-    except InvalidTopicName as exc:
-        raise ResponseShapeError(f"{what}: {exc}") from None
-
-
-def parse_string_list(body: Any, what: str) -> tuple[str, ...]:
-    """A JSON array of strings (tenants, namespaces, clusters, topics)."""
-    return _str_list(body, what)
+from balancer.pulsar.parsing import (
+    ResponseShapeError as ResponseShapeError,  # re-exported: callers catch it from here
+)
+from balancer.pulsar.parsing import (
+    bundle_range,
+    integer,
+    json_object,
+    number,
+    or_empty,
+    string,
+    string_list,
+    topic_name,
+)
+from balancer.pulsar.parsing import parse_string_list as parse_string_list  # re-exported
 
 
 def parse_message_id(body: Any) -> MessageId:
     """Pulsar's `{"ledgerId", "entryId", "partitionIndex"}` as the core's MessageId."""
-    obj = _obj(body, "message id")
+    obj = json_object(body, "message id")
     return MessageId(
-        ledger_id=_int(obj, "ledgerId", "message id", default=-1),
-        entry_id=_int(obj, "entryId", "message id", default=-1),
-        partition_index=_int(obj, "partitionIndex", "message id", default=-1),
+        ledger_id=integer(obj, "ledgerId", "message id", default=-1),
+        entry_id=integer(obj, "entryId", "message id", default=-1),
+        partition_index=integer(obj, "partitionIndex", "message id", default=-1),
     )
 
 
@@ -147,17 +56,17 @@ class TopicHashPositions:
 
     @classmethod
     def from_json(cls, body: Any) -> TopicHashPositions:
-        obj = _obj(body, "topicHashPositions response")
-        raw = _obj(_or_empty(obj.get("topicHashPositions")), "topicHashPositions")
+        obj = json_object(body, "topicHashPositions response")
+        raw = json_object(or_empty(obj.get("topicHashPositions")), "topicHashPositions")
         positions: dict[str, int] = {}
         for name, value in raw.items():
             try:
-                positions[_topic(name, "topicHashPositions")] = parse_position(value)
+                positions[topic_name(name, "topicHashPositions")] = parse_position(value)
             except InvalidBundle as exc:
                 raise ResponseShapeError(f"topicHashPositions[{name!r}]: {exc}") from None
         return cls(
-            namespace=_str(obj, "namespace", "topicHashPositions response"),
-            bundle=_bundle(obj.get("bundle"), "topicHashPositions response bundle"),
+            namespace=string(obj, "namespace", "topicHashPositions response"),
+            bundle=bundle_range(obj.get("bundle"), "topicHashPositions response bundle"),
             positions=MappingProxyType(positions),
         )
 
@@ -171,7 +80,7 @@ class SubscriptionStats:
 
     @classmethod
     def from_json(cls, body: Any, what: str) -> SubscriptionStats:
-        obj = _obj(body, what, RejectReason.WRONG_TYPE)  # a field of a topic's stats
+        obj = json_object(body, what, RejectReason.WRONG_TYPE)  # a field of a topic's stats
         consumers = obj.get("consumers", [])
         if consumers is None:
             consumers = []
@@ -179,9 +88,9 @@ class SubscriptionStats:
             raise ResponseShapeError(f"{what}.consumers must be a JSON array")
         return cls(
             consumer_count=len(consumers),
-            msg_backlog=_int(obj, "msgBacklog", what),
-            msg_rate_out=_num(obj, "msgRateOut", what),
-            msg_throughput_out=_num(obj, "msgThroughputOut", what),
+            msg_backlog=integer(obj, "msgBacklog", what),
+            msg_rate_out=number(obj, "msgRateOut", what),
+            msg_throughput_out=number(obj, "msgThroughputOut", what),
         )
 
 
@@ -204,29 +113,29 @@ class TopicStats:
 
     @classmethod
     def from_json(cls, body: Any, what: str = "topic stats") -> TopicStats:
-        obj = _obj(body, what)
+        obj = json_object(body, what)
         publishers = obj.get("publishers", [])
         if publishers is None:
             publishers = []
         if not isinstance(publishers, list):
             raise ResponseShapeError(f"{what}.publishers must be a JSON array")
-        subs_raw = _obj(
-            _or_empty(obj.get("subscriptions")), f"{what}.subscriptions", RejectReason.WRONG_TYPE
+        subs_raw = json_object(
+            or_empty(obj.get("subscriptions")), f"{what}.subscriptions", RejectReason.WRONG_TYPE
         )
         subs = {
             name: SubscriptionStats.from_json(sub, f"{what}.subscriptions[{name!r}]")
             for name, sub in subs_raw.items()
         }
         return cls(
-            msg_rate_in=_num(obj, "msgRateIn", what),
-            msg_rate_out=_num(obj, "msgRateOut", what),
-            msg_throughput_in=_num(obj, "msgThroughputIn", what),
-            msg_throughput_out=_num(obj, "msgThroughputOut", what),
-            average_msg_size=_num(obj, "averageMsgSize", what),
-            storage_size=_int(obj, "storageSize", what),
-            backlog_size=_int(obj, "backlogSize", what),
-            offloaded_storage_size=_int(obj, "offloadedStorageSize", what),
-            publisher_count=_int(obj, "producerCount", what, default=len(publishers)),
+            msg_rate_in=number(obj, "msgRateIn", what),
+            msg_rate_out=number(obj, "msgRateOut", what),
+            msg_throughput_in=number(obj, "msgThroughputIn", what),
+            msg_throughput_out=number(obj, "msgThroughputOut", what),
+            average_msg_size=number(obj, "averageMsgSize", what),
+            storage_size=integer(obj, "storageSize", what),
+            backlog_size=integer(obj, "backlogSize", what),
+            offloaded_storage_size=integer(obj, "offloadedStorageSize", what),
+            publisher_count=integer(obj, "producerCount", what, default=len(publishers)),
             subscriptions=MappingProxyType(subs),
         )
 
@@ -373,15 +282,17 @@ class BrokerTopicStats:
         entries: list[BrokerTopicStatsEntry] = []
         rejected: list[RejectedTopicEntry] = []
         skipped: list[str] = []
-        for namespace, bundles in _obj(body, "broker-stats/topics").items():
+        for namespace, bundles in json_object(body, "broker-stats/topics").items():
             if namespace.count("/") == 2 and all(namespace.split("/")):
                 skipped.append(namespace)
                 continue
             if namespace.count("/") != 1:
                 raise ResponseShapeError(f"broker-stats/topics: bad namespace key {namespace!r}")
-            for bundle_text, domains in _obj(bundles, f"broker-stats[{namespace}]").items():
-                bundle = _bundle(bundle_text, f"broker-stats[{namespace}]")
-                for domain_text, topics in _obj(domains, f"broker-stats[{bundle_text}]").items():
+            for bundle_text, domains in json_object(bundles, f"broker-stats[{namespace}]").items():
+                bundle = bundle_range(bundle_text, f"broker-stats[{namespace}]")
+                for domain_text, topics in json_object(
+                    domains, f"broker-stats[{bundle_text}]"
+                ).items():
                     try:
                         domain = TopicDomain(domain_text)
                     except ValueError:
@@ -389,7 +300,7 @@ class BrokerTopicStats:
                             f"broker-stats[{namespace}][{bundle_text}]: unknown domain "
                             f"{domain_text!r}"
                         ) from None
-                    for topic, stats in _obj(topics, f"broker-stats[{domain_text}]").items():
+                    for topic, stats in json_object(topics, f"broker-stats[{domain_text}]").items():
                         try:
                             full = _filed_topic(topic, namespace, domain)
                             parsed = TopicStats.from_json(stats, f"broker-stats[{full}]")
@@ -438,14 +349,14 @@ class LedgerInfo:
 
     @classmethod
     def from_json(cls, body: Any, what: str) -> LedgerInfo:
-        obj = _obj(body, what)
+        obj = json_object(body, what)
         offloaded = obj.get("offloaded", False)
         if not isinstance(offloaded, bool):
             raise ResponseShapeError(f"{what}.offloaded must be a boolean")
         return cls(
-            ledger_id=_int(obj, "ledgerId", what, default=-1),
-            entries=_int(obj, "entries", what),
-            size=_int(obj, "size", what),
+            ledger_id=integer(obj, "ledgerId", what, default=-1),
+            entries=integer(obj, "entries", what),
+            size=integer(obj, "size", what),
             offloaded=offloaded,
         )
 
@@ -463,17 +374,17 @@ class InternalStats:
     @classmethod
     def from_json(cls, body: Any) -> InternalStats:
         what = "internal stats"
-        obj = _obj(body, what)
+        obj = json_object(body, what)
         raw = obj.get("ledgers", [])
         if raw is None:
             raw = []
         if not isinstance(raw, list):
             raise ResponseShapeError(f"{what}.ledgers must be a JSON array")
         return cls(
-            number_of_entries=_int(obj, "numberOfEntries", what),
-            total_size=_int(obj, "totalSize", what),
-            current_ledger_entries=_int(obj, "currentLedgerEntries", what),
-            current_ledger_size=_int(obj, "currentLedgerSize", what),
+            number_of_entries=integer(obj, "numberOfEntries", what),
+            total_size=integer(obj, "totalSize", what),
+            current_ledger_entries=integer(obj, "currentLedgerEntries", what),
+            current_ledger_size=integer(obj, "currentLedgerSize", what),
             ledgers=tuple(
                 LedgerInfo.from_json(item, f"{what}.ledgers[{i}]") for i, item in enumerate(raw)
             ),
@@ -513,8 +424,8 @@ class OffloadStatus:
     @classmethod
     def from_json(cls, body: Any) -> OffloadStatus:
         what = "offload status"
-        obj = _obj(body, what)
-        text = _str(obj, "status", what)
+        obj = json_object(body, what)
+        text = string(obj, "status", what)
         try:
             state = OffloadState(text)
         except ValueError:
@@ -524,7 +435,7 @@ class OffloadStatus:
         first = obj.get("firstUnoffloadedMessage")
         return cls(
             state=state,
-            last_error=_str(obj, "lastError", what),
+            last_error=string(obj, "lastError", what),
             first_unoffloaded=parse_message_id(first) if first is not None else None,
         )
 
@@ -543,12 +454,12 @@ class ClusterData:
     @classmethod
     def from_json(cls, name: str, body: Any) -> ClusterData:
         what = f"cluster {name}"
-        obj = _obj(body, what)
+        obj = json_object(body, what)
         return cls(
             name=name,
-            service_url=_str(obj, "serviceUrl", what),
-            service_url_tls=_str(obj, "serviceUrlTls", what),
-            broker_service_url=_str(obj, "brokerServiceUrl", what),
-            broker_service_url_tls=_str(obj, "brokerServiceUrlTls", what),
-            peer_cluster_names=_str_list(obj.get("peerClusterNames"), f"{what}.peerClusterNames"),
+            service_url=string(obj, "serviceUrl", what),
+            service_url_tls=string(obj, "serviceUrlTls", what),
+            broker_service_url=string(obj, "brokerServiceUrl", what),
+            broker_service_url_tls=string(obj, "brokerServiceUrlTls", what),
+            peer_cluster_names=string_list(obj.get("peerClusterNames"), f"{what}.peerClusterNames"),
         )
