@@ -12,7 +12,9 @@ import logging
 import os
 import re
 import ssl
-from collections.abc import Generator, Mapping
+import threading
+import time
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,10 @@ from pydantic import SecretStr
 log = logging.getLogger(__name__)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A token file's content is read again at least this often even when its stat shows no
+# change: on a file system with coarse timestamps a rewrite of the same size within one tick
+# keeps every field. One read of a small file a second costs nothing next to a request.
+TOKEN_REREAD_INTERVAL_S = 1.0
 
 
 class AuthConfigError(ValueError):
@@ -32,7 +38,8 @@ class AuthConfigError(ValueError):
 class TokenSource:
     """Where the bearer token lives: exactly one of a file path or an environment variable NAME.
 
-    A file is read again when it changes (mounted secrets are rotated in place).
+    A file is read again when its content changes (mounted secrets are rotated in place):
+    see `BearerTokenAuth`.
     """
 
     file: Path | None = None
@@ -75,17 +82,47 @@ class TokenSource:
         return SecretStr(token)
 
 
+def _file_signature(path: Path) -> tuple[int, ...] | None:
+    """What a stat shows of a file: a change in any field means new content may be there.
+
+    ctime too: a rewrite that restores the old mtime (`cp -p`, `touch -r`) still moves it.
+    """
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 class BearerTokenAuth(httpx.Auth):
     """httpx auth that sends `Authorization: Bearer <token>` on every request.
 
-    The token is read once at construction (so a bad source fails at start-up) and, for a
-    file, read again when the file's modification time changes.
+    The token is read once at construction (so a bad source fails at start-up). A file is
+    read again when its stat changes (checked on every request), at least every
+    `reread_interval_s` whatever its stat, and on a 401: if that gives a new token, the
+    request is sent once more with it; otherwise the 401 is the answer. A file that becomes
+    unusable (deleted, unreadable, empty) is logged once as a WARNING and shown by
+    `token_problem`, and the last good token is sent meanwhile.
     """
 
-    def __init__(self, source: TokenSource, *, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        source: TokenSource,
+        *,
+        environ: Mapping[str, str] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        reread_interval_s: float = TOKEN_REREAD_INTERVAL_S,
+    ) -> None:
         self._source = source
+        self._monotonic = monotonic
+        self._reread_interval_s = reread_interval_s
+        self._lock = threading.Lock()  # one auth serves every thread using its client
+        file = source.file
+        self._signature = _file_signature(file) if file is not None else None
         self._token = source.load(environ)
-        self._mtime_ns = self._file_mtime_ns()
+        self._previous: SecretStr | None = None
+        self._read_at_s = monotonic()
+        self._problem: str | None = None
 
     def __repr__(self) -> str:
         return f"BearerTokenAuth(source={self._source.describe()!r}, token=**********)"
@@ -94,29 +131,67 @@ class BearerTokenAuth(httpx.Auth):
     def token(self) -> SecretStr:
         return self._token
 
-    def _file_mtime_ns(self) -> int | None:
-        if self._source.file is None:
-            return None
-        try:
-            return self._source.file.stat().st_mtime_ns
-        except OSError:
-            return None
+    @property
+    def token_problem(self) -> str | None:
+        """Why the token file cannot be used now (gone, unreadable, empty, holding
+        whitespace), a sentence without the token; None when it is fine or the token comes
+        from an environment variable. Meanwhile the last good token is sent."""
+        with self._lock:
+            return self._problem
 
-    def _refresh(self) -> None:
-        mtime_ns = self._file_mtime_ns()
-        if mtime_ns is None or mtime_ns == self._mtime_ns:
+    def secrets(self) -> tuple[SecretStr, ...]:
+        """The token sent now and the one it replaced, to redact both from error texts."""
+        with self._lock:
+            return (self._token,) if self._previous is None else (self._token, self._previous)
+
+    def _current(self, *, force: bool = False) -> SecretStr:
+        """The token to send, the file read again first if it is due (or `force`d)."""
+        file = self._source.file
+        if file is None:
+            return self._token
+        with self._lock:
+            now_s = self._monotonic()
+            signature = _file_signature(file)
+            due = signature != self._signature or now_s - self._read_at_s >= self._reread_interval_s
+            if not (force or due):
+                return self._token
+            # Taken before the read: a change between the two is seen on the next request.
+            self._signature = signature
+            self._read_at_s = now_s
+            try:
+                token = self._source.load()
+            except AuthConfigError as exc:
+                self._note_problem(str(exc))
+                return self._token
+            self._note_problem(None)
+            if token.get_secret_value() != self._token.get_secret_value():
+                self._previous, self._token = self._token, token
+                log.info("reloaded the admin token from %s", self._source.describe())
+            return self._token
+
+    def _note_problem(self, problem: str | None) -> None:
+        """Log a problem once (a different one again), and its end; the lock is held."""
+        if problem == self._problem:
             return
-        try:
-            self._token = self._source.load()
-        except AuthConfigError as exc:
-            log.warning("keeping the previous token: %s", exc)
-            return
-        self._mtime_ns = mtime_ns
-        log.info("reloaded the admin token from %s", self._source.describe())
+        if problem is not None:
+            log.warning("%s; sending the last good token until it is fixed", problem)
+        else:
+            log.info("the token from %s is usable again", self._source.describe())
+        self._problem = problem
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        self._refresh()
-        request.headers["Authorization"] = f"Bearer {self._token.get_secret_value()}"
+        sent = self._current()
+        request.headers["Authorization"] = f"Bearer {sent.get_secret_value()}"
+        response = yield request
+        if response.status_code != 401 or self._source.file is None:
+            return
+        fresh = self._current(force=True)
+        if fresh.get_secret_value() == sent.get_secret_value():
+            return
+        # A 401 comes from Pulsar's authentication filter, before any handler ran: sending
+        # the request again cannot apply anything twice (a split included).
+        log.info("HTTP 401 with the previous admin token: sending the request once more")
+        request.headers["Authorization"] = f"Bearer {fresh.get_secret_value()}"
         yield request
 
 

@@ -175,6 +175,12 @@ class PulsarPeerGroup:
     def reset_request_counts(self) -> None:
         self._t.reset_request_counts()
 
+    def token_problems(self) -> dict[str, str]:
+        """Cluster -> why its token file cannot be used now: deleted, unreadable, empty (a
+        sentence without the token; logged once as a WARNING). Empty when every token is
+        fine. The last good token is sent meanwhile."""
+        return self._t.token_problems()
+
     # -- plumbing ---------------------------------------------------------------------------
 
     def _parse(self, call: Call, parse: Callable[[Any], _T]) -> _T:

@@ -1,14 +1,15 @@
 """Typed admin API responses, parsed from Pulsar's JSON.
 
 Each `from_json` raises `ResponseShapeError` (a ValueError) on a body that is not what Pulsar
-sends; the client turns it into `InvalidResponseError` with the method and URL. Optional
-numbers Pulsar may leave out default to 0. Field names are snake_case; sizes are bytes and
-throughputs bytes/s, as in `balancer.core.load`.
+sends; the client turns it into `InvalidResponseError` with the method and URL. The exception:
+one malformed topic entry of a broker-stats answer is rejected alone
+(`BrokerTopicStats.rejected`). Optional numbers Pulsar may leave out default to 0. Field names
+are snake_case; sizes are bytes and throughputs bytes/s, as in `balancer.core.load`.
 """
 
 from __future__ import annotations
 
-import math
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -16,89 +17,32 @@ from types import MappingProxyType
 from typing import Any
 
 from balancer.core.bundles import BundleRange, InvalidBundle, parse_position
-from balancer.core.events import TopicStatsEvent
+from balancer.core.events import RejectReason, TopicStatsEvent
 from balancer.core.offload import MessageId as MessageId  # the core type, re-exported
 from balancer.core.topics import InvalidTopicName, TopicDomain, parse_topic
-
-
-class ResponseShapeError(ValueError):
-    """A response body that does not have the shape Pulsar gives it."""
-
-
-def _obj(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ResponseShapeError(f"{what} must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _or_empty(value: Any) -> Any:
-    """Pulsar leaves empty maps out or sends null; anything else is checked by the caller."""
-    return {} if value is None else value
-
-
-def _num(body: Mapping[str, Any], key: str, what: str) -> float:
-    value = body.get(key, 0)
-    if value is None:
-        return 0.0
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ResponseShapeError(f"{what}.{key} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _int(body: Mapping[str, Any], key: str, what: str, default: int = 0) -> int:
-    value = body.get(key, default)
-    if value is None:
-        return default
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ResponseShapeError(f"{what}.{key} must be an integer, got {value!r}")
-    return value
-
-
-def _str(body: Mapping[str, Any], key: str, what: str, default: str = "") -> str:
-    value = body.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise ResponseShapeError(f"{what}.{key} must be a string, got {value!r}")
-    return value
-
-
-def _str_list(value: Any, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-        raise ResponseShapeError(f"{what} must be a JSON array of strings")
-    return tuple(value)
-
-
-def _bundle(text: Any, what: str) -> BundleRange:
-    try:
-        return BundleRange.parse(text)
-    except InvalidBundle as exc:
-        raise ResponseShapeError(f"{what}: {exc}") from None
-
-
-def _topic(text: Any, what: str) -> str:
-    try:
-        return parse_topic(text).full
-    except InvalidTopicName as exc:
-        raise ResponseShapeError(f"{what}: {exc}") from None
-
-
-def parse_string_list(body: Any, what: str) -> tuple[str, ...]:
-    """A JSON array of strings (tenants, namespaces, clusters, topics)."""
-    return _str_list(body, what)
+from balancer.pulsar.parsing import (
+    ResponseShapeError as ResponseShapeError,  # re-exported: callers catch it from here
+)
+from balancer.pulsar.parsing import (
+    bundle_range,
+    integer,
+    json_object,
+    number,
+    or_empty,
+    string,
+    string_list,
+    topic_name,
+)
+from balancer.pulsar.parsing import parse_string_list as parse_string_list  # re-exported
 
 
 def parse_message_id(body: Any) -> MessageId:
     """Pulsar's `{"ledgerId", "entryId", "partitionIndex"}` as the core's MessageId."""
-    obj = _obj(body, "message id")
+    obj = json_object(body, "message id")
     return MessageId(
-        ledger_id=_int(obj, "ledgerId", "message id", default=-1),
-        entry_id=_int(obj, "entryId", "message id", default=-1),
-        partition_index=_int(obj, "partitionIndex", "message id", default=-1),
+        ledger_id=integer(obj, "ledgerId", "message id", default=-1),
+        entry_id=integer(obj, "entryId", "message id", default=-1),
+        partition_index=integer(obj, "partitionIndex", "message id", default=-1),
     )
 
 
@@ -112,17 +56,17 @@ class TopicHashPositions:
 
     @classmethod
     def from_json(cls, body: Any) -> TopicHashPositions:
-        obj = _obj(body, "topicHashPositions response")
-        raw = _obj(_or_empty(obj.get("topicHashPositions")), "topicHashPositions")
+        obj = json_object(body, "topicHashPositions response")
+        raw = json_object(or_empty(obj.get("topicHashPositions")), "topicHashPositions")
         positions: dict[str, int] = {}
         for name, value in raw.items():
             try:
-                positions[_topic(name, "topicHashPositions")] = parse_position(value)
+                positions[topic_name(name, "topicHashPositions")] = parse_position(value)
             except InvalidBundle as exc:
                 raise ResponseShapeError(f"topicHashPositions[{name!r}]: {exc}") from None
         return cls(
-            namespace=_str(obj, "namespace", "topicHashPositions response"),
-            bundle=_bundle(obj.get("bundle"), "topicHashPositions response bundle"),
+            namespace=string(obj, "namespace", "topicHashPositions response"),
+            bundle=bundle_range(obj.get("bundle"), "topicHashPositions response bundle"),
             positions=MappingProxyType(positions),
         )
 
@@ -136,7 +80,7 @@ class SubscriptionStats:
 
     @classmethod
     def from_json(cls, body: Any, what: str) -> SubscriptionStats:
-        obj = _obj(body, what)
+        obj = json_object(body, what, RejectReason.WRONG_TYPE)  # a field of a topic's stats
         consumers = obj.get("consumers", [])
         if consumers is None:
             consumers = []
@@ -144,9 +88,9 @@ class SubscriptionStats:
             raise ResponseShapeError(f"{what}.consumers must be a JSON array")
         return cls(
             consumer_count=len(consumers),
-            msg_backlog=_int(obj, "msgBacklog", what),
-            msg_rate_out=_num(obj, "msgRateOut", what),
-            msg_throughput_out=_num(obj, "msgThroughputOut", what),
+            msg_backlog=integer(obj, "msgBacklog", what),
+            msg_rate_out=number(obj, "msgRateOut", what),
+            msg_throughput_out=number(obj, "msgThroughputOut", what),
         )
 
 
@@ -169,27 +113,29 @@ class TopicStats:
 
     @classmethod
     def from_json(cls, body: Any, what: str = "topic stats") -> TopicStats:
-        obj = _obj(body, what)
+        obj = json_object(body, what)
         publishers = obj.get("publishers", [])
         if publishers is None:
             publishers = []
         if not isinstance(publishers, list):
             raise ResponseShapeError(f"{what}.publishers must be a JSON array")
-        subs_raw = _obj(_or_empty(obj.get("subscriptions")), f"{what}.subscriptions")
+        subs_raw = json_object(
+            or_empty(obj.get("subscriptions")), f"{what}.subscriptions", RejectReason.WRONG_TYPE
+        )
         subs = {
             name: SubscriptionStats.from_json(sub, f"{what}.subscriptions[{name!r}]")
             for name, sub in subs_raw.items()
         }
         return cls(
-            msg_rate_in=_num(obj, "msgRateIn", what),
-            msg_rate_out=_num(obj, "msgRateOut", what),
-            msg_throughput_in=_num(obj, "msgThroughputIn", what),
-            msg_throughput_out=_num(obj, "msgThroughputOut", what),
-            average_msg_size=_num(obj, "averageMsgSize", what),
-            storage_size=_int(obj, "storageSize", what),
-            backlog_size=_int(obj, "backlogSize", what),
-            offloaded_storage_size=_int(obj, "offloadedStorageSize", what),
-            publisher_count=_int(obj, "producerCount", what, default=len(publishers)),
+            msg_rate_in=number(obj, "msgRateIn", what),
+            msg_rate_out=number(obj, "msgRateOut", what),
+            msg_throughput_in=number(obj, "msgThroughputIn", what),
+            msg_throughput_out=number(obj, "msgThroughputOut", what),
+            average_msg_size=number(obj, "averageMsgSize", what),
+            storage_size=integer(obj, "storageSize", what),
+            backlog_size=integer(obj, "backlogSize", what),
+            offloaded_storage_size=integer(obj, "offloadedStorageSize", what),
+            publisher_count=integer(obj, "producerCount", what, default=len(publishers)),
             subscriptions=MappingProxyType(subs),
         )
 
@@ -230,20 +176,81 @@ class BrokerTopicStatsEntry:
     stats: TopicStats
 
 
+# The longest text a rejected entry keeps (its topic key, detail and excerpt): enough to find
+# and read the entry, bounded so one huge value cannot bloat a dead-letter record or a log.
+REJECTED_TEXT_MAX_CHARS = 512
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= REJECTED_TEXT_MAX_CHARS:
+        return text
+    return text[: REJECTED_TEXT_MAX_CHARS - 3] + "..."
+
+
+def _excerpt(raw: Any) -> str:
+    """The entry's own scalar fields as JSON (its lists and maps, publishers and
+    subscriptions, left out: they would fill the bound before the numbers), bounded. A bare
+    NaN stays `NaN`: the excerpt shows what the broker sent."""
+    if isinstance(raw, list):
+        return f"a JSON array of {len(raw)} items"
+    if isinstance(raw, Mapping):
+        raw = {k: v for k, v in raw.items() if not isinstance(v, Mapping | list)}
+    return _bounded(json.dumps(raw, separators=(",", ":"), default=repr))
+
+
+def _filed_topic(key: str, namespace: str, domain: TopicDomain) -> str:
+    """The full name of a topic key, which must belong to the namespace and domain it is
+    filed under (the bundle it is counted in)."""
+    try:
+        name = parse_topic(key)
+    except InvalidTopicName as exc:
+        raise ResponseShapeError(f"broker-stats topic: {exc}", RejectReason.INVALID_TOPIC) from None
+    if name.namespace_name != namespace or name.domain is not domain:
+        raise ResponseShapeError(
+            f"broker-stats topic {name.full} is filed under {domain.value} {namespace}",
+            RejectReason.INVALID_TOPIC,
+        )
+    return name.full
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedTopicEntry:
+    """One topic entry of a broker-stats answer left out, and why; the rest is used.
+
+    `topic`: the key as the broker wrote it (a full name, unless the key is the fault).
+    `reason`: from the stream's fixed set (`RejectReason`: not_finite, wrong_type,
+    not_an_object, invalid_topic), so it can label a metric. `detail`: a sentence naming the
+    field and its value. `excerpt`: the entry's scalar fields as JSON. The three texts are
+    at most REJECTED_TEXT_MAX_CHARS long.
+    """
+
+    cluster: str
+    namespace: str  # tenant/ns
+    bundle: BundleRange
+    domain: TopicDomain
+    topic: str
+    reason: RejectReason
+    detail: str
+    excerpt: str
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerTopicStats:
     """`GET /admin/v2/broker-stats/topics`, flattened: one entry per topic.
 
     `skipped_namespaces`: V1 namespace keys (`tenant/cluster/ns`, e.g. a broker's heartbeat
-    namespace `pulsar/<cluster>/<host:port>`) left out. `no_data`: the broker answered with
-    an empty body, as it does until its first stats update (PulsarStats.updateStats runs
-    statsUpdateInitialDelayInSecs after start): no data yet, not an error.
+    namespace `pulsar/<cluster>/<host:port>`) left out. `rejected`: topic entries that are
+    malformed (a NaN rate, a wrong type, a topic key that is no topic name), left out one by
+    one. `no_data`: the broker answered with an empty body, as it does until its first stats
+    update (PulsarStats.updateStats runs statsUpdateInitialDelayInSecs after start): no data
+    yet, not an error.
     """
 
     cluster: str
     entries: tuple[BrokerTopicStatsEntry, ...]
     skipped_namespaces: tuple[str, ...] = ()
     no_data: bool = False
+    rejected: tuple[RejectedTopicEntry, ...] = ()
 
     def __iter__(self) -> Iterator[BrokerTopicStatsEntry]:
         return iter(self.entries)
@@ -265,20 +272,27 @@ class BrokerTopicStats:
     def from_json(cls, cluster: str, body: Any) -> BrokerTopicStats:
         """From `{"tenant/ns": {"0x..._0x...": {"persistent": {"<topic>": {stats}}}}}`.
 
-        The key is Pulsar's `NamespaceName.toString()`: a V1 namespace (`tenant/cluster/ns`)
-        is skipped and listed in `skipped_namespaces`; any other key shape is an error.
+        Two levels. The structure above the topic entries (the body, namespace keys, bundle
+        keys, domain keys, each level an object) comes from the broker's own NamespaceName
+        and bundle strings: wrong there, the answer is not broker-stats/topics and
+        ResponseShapeError fails it whole. A V1 namespace key (`tenant/cluster/ns`) is
+        skipped and listed in `skipped_namespaces`. One topic entry (its key and its stats)
+        is a sample: a malformed one is listed in `rejected` and the others are used.
         """
         entries: list[BrokerTopicStatsEntry] = []
+        rejected: list[RejectedTopicEntry] = []
         skipped: list[str] = []
-        for namespace, bundles in _obj(body, "broker-stats/topics").items():
+        for namespace, bundles in json_object(body, "broker-stats/topics").items():
             if namespace.count("/") == 2 and all(namespace.split("/")):
                 skipped.append(namespace)
                 continue
             if namespace.count("/") != 1:
                 raise ResponseShapeError(f"broker-stats/topics: bad namespace key {namespace!r}")
-            for bundle_text, domains in _obj(bundles, f"broker-stats[{namespace}]").items():
-                bundle = _bundle(bundle_text, f"broker-stats[{namespace}]")
-                for domain_text, topics in _obj(domains, f"broker-stats[{bundle_text}]").items():
+            for bundle_text, domains in json_object(bundles, f"broker-stats[{namespace}]").items():
+                bundle = bundle_range(bundle_text, f"broker-stats[{namespace}]")
+                for domain_text, topics in json_object(
+                    domains, f"broker-stats[{bundle_text}]"
+                ).items():
                     try:
                         domain = TopicDomain(domain_text)
                     except ValueError:
@@ -286,18 +300,39 @@ class BrokerTopicStats:
                             f"broker-stats[{namespace}][{bundle_text}]: unknown domain "
                             f"{domain_text!r}"
                         ) from None
-                    for topic, stats in _obj(topics, f"broker-stats[{domain_text}]").items():
-                        full = _topic(topic, "broker-stats topic")
+                    for topic, stats in json_object(topics, f"broker-stats[{domain_text}]").items():
+                        try:
+                            full = _filed_topic(topic, namespace, domain)
+                            parsed = TopicStats.from_json(stats, f"broker-stats[{full}]")
+                        except ResponseShapeError as exc:
+                            rejected.append(
+                                RejectedTopicEntry(
+                                    cluster=cluster,
+                                    namespace=namespace,
+                                    bundle=bundle,
+                                    domain=domain,
+                                    topic=_bounded(topic),
+                                    reason=exc.reason,
+                                    detail=_bounded(str(exc)),
+                                    excerpt=_excerpt(stats),
+                                )
+                            )
+                            continue
                         entries.append(
                             BrokerTopicStatsEntry(
                                 namespace=namespace,
                                 bundle=bundle,
                                 domain=domain,
                                 topic=full,
-                                stats=TopicStats.from_json(stats, f"broker-stats[{full}]"),
+                                stats=parsed,
                             )
                         )
-        return cls(cluster=cluster, entries=tuple(entries), skipped_namespaces=tuple(skipped))
+        return cls(
+            cluster=cluster,
+            entries=tuple(entries),
+            skipped_namespaces=tuple(skipped),
+            rejected=tuple(rejected),
+        )
 
     @classmethod
     def not_yet(cls, cluster: str) -> BrokerTopicStats:
@@ -314,14 +349,14 @@ class LedgerInfo:
 
     @classmethod
     def from_json(cls, body: Any, what: str) -> LedgerInfo:
-        obj = _obj(body, what)
+        obj = json_object(body, what)
         offloaded = obj.get("offloaded", False)
         if not isinstance(offloaded, bool):
             raise ResponseShapeError(f"{what}.offloaded must be a boolean")
         return cls(
-            ledger_id=_int(obj, "ledgerId", what, default=-1),
-            entries=_int(obj, "entries", what),
-            size=_int(obj, "size", what),
+            ledger_id=integer(obj, "ledgerId", what, default=-1),
+            entries=integer(obj, "entries", what),
+            size=integer(obj, "size", what),
             offloaded=offloaded,
         )
 
@@ -339,17 +374,17 @@ class InternalStats:
     @classmethod
     def from_json(cls, body: Any) -> InternalStats:
         what = "internal stats"
-        obj = _obj(body, what)
+        obj = json_object(body, what)
         raw = obj.get("ledgers", [])
         if raw is None:
             raw = []
         if not isinstance(raw, list):
             raise ResponseShapeError(f"{what}.ledgers must be a JSON array")
         return cls(
-            number_of_entries=_int(obj, "numberOfEntries", what),
-            total_size=_int(obj, "totalSize", what),
-            current_ledger_entries=_int(obj, "currentLedgerEntries", what),
-            current_ledger_size=_int(obj, "currentLedgerSize", what),
+            number_of_entries=integer(obj, "numberOfEntries", what),
+            total_size=integer(obj, "totalSize", what),
+            current_ledger_entries=integer(obj, "currentLedgerEntries", what),
+            current_ledger_size=integer(obj, "currentLedgerSize", what),
             ledgers=tuple(
                 LedgerInfo.from_json(item, f"{what}.ledgers[{i}]") for i, item in enumerate(raw)
             ),
@@ -389,8 +424,8 @@ class OffloadStatus:
     @classmethod
     def from_json(cls, body: Any) -> OffloadStatus:
         what = "offload status"
-        obj = _obj(body, what)
-        text = _str(obj, "status", what)
+        obj = json_object(body, what)
+        text = string(obj, "status", what)
         try:
             state = OffloadState(text)
         except ValueError:
@@ -400,7 +435,7 @@ class OffloadStatus:
         first = obj.get("firstUnoffloadedMessage")
         return cls(
             state=state,
-            last_error=_str(obj, "lastError", what),
+            last_error=string(obj, "lastError", what),
             first_unoffloaded=parse_message_id(first) if first is not None else None,
         )
 
@@ -419,12 +454,12 @@ class ClusterData:
     @classmethod
     def from_json(cls, name: str, body: Any) -> ClusterData:
         what = f"cluster {name}"
-        obj = _obj(body, what)
+        obj = json_object(body, what)
         return cls(
             name=name,
-            service_url=_str(obj, "serviceUrl", what),
-            service_url_tls=_str(obj, "serviceUrlTls", what),
-            broker_service_url=_str(obj, "brokerServiceUrl", what),
-            broker_service_url_tls=_str(obj, "brokerServiceUrlTls", what),
-            peer_cluster_names=_str_list(obj.get("peerClusterNames"), f"{what}.peerClusterNames"),
+            service_url=string(obj, "serviceUrl", what),
+            service_url_tls=string(obj, "serviceUrlTls", what),
+            broker_service_url=string(obj, "brokerServiceUrl", what),
+            broker_service_url_tls=string(obj, "brokerServiceUrlTls", what),
+            peer_cluster_names=string_list(obj.get("peerClusterNames"), f"{what}.peerClusterNames"),
         )

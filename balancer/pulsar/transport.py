@@ -125,7 +125,11 @@ class AdminTransport:
         try:
             for name, endpoint in self.router.clusters.items():
                 source = endpoint.token if endpoint.token is not None else s.token
-                auth = BearerTokenAuth(source, environ=s.environ) if source is not None else None
+                auth = (
+                    BearerTokenAuth(source, environ=s.environ, monotonic=s.monotonic)
+                    if source is not None
+                    else None
+                )
                 tls = endpoint.tls or s.tls or TlsSettings()
                 self._auths[name] = auth
                 self._http[name] = httpx.Client(
@@ -435,8 +439,17 @@ class AdminTransport:
     def _redact(self, text: str) -> str:
         for auth in self._auths.values():
             if auth is not None:
-                text = text.replace(auth.token.get_secret_value(), "**********")
+                for secret in auth.secrets():
+                    text = text.replace(secret.get_secret_value(), "**********")
         return text
+
+    def token_problems(self) -> dict[str, str]:
+        """Cluster -> why its token file cannot be used now (the last good token is sent)."""
+        return {
+            name: problem
+            for name, auth in self._auths.items()
+            if auth is not None and (problem := auth.token_problem) is not None
+        }
 
     def invalid_response(
         self, call: Call, response: httpx.Response, detail: str

@@ -1,6 +1,6 @@
 """Fault injection for the simulated brokers: 5xx answers, slow answers, dropped connections,
-307 loops (a redirect to the very URL asked) and whole clusters down (every connection closed
-unanswered).
+307 loops (a redirect to the very URL asked), whole clusters down (every connection closed
+unanswered) and malformed topic entries in broker-stats/topics.
 
 Seeded and settable at runtime; every request asks `decide()` once, before it is routed.
 """
@@ -10,8 +10,11 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
 
 
 class FaultKind(StrEnum):
@@ -33,8 +36,11 @@ class FaultInjector:
     """Fractions of requests to fail; `only_paths` limits faults to paths containing any of
     the given substrings, `only_methods` to those HTTP methods (e.g. `PUT`: the offload trigger
     and not its status, which share a path), `only_clusters` to those clusters' brokers
-    (empty = all). `down_clusters` answer nothing at all, whatever the paths. Counters in
-    `injected` by kind."""
+    (empty = all). `down_clusters` answer nothing at all, whatever the paths.
+    `malformed_topics` maps a topic's full name to fields written over its entry in
+    broker-stats/topics, e.g. `{"msgRateIn": "NaN"}` (Jackson's spelling) or `float("nan")`
+    (served as a bare `NaN`); the rest of the answer stays as it is. Counters in `injected` by
+    kind (`malformed_topic_entry`: once per entry served)."""
 
     def __init__(self, *, seed: int = 0) -> None:
         self._lock = threading.Lock()
@@ -49,6 +55,7 @@ class FaultInjector:
         self.only_methods: tuple[str, ...] = ()
         self.only_clusters: tuple[str, ...] = ()
         self.down_clusters: tuple[str, ...] = ()
+        self.malformed_topics: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
         self.injected: Counter[str] = Counter()
 
     def configure(
@@ -64,6 +71,7 @@ class FaultInjector:
         only_methods: tuple[str, ...] | None = None,
         only_clusters: tuple[str, ...] | None = None,
         down_clusters: tuple[str, ...] | None = None,
+        malformed_topics: Mapping[str, Mapping[str, Any]] | None = None,
         seed: int | None = None,
     ) -> None:
         with self._lock:
@@ -90,6 +98,8 @@ class FaultInjector:
                 self.only_clusters = tuple(only_clusters)
             if down_clusters is not None:
                 self.down_clusters = tuple(down_clusters)
+            if malformed_topics is not None:
+                self.malformed_topics = _malformed_topics(malformed_topics)
             if seed is not None:
                 self._random = random.Random(seed)
 
@@ -105,6 +115,7 @@ class FaultInjector:
             only_methods=(),
             only_clusters=(),
             down_clusters=(),
+            malformed_topics={},
         )
 
     def offload_fails(self) -> bool:
@@ -145,3 +156,34 @@ class FaultInjector:
             if self.latency_s > 0:
                 self.injected["latency"] += 1
             return FaultDecision(kind, self.latency_s)
+
+    def malform_broker_stats(self, document: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A broker-stats/topics document with the `malformed_topics` fields written over,
+        or None when it holds none of them. `document` (cached by the model) is not changed:
+        only the path down to each malformed entry is copied."""
+        with self._lock:
+            malformed = self.malformed_topics
+        if not malformed:
+            return None
+        out: dict[str, Any] | None = None
+        for namespace, bundles in document.items():
+            for bundle, domains in bundles.items():
+                for domain, topics in domains.items():
+                    for topic in malformed.keys() & topics.keys():
+                        if out is None:
+                            out = dict(document)
+                        ns_copy = out[namespace] = dict(out[namespace])
+                        bundle_copy = ns_copy[bundle] = dict(ns_copy[bundle])
+                        topics_copy = bundle_copy[domain] = dict(bundle_copy[domain])
+                        topics_copy[topic] = {**topics[topic], **malformed[topic]}
+                        with self._lock:
+                            self.injected["malformed_topic_entry"] += 1
+        return out
+
+
+def _malformed_topics(value: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(topic, str) and isinstance(fields, Mapping) for topic, fields in value.items()
+    ):
+        raise ValueError("malformed_topics maps a topic's full name to the fields to write over")
+    return MappingProxyType({topic: dict(fields) for topic, fields in value.items()})

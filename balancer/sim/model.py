@@ -487,6 +487,9 @@ class SimModel:
             document = self.broker_stats(cluster, broker)
             if document is None:
                 return b""  # no stats snapshot yet: an empty body, as Pulsar sends
+            malformed = self.faults.malform_broker_stats(document)
+            if malformed is not None:  # an injected fault: not cached, it may be cleared
+                return json.dumps(malformed, separators=(",", ":")).encode("utf-8")
             cached = self._broker_stats_bytes.get((cluster, broker))
             if cached is not None and cached[0] is document:
                 return cached[1]

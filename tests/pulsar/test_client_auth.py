@@ -4,6 +4,7 @@ the token never showing up in logs, errors or reprs."""
 from __future__ import annotations
 
 import logging
+import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,3 +163,35 @@ def test_the_token_never_appears_in_logs_errors_or_reprs(
         assert TOKEN not in str(err) and TOKEN not in repr(err) and TOKEN not in err.url
     assert all(TOKEN not in t for t in texts)
     assert sim.unauthorized_requests == 0
+
+
+def test_a_token_rotated_on_both_sides_is_sent_again_after_the_401(
+    sim: RunningPeerGroup,
+    token_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The token file is rewritten keeping its mtime, on a file system whose stat shows no
+    change (coarse timestamps), and the clock does not move: only the 401 makes the client
+    read it again. Each cluster's client reads it on its own 401, and the split, a PUT, is
+    applied once."""
+    new_token = "eyJhbGciOiJIUzI1NiJ9.cm90YXRlZA.ROTATED-signature-5151"
+    monkeypatch.setattr(
+        "balancer.pulsar.auth._file_signature", lambda path: (1, 2, 3), raising=False
+    )
+    caplog.set_level(logging.DEBUG)
+    with PulsarPeerGroup(
+        _endpoints(sim),
+        ClientSettings(token=TokenSource(file=token_file), monotonic=lambda: 0.0),
+    ) as client:
+        assert client.get_bundles("acme/east-ns").num_bundles == 4
+        sim.rotate_token(new_token)
+        stat = token_file.stat()
+        token_file.write_text(new_token + "\n")
+        os.utime(token_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        _split(client, "acme/west-ns")  # east: 401, again: 307; west: 401, again: 204
+        assert client.request_count(method="PUT") == 2  # one attempt per hop
+        assert client.token_problems() == {}
+    assert sim.unauthorized_requests == 2
+    assert len(sim.splits("acme/west-ns")) == 1
+    assert TOKEN not in caplog.text and new_token not in caplog.text

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -209,3 +210,46 @@ def test_broker_stats_empty_until_the_first_update_then_pulsars_answer(
         "ticks": 2,
         "ledger-archive": 1,
     }
+
+
+def test_a_broker_stats_answer_with_nan_loses_only_that_topic(scripted: Scripted) -> None:
+    """Both spellings of a NaN double reach the per-topic check: Jackson's quoted "NaN", and a
+    bare NaN (Python's json, under httpx's response.json(), decodes it to float nan)."""
+    good = '{"msgRateIn": 5.0, "storageSize": 10}'
+    body = (
+        '{"t/ns": {"0x00000000_0x80000000": {"persistent": {'
+        f'"persistent://t/ns/a": {good}, '
+        '"persistent://t/ns/quoted": {"msgRateIn": "NaN"}, '
+        '"persistent://t/ns/bare": {"msgRateIn": NaN}}}, '
+        f'"0x80000000_0xffffffff": {{"persistent": {{"persistent://t/ns/b": {good}}}}}}}}}'
+    ).encode()
+    scripted.script = [Answer(200, body, {"Content-Type": "application/json"})]
+    with _client(scripted, [], attempts=1) as client:
+        stats = client.broker_topic_stats("s")
+    assert sorted(e.topic for e in stats) == ["persistent://t/ns/a", "persistent://t/ns/b"]
+    assert {(r.topic, r.reason.value) for r in stats.rejected} == {
+        ("persistent://t/ns/quoted", "not_finite"),
+        ("persistent://t/ns/bare", "not_finite"),
+    }
+    assert all(r.cluster == "s" for r in stats.rejected)
+
+
+def test_an_error_echoing_a_rotated_out_token_is_redacted(
+    scripted: Scripted, tmp_path: Path
+) -> None:
+    old, new = "old-scripted-token-1234", "new-scripted-token-5678"
+    path = tmp_path / "token"
+    path.write_text(old)
+    scripted.script = [
+        Answer(200, LAYOUT, {"Content-Type": "application/json"}),
+        Answer(500, _json({"reason": f"proxy saw Bearer {old} then Bearer {new}"})),
+    ]
+    settings = ClientSettings(token=TokenSource(file=path), retry=RetryPolicy(max_attempts=1))
+    with PulsarPeerGroup([ClusterEndpoint("s", scripted.url)], settings) as client:
+        assert client.get_bundles("t/ns").num_bundles == 2
+        path.write_text(new)
+        with pytest.raises(ServerError) as info:
+            client.get_bundles("t/ns")
+    text = f"{info.value} {info.value!r} {info.value.reason}"
+    assert old not in text and new not in text
+    assert info.value.reason == "proxy saw Bearer ********** then Bearer **********"

@@ -124,12 +124,25 @@ def test_broker_topic_stats_flatten_the_nesting() -> None:
         {"tns": {}},
         {"t/ns": {"0x0_0x1": {}}},
         {"t/ns": {"0x00000000_0xffffffff": {"weird": {}}}},
-        {"t/ns": {"0x00000000_0xffffffff": {"persistent": {"persistent://a/b/c/d": {}}}}},
         {"t/ns": {"0x00000000_0xffffffff": {"persistent": []}}},
+        {"t/ns": []},
+        {"t/ns": {"0x00000000_0xffffffff": None}},
+        [],
     ],
-    ids=["namespace-key", "bundle-key", "domain", "topic-v1", "topics-list"],
+    ids=[
+        "namespace-key",
+        "bundle-key",
+        "domain",
+        "topics-list",
+        "bundles-list",
+        "domains-null",
+        "not-object",
+    ],
 )
-def test_bad_broker_stats_are_rejected(body: Any) -> None:
+def test_bad_broker_stats_structure_fails_the_whole_answer(body: Any) -> None:
+    """The keys and containers above the topic entries come from the broker's own
+    NamespaceName and bundle strings: wrong there, the answer is not broker-stats/topics (a
+    malformed topic entry is rejected alone: test_broker_stats_entries)."""
     with pytest.raises(ResponseShapeError):
         BrokerTopicStats.from_json("a", body)
 

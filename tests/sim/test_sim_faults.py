@@ -3,6 +3,8 @@ connections, 307 loops, a cluster down; seeded, so a run is repeatable."""
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -144,3 +146,30 @@ def test_a_stopped_cluster_refuses_connections_until_restarted(group: RunningPee
     group.start_cluster("c1")
     assert group.admin_urls["c1"] == url  # same port
     assert outcomes(group, 2) == {"200": 2}
+
+
+def test_a_malformed_topic_entry_is_served_and_the_client_rejects_it_alone(
+    group: RunningPeerGroup,
+) -> None:
+    topics = set(group.topics("t/ns"))
+    bad = sorted(topics)[0]
+    group.faults.configure(malformed_topics={bad: {"msgRateIn": "NaN", "msgRateOut": math.nan}})
+    url = f"{group.admin_urls['c1']}/admin/v2/broker-stats/topics"
+    raw = httpx.get(url).text
+    assert '"msgRateIn":"NaN"' in raw and '"msgRateOut":NaN' in raw  # both of Jackson's forms
+    endpoints = [ClusterEndpoint(name, u) for name, u in group.admin_urls.items()]
+    with PulsarPeerGroup(endpoints, ClientSettings(retry=RetryPolicy(max_attempts=1))) as client:
+        stats = client.broker_topic_stats("c1")
+        assert {e.topic for e in stats} == topics - {bad}
+        assert [(r.topic, r.reason.value) for r in stats.rejected] == [(bad, "not_finite")]
+        group.faults.clear()
+        healed = client.broker_topic_stats("c1")
+    assert {e.topic for e in healed} == topics and healed.rejected == ()
+    assert group.faults.injected["malformed_topic_entry"] == 2
+    assert group.model.broker_stats("c1", 0) is not None  # the cached snapshot kept clean
+    assert "NaN" not in json.dumps(group.model.broker_stats("c1", 0))
+
+
+def test_malformed_topics_must_map_names_to_fields(group: RunningPeerGroup) -> None:
+    with pytest.raises(ValueError, match="malformed_topics"):
+        group.faults.configure(malformed_topics={"persistent://t/ns/x": "NaN"})  # type: ignore[dict-item]
