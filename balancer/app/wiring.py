@@ -194,6 +194,9 @@ class BalancerApp:
         self.metrics.set_mode(config.controller.mode)
         for cluster in config.clusters:
             self.metrics.register_cluster(cluster.name)
+        self.metrics.watch_token_files(
+            [c.name for c in config.clusters], self.admin.token_problems
+        )
         self.health: HealthServer | None = None
         self.collector: Collector | None = None
         self._collector_sink: KafkaEventSink | None = None
@@ -282,6 +285,8 @@ class BalancerApp:
             listener=self.metrics.collector,
             max_message_bytes=self.config.collector.envelope_max_bytes,
             compression_type=self.config.collector.compression_type,
+            # Malformed topic entries go where the stream's rejected events go.
+            dead_letter_topic=self.config.kafka.dead_letter_topic,
         )
         # Brokers are listed at the start of every round, not once: a cluster down at start
         # or a broker added later is polled as soon as it answers.
@@ -293,6 +298,7 @@ class BalancerApp:
             envelope_max_events=self.config.collector.envelope_max_events,
             envelope_max_bytes=self.config.collector.envelope_max_bytes,
             metrics=self.metrics,
+            dead_letters=sink,
             broker_listers=listers,
             max_parallel_per_cluster=self.config.collector.max_parallel_per_cluster,
         )

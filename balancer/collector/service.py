@@ -58,11 +58,38 @@ class Fetched:
     `skipped_namespaces`: V1 namespace keys the answer held (a broker's heartbeat namespace
     `pulsar/<cluster>/<host:port>`), left out. `no_data`: the broker has no stats snapshot
     yet (an empty answer in the first minute after it starts), which is not a failure.
+    `rejected`: malformed topic entries left out alone.
     """
 
     samples: Sequence[tuple[str, TopicStatsSample]]
     skipped_namespaces: tuple[str, ...] = ()
     no_data: bool = False
+    # Topic entries left out of the answer (the rest is used): dead-lettered and counted.
+    rejected: Sequence[RejectedSample] = ()
+
+
+class RejectedSample(Protocol):
+    """One malformed topic entry of an answer (`balancer.pulsar.RejectedTopicEntry`)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def detail(self) -> str: ...
+
+    @property
+    def excerpt(self) -> str: ...
+
+
+class DeadLetterOut(Protocol):
+    """Where rejected topic entries go: the stream's dead-letter topic (`KafkaEventSink`)."""
+
+    def dead_letter(
+        self, *, key: bytes, value: bytes, headers: Sequence[tuple[str, bytes]]
+    ) -> None: ...
 
 
 # A fetch returns (full topic name, stats) pairs of one target, or a `Fetched`; raises on
@@ -80,6 +107,7 @@ class CollectorMetrics(Protocol):
         skipped_namespaces: int = 0,
         no_data: bool = False,
         oversized_events: int = 0,
+        rejected_entries: Mapping[str, int] | None = None,
     ) -> None: ...
 
     def record_poll(self, cluster: str, broker: str, *, failure: str | None, at_s: float) -> None:
@@ -109,6 +137,8 @@ class CollectorCounts:
     skipped_namespaces: Counter[str] = field(default_factory=Counter)
     # cluster -> events not sent: larger than envelope_max_bytes on their own
     oversized: Counter[str] = field(default_factory=Counter)
+    # (cluster, reason) -> malformed topic entries left out of answers, dead-lettered
+    rejected: Counter[tuple[str, str]] = field(default_factory=Counter)
     last_success_ms: dict[str, int] = field(default_factory=dict)  # cluster -> poll time
     # (cluster, broker label) -> poll time of its last answer read
     broker_last_success_ms: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -128,6 +158,7 @@ class Collector:
         envelope_max_events: int = DEFAULT_ENVELOPE_MAX_EVENTS,
         envelope_max_bytes: int = DEFAULT_ENVELOPE_MAX_BYTES,
         metrics: CollectorMetrics | None = None,
+        dead_letters: DeadLetterOut | None = None,
         broker_listers: Mapping[str, BrokerLister] | None = None,
         round_deadline_s: float | None = None,
         max_parallel_per_cluster: int = 8,
@@ -151,6 +182,8 @@ class Collector:
         self.round_deadline_s = round_deadline_s
         self.counts = CollectorCounts()
         self.metrics = metrics
+        self.dead_letters = dead_letters
+        self._logged_rejects: set[tuple[str, str]] = set()  # (cluster, topic) logged once
         self._rounds: RoundRunner[Iterable[tuple[str, TopicStatsSample]] | Fetched] = (
             RoundRunner(
                 fetch,
@@ -228,12 +261,14 @@ class Collector:
             return False
         self._note_skipped(target, fetched.skipped_namespaces)
         oversized = 0 if fetched.no_data else self._send(target.cluster, events)
+        rejected = self._reject(target, result.poll_ms, fetched.rejected)
         if self.metrics is not None:
             self.metrics.record_collector_answer(
                 target.cluster,
                 skipped_namespaces=len(fetched.skipped_namespaces),
                 no_data=fetched.no_data,
                 oversized_events=oversized,
+                rejected_entries=rejected,
             )
         self._note_read(target, result.poll_ms)
         if fetched.no_data:
@@ -280,6 +315,41 @@ class Collector:
                         del self.counts.broker_last_success_ms[key]
                 if self.metrics is not None:
                     self.metrics.set_brokers(cluster, labels)
+
+    def _reject(
+        self, target: Target, poll_ms: int, entries: Sequence[RejectedSample]
+    ) -> Counter[str]:
+        """Dead-letter malformed topic entries (the rest of the answer was used): counted by
+        reason, logged once per topic."""
+        by_reason: Counter[str] = Counter()
+        for entry in entries:
+            reason = str(entry.reason)
+            by_reason[reason] += 1
+            self.counts.rejected[(target.cluster, reason)] += 1
+            if self.dead_letters is not None:
+                self.dead_letters.dead_letter(
+                    key=f"collector/{target.cluster}/{target.label}/{entry.topic}".encode(),
+                    value=entry.excerpt.encode(),
+                    headers=[
+                        ("reason", reason.encode()),
+                        ("detail", entry.detail.encode()),
+                        ("source", b"collector"),
+                        ("cluster", target.cluster.encode()),
+                        ("broker", target.label.encode()),
+                        ("poll_ms", str(poll_ms).encode()),
+                    ],
+                )
+            if (target.cluster, entry.topic) not in self._logged_rejects:
+                self._logged_rejects.add((target.cluster, entry.topic))
+                log.warning(
+                    "collector: %s: topic entry %s rejected (%s: %s); the rest of the answer "
+                    "is used; dead-lettered, counted, logged once",
+                    target,
+                    entry.topic,
+                    reason,
+                    entry.detail,
+                )
+        return by_reason
 
     def _note_skipped(self, target: Target, namespaces: Sequence[str]) -> None:
         self.counts.skipped_namespaces[target.cluster] += len(namespaces)
@@ -392,6 +462,7 @@ def admin_fetch(peer_group: BrokerStatsSource) -> Fetch:
             samples=[(entry.topic, entry.stats) for entry in stats],
             skipped_namespaces=stats.skipped_namespaces,
             no_data=stats.no_data,
+            rejected=stats.rejected,
         )
 
     return fetch

@@ -43,6 +43,7 @@ class SinkCounts:
     failed: int = 0
     dropped: int = 0
     rebuilds: int = 0
+    dead_letters_lost: int = 0  # rejected topic entries Kafka did not take (logged)
 
 
 # Builds a KafkaProducer: idempotent or not.
@@ -75,6 +76,7 @@ class KafkaEventSink:
     ) -> None:
         self.producer: KafkaProducer | None = producer
         self.topic = topic
+        self.dead_letter_topic: str | None = None  # where `dead_letter` sends
         self.idempotent = bool(getattr(producer, "config", {}).get("enable_idempotence", False))
         self.counts = SinkCounts()
         self._factory = factory
@@ -101,6 +103,7 @@ class KafkaEventSink:
         max_block_ms: int = 5000,
         max_message_bytes: int = DEFAULT_ENVELOPE_MAX_BYTES,
         compression_type: str | None = None,
+        dead_letter_topic: str | None = None,
     ) -> KafkaEventSink:
         from kafka import KafkaProducer
 
@@ -128,12 +131,38 @@ class KafkaEventSink:
             # (the default bootstrap wait, 30 s, would stall the polls and the shutdown).
             return build(enable_idempotence, bootstrap_timeout_ms=max_block_ms)
 
+        sink: KafkaEventSink | None = None
         if idempotent:
             try:
-                return cls(build(True), topic, factory=rebuild, listener=listener)
+                sink = cls(build(True), topic, factory=rebuild, listener=listener)
             except Exception as exc:  # e.g. a broker without InitProducerId
                 log.warning("idempotent producer not available (%s); falling back", exc)
-        return cls(build(False), topic, factory=rebuild, listener=listener)
+        if sink is None:
+            sink = cls(build(False), topic, factory=rebuild, listener=listener)
+        sink.dead_letter_topic = dead_letter_topic
+        return sink
+
+    def dead_letter(
+        self, *, key: bytes, value: bytes, headers: Sequence[tuple[str, bytes]]
+    ) -> None:
+        """Send a rejected topic entry to `dead_letter_topic` (none set: only counted)."""
+        producer = self._current_producer()
+        if self.dead_letter_topic is None or producer is None:
+            self.counts.dead_letters_lost += 1
+            return
+        try:
+            future = producer.send(
+                self.dead_letter_topic, key=key, value=value, headers=list(headers)
+            )
+        except Exception as exc:
+            self.counts.dead_letters_lost += 1
+            log.warning("collector: a dead letter was not sent: %s", _describe(exc))
+            return
+        future.add_errback(lambda _exc: self._lose_dead_letter())
+
+    def _lose_dead_letter(self) -> None:
+        with self._lock:
+            self.counts.dead_letters_lost += 1
 
     def send(self, *, key: bytes, value: bytes, events: int = 1) -> None:
         producer = self._current_producer()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
@@ -49,6 +49,12 @@ class CollectorMetrics:
             f"{PREFIX}_collector_events_oversized",
             "Collected events not sent: larger than collector.envelope_max_bytes on their own.",
             ["cluster"], registry=reg,
+        )  # fmt: skip
+        self._rejected = Counter(
+            f"{PREFIX}_collector_rejected_entries",
+            "Malformed topic entries left out of broker-stats answers (the rest of the answer "
+            "is used) and sent to the dead-letter topic, by reason.",
+            ["cluster", "reason"], registry=reg,
         )  # fmt: skip
         self._rebuilds = Counter(
             f"{PREFIX}_collector_producer_rebuilds",
@@ -102,9 +108,16 @@ class CollectorMetrics:
         skipped_namespaces: int = 0,
         no_data: bool = False,
         oversized_events: int = 0,
+        rejected_entries: Mapping[str, int] | None = None,
     ) -> None:
         """The `collect` command's view of an answer: only what these counters hold."""
         self.events_oversized(cluster, oversized_events)
+        self.entries_rejected(cluster, rejected_entries or {})
+
+    def entries_rejected(self, cluster: str, by_reason: Mapping[str, int]) -> None:
+        for reason, count in by_reason.items():
+            if count > 0:
+                self._rejected.labels(cluster=cluster, reason=reason).inc(count)
 
     def producer_rebuilt(self) -> None:
         self._rebuilds.inc()

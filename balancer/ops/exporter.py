@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -428,9 +428,11 @@ class BalancerMetrics:
         skipped_namespaces: int = 0,
         no_data: bool = False,
         oversized_events: int = 0,
+        rejected_entries: Mapping[str, int] | None = None,
     ) -> None:
         """Count what one broker-stats answer held besides topic stats."""
         self.collector.events_oversized(cluster, oversized_events)
+        self.collector.entries_rejected(cluster, rejected_entries or {})
         if skipped_namespaces:
             self._collector_skipped.labels(cluster=cluster).inc(skipped_namespaces)
         if no_data:
@@ -441,6 +443,12 @@ class BalancerMetrics:
 
     def set_brokers(self, cluster: str, brokers: Sequence[str]) -> None:
         self.collector.set_brokers(cluster, brokers)
+
+    def watch_token_files(
+        self, clusters: Sequence[str], problems: Callable[[], Mapping[str, str]]
+    ) -> None:
+        """Export `problems()` (cluster -> why its token file is unusable) as a gauge."""
+        self.registry.register(_TokenFiles(clusters, problems))
 
     def record_controller_step(self, *, failed: bool) -> None:
         """One batch's controller step: a failure counts, a success ends a run of them."""
@@ -461,6 +469,33 @@ class BalancerMetrics:
         method = method.upper()
         self._admin_requests.labels(cluster=cluster, method=method, code=code).inc()
         self._admin_duration.labels(cluster=cluster, method=method).observe(max(0.0, duration_s))
+
+
+class _TokenFiles:
+    """`token_file_problem` per cluster, read from the admin client on every scrape."""
+
+    def __init__(self, clusters: Sequence[str], problems: Callable[[], Mapping[str, str]]):
+        self._clusters = tuple(clusters)
+        self._problems = problems
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return (self._family(),)
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = self._family()
+        problems = self._problems()
+        for cluster in self._clusters:
+            family.add_metric([cluster], 1.0 if cluster in problems else 0.0)
+        return (family,)
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            f"{PREFIX}_token_file_problem",
+            "1 while the cluster's token file is deleted, unreadable or empty (the last good "
+            "token is sent meanwhile; the log says which file).",
+            labels=["cluster"],
+        )
 
 
 def snapshot_family_names() -> Iterator[str]:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from balancer.app.cli import main as cli_main
 from balancer.app.commands.collect import _with_flags
@@ -17,6 +18,7 @@ from balancer.collector.service import Collector, admin_fetch
 from balancer.collector.sink import KafkaEventSink
 from balancer.collector.targets import Target, targets_for
 from balancer.core.events import TopicStatsEvent, parse_message
+from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.retry import RetryPolicy
 from balancer.pulsar.routing import ClusterEndpoint
@@ -214,3 +216,47 @@ def test_the_compression_flag_overrides_the_config(flag: str | None, codec: str 
 def test_target_broker_is_host_and_port() -> None:
     assert Target("a", "http://10.0.0.5:8080").broker == "10.0.0.5:8080"
     assert Target("a").broker is None
+
+
+def test_a_malformed_topic_entry_is_dead_lettered_alone_and_the_rest_is_sent(
+    kafka: Broker,
+) -> None:
+    # Issue 32: one topic with msgRateIn "NaN" hid the whole broker's answer for minutes.
+    with start_peer_group(SCENARIO, seed=7) as group:
+        east = group.broker_urls["east"][0]
+        with _peer_group(group.admin_urls) as pg:
+            healthy = {e.topic for e in pg.broker_topic_stats("east", east)}
+        bad = sorted(healthy)[0]
+        group.faults.configure(malformed_topics={bad: {"msgRateIn": "NaN"}})
+        topic = kafka.new_topic(prefix="collect-nan")
+        dead = kafka.new_topic(prefix="collect-nan-dlq")
+        sink = KafkaEventSink.connect(
+            bootstrap_servers=[kafka.bootstrap_servers], topic=topic, dead_letter_topic=dead
+        )
+        registry = CollectorRegistry()
+        metrics = CollectorMetrics(registry)
+        with _peer_group(group.admin_urls) as pg:
+            collector = Collector(
+                targets=[Target("east", east)],
+                fetch=admin_fetch(pg),
+                sink=sink,
+                metrics=metrics,
+                dead_letters=sink,
+            )
+            assert collector.poll_once() == []  # the answer counts as read
+        sink.close()
+    sent = {e.topic for _, e in _events(kafka, topic)}
+    assert sent == healthy - {bad}
+    assert collector.counts.rejected == {("east", "not_finite"): 1}
+    assert (
+        registry.get_sample_value(
+            "pulsar_balancer_collector_rejected_entries_total",
+            {"cluster": "east", "reason": "not_finite"},
+        )
+        == 1
+    )
+    [letter] = kafka.read_all(dead)
+    headers = dict(letter.headers)
+    assert headers["reason"] == b"not_finite" and headers["source"] == b"collector"
+    assert b"msgRateIn" in headers["detail"] and b'"NaN"' in letter.value
+    assert letter.key == f"collector/east/{Target('east', east).label}/{bad}".encode()

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -95,6 +95,7 @@ class Answers:
         skipped_namespaces: int = 0,
         no_data: bool = False,
         oversized_events: int = 0,
+        rejected_entries: Mapping[str, int] | None = None,
     ) -> None:
         self.oversized.append((cluster, oversized_events))
 

@@ -340,6 +340,7 @@ def test_every_metric_is_documented_in_operations_md() -> None:
     metrics.set_mode("apply")
     metrics.set_cluster_reachable("c", True)
     metrics.observe_admin_request("c", "GET", 200, 0.1)
+    metrics.watch_token_files(["c"], lambda: {})
     metrics.observe_batch(batch_report(events_rejected={"bad_json": 1}, kafka_lag={0: 1}))
     families = {f.name for f in registry.collect() if f.name.startswith("pulsar_balancer_")}
     families |= set(snapshot_family_names())
@@ -397,3 +398,15 @@ def test_lone_hot_topics_are_a_gauge_replaced_each_window() -> None:
     assert registry.get_sample_value(name, labels) == 4
     metrics.set_lone_hot_topics([])  # fixed: the series vanishes, the alert resolves
     assert registry.get_sample_value(name, labels) is None
+
+
+def test_a_token_file_problem_is_a_gauge_per_cluster() -> None:
+    metrics, registry, _ = make()
+    problems = {"east": "token file /run/east.token was deleted"}
+    metrics.watch_token_files(["east", "west"], lambda: problems)
+    name = "pulsar_balancer_token_file_problem"
+    assert registry.get_sample_value(name, {"cluster": "east"}) == 1
+    assert registry.get_sample_value(name, {"cluster": "west"}) == 0
+    problems.clear()  # restored: read again on the next scrape
+    assert registry.get_sample_value(name, {"cluster": "east"}) == 0
+

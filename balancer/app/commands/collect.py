@@ -64,6 +64,11 @@ def register(subparsers: Subparsers) -> None:
         metavar="CLUSTER=URL",
         help="poll this broker of the cluster directly (repeat per broker; default: admin URL)",
     )
+    parser.add_argument(
+        "--dead-letter-topic",
+        help="Kafka topic for malformed topic entries (default: kafka.dead_letter_topic with "
+        "--config, else '<topic>-dead-letters', as the stream's)",
+    )
     parser.add_argument("--interval-s", type=float, help="seconds between polls (default 60)")
     parser.add_argument("--retry-s", type=float, default=10.0, help="retry a failed cluster after")
     parser.add_argument(
@@ -147,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         peer_group = peer_group_from_config(config)
         bootstrap = args.bootstrap or ",".join(config.kafka.bootstrap_servers)
         topic = args.topic or config.kafka.stats_topic
+        dead_letter_topic = args.dead_letter_topic or config.kafka.dead_letter_topic
         security = kafka_security(config)
         interval_s = interval_s or config.collector.interval_s
         collector_config = config.collector
@@ -157,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("give --config, or --bootstrap, --topic and --admin-url")
         peer_group = PulsarPeerGroup([ClusterEndpoint(n, u) for n, u in admin_urls])
         bootstrap, topic = args.bootstrap, args.topic
+        dead_letter_topic = args.dead_letter_topic or f"{topic}-dead-letters"
         clusters = {n: (u, []) for n, u in admin_urls}
     for name, url in broker_urls:
         if name not in clusters:
@@ -176,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
         listener=metrics,
         max_message_bytes=collector_config.envelope_max_bytes,
         compression_type=collector_config.compression_type,
+        dead_letter_topic=dead_letter_topic,
     )
     collector = Collector(
         targets=targets,
@@ -184,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         envelope_max_events=collector_config.envelope_max_events,
         envelope_max_bytes=collector_config.envelope_max_bytes,
         metrics=metrics,
+        dead_letters=sink,
         broker_listers=listers,
         max_parallel_per_cluster=collector_config.max_parallel_per_cluster,
     )
@@ -232,12 +241,16 @@ def run(args: argparse.Namespace) -> int:
         return ", ".join(f"{c}={n}" for c, n in sorted(counter.items()) if n) or "none"
 
     sent = sink.counts
+    rejected: Counter[str] = Counter()
+    for (cluster, _reason), n in counts.rejected.items():
+        rejected[cluster] += n
     print(
         f"collected {counts.events} events in {counts.messages} messages over {counts.polls} "
         f"polls; failed fetches: {per_cluster(counts.failures)}; no data yet: "
         f"{per_cluster(counts.no_data)}; V1 namespaces skipped: "
         f"{per_cluster(counts.skipped_namespaces)}; too large to send: "
-        f"{per_cluster(counts.oversized)}; events sent {sent.sent}, failed "
+        f"{per_cluster(counts.oversized)}; topic entries rejected: {per_cluster(rejected)}; "
+        f"events sent {sent.sent}, failed "
         f"{sent.failed}, dropped {sent.dropped}; producers rebuilt {sent.rebuilds}",
         file=sys.stderr,
     )
