@@ -68,4 +68,6 @@ def build_handler(
         controller,
         thresholds=config.thresholds_model(),
         detection=config.detection_settings(),
+        # A batch waits this long for a slow cluster's actions, then goes on without them.
+        batch_wait_s=max(10.0, config.spark.trigger_interval_s),
     )

@@ -102,7 +102,10 @@ class Controller:
         self._listeners: list[OutcomeListener] = []
         # Decisions whose outcome is unknown, kept for the listeners once a recheck settles them.
         self._unsettled: dict[str, Decision] = {}
-        self._lock = threading.Lock()  # one decision at a time: the journal order is the truth
+        # One decision at a time per cluster (the journal order of a cluster is the truth);
+        # clusters never wait for each other's admin calls.
+        self._locks_guard = threading.Lock()
+        self._cluster_locks: dict[str, threading.Lock] = {}
 
     def add_listener(self, listener: OutcomeListener) -> None:
         """Call `listener(outcome)` after every decision (e.g. to feed the metrics exporter)."""
@@ -139,7 +142,7 @@ class Controller:
     ) -> Outcome:
         started = self.clock.monotonic()
         # Every admin call of the decision goes to the cluster its stats came from.
-        with self._lock, routed_to(decision.cluster):
+        with self._cluster_lock(decision.cluster), routed_to(decision.cluster):
             try:
                 self._gate(decision)
                 step = steps(decision, batch_id)
@@ -164,6 +167,10 @@ class Controller:
             self._unsettled[decision.decision_id] = decision
         self._notify(outcome)
         return outcome
+
+    def _cluster_lock(self, cluster: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._cluster_locks.setdefault(cluster, threading.Lock())
 
     def _notify(self, outcome: Outcome) -> None:
         for listener in self._listeners:
@@ -442,8 +449,16 @@ class Controller:
         """
         settled: list[tuple[str, ActionResult]] = []
         rechecked: list[Outcome] = []
-        with self._lock:
-            for entry in self.journal.pending():
+        # A cluster whose actions are in flight (its lock held) is left for a later call:
+        # its open intents are those actions, not a crash's, and waiting would hold the
+        # other clusters up.
+        for entry in self.journal.pending():
+            lock = self._cluster_lock(entry.cluster)
+            if not lock.acquire(blocking=False):
+                continue
+            try:
+                if entry.decision_id not in {e.decision_id for e in self.journal.pending()}:
+                    continue  # settled by its action just before we got the lock
                 try:
                     with routed_to(entry.cluster):
                         result, detail = reconcile_entry(self.admin, self.layouts, entry)
@@ -454,11 +469,19 @@ class Controller:
                 self.stats.count(entry.kind, result.value, "Reconciled")
                 self._audit_settled(entry, "reconciled", result, detail)
                 settled.append((entry.decision_id, result))
-            for entry in self.journal.unknown():
+            finally:
+                lock.release()
+        for entry in self.journal.unknown():
+            lock = self._cluster_lock(entry.cluster)
+            if not lock.acquire(blocking=False):
+                continue
+            try:
                 outcome = self._recheck(entry)
-                if outcome is not None:
-                    rechecked.append(outcome)
-                    settled.append((entry.decision_id, outcome.result))
+            finally:
+                lock.release()
+            if outcome is not None:
+                rechecked.append(outcome)
+                settled.append((entry.decision_id, outcome.result))
         for outcome in rechecked:
             self._notify(outcome)
         return settled

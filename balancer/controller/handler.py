@@ -38,7 +38,10 @@ class ControllerHandler:
         thresholds: Thresholds,
         detection: DetectionSettings,
         clock: Clock | None = None,
+        batch_wait_s: float = 30.0,
     ) -> None:
+        if batch_wait_s <= 0:
+            raise ValueError("batch_wait_s must be > 0")
         self.controller = controller
         self.thresholds = thresholds
         self.detection = detection
@@ -49,6 +52,8 @@ class ControllerHandler:
         # broker-stats' storageSize counts offloaded ledgers: read what is in BookKeeper.
         self.bookkeeper = BookKeeperCheck(controller.admin)
         self.last_outcomes: tuple[Outcome, ...] = ()
+        self.batch_wait_s = batch_wait_s
+        self._busy: dict[str, threading.Thread] = {}  # cluster -> its actions' thread
         self._lock = threading.Lock()
 
     @property
@@ -98,10 +103,76 @@ class ControllerHandler:
             for skipped in result.skipped:
                 self.stats.count("split", "skipped", skipped.reason.value)
             decisions: list[Decision] = [*result.splits, *result.offloads]
-            outcomes = [self.controller.handle(d, batch_id=batch_id) for d in decisions]
-            self.last_outcomes = tuple(outcomes)
+            self.last_outcomes = tuple(self._apply(decisions, batch_id))
             self.controller.journal.mark_batch(batch_id, at_ms=self.clock.now_ms())
             self.stats.batch(replayed=False)
 
-    def close(self) -> None:
+    def _apply(self, decisions: list[Decision], batch_id: str) -> list[Outcome]:
+        """Apply each cluster's decisions in order, the clusters side by side.
+
+        A cluster's admin calls may take the client's attempts x timeout each (minutes on a
+        slow cluster); the others' must not wait for them. A batch waits at most
+        `batch_wait_s` for a cluster; one still busy then goes on in the background (its
+        intents are journaled, so a crash meanwhile is reconciled), and its decisions of
+        the next batches are skipped (counted, logged) until it is done: the next windows
+        decide them again.
+        """
+        by_cluster: dict[str, list[Decision]] = {}
+        for decision in decisions:
+            by_cluster.setdefault(decision.cluster, []).append(decision)
+        done: dict[str, list[Outcome]] = {}
+        errors: list[Exception] = []  # of this batch's threads that end in its wait
+        started: list[threading.Thread] = []
+        for cluster, todo in by_cluster.items():
+            busy = self._busy.get(cluster)
+            if busy is not None and busy.is_alive():
+                for decision in todo:
+                    self.stats.count(decision.kind, "skipped", "cluster_busy")
+                log.warning(
+                    "batch %s: %d decision(s) on %s skipped: its actions of an earlier batch "
+                    "still wait for its admin API",
+                    batch_id,
+                    len(todo),
+                    cluster,
+                )
+                continue
+            thread = threading.Thread(
+                target=self._apply_cluster,
+                args=(todo, batch_id, done, errors),
+                name=f"controller-{cluster}",
+                daemon=True,  # a hung admin call never holds up the process's exit
+            )
+            self._busy[cluster] = thread
+            thread.start()
+            started.append(thread)
+        deadline = self.clock.monotonic() + self.batch_wait_s
+        for thread in started:
+            thread.join(timeout=max(0.0, deadline - self.clock.monotonic()))
+        if errors:
+            raise errors[0]
+        return [o for d in decisions for o in done.get(d.decision_id, [])]
+
+    def _apply_cluster(
+        self,
+        decisions: list[Decision],
+        batch_id: str,
+        done: dict[str, list[Outcome]],
+        errors: list[Exception],
+    ) -> None:
+        try:
+            for decision in decisions:
+                done[decision.decision_id] = [self.controller.handle(decision, batch_id=batch_id)]
+        except Exception as exc:  # raised by the batch if it still waits, and logged here
+            log.exception("controller failed on %s in batch %s", decisions[0].cluster, batch_id)
+            errors.append(exc)
+
+    def close(self, *, wait_s: float = 10.0) -> None:
+        """Close the controller after waiting (at most `wait_s`) for actions in flight.
+
+        An action still waiting for its cluster then is cut off: its intent stays in the
+        journal and is reconciled from Pulsar's state on the next start.
+        """
+        deadline = self.clock.monotonic() + wait_s
+        for thread in list(self._busy.values()):
+            thread.join(timeout=max(0.0, deadline - self.clock.monotonic()))
         self.controller.close()
