@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from balancer.app.config import BalancerConfig
@@ -19,14 +20,21 @@ from balancer.pulsar.errors import PulsarAdminError
 log = logging.getLogger(__name__)
 
 
-def census(admin: PulsarPeerGroup) -> dict[str, int]:
+CENSUS_DEADLINE_S = 20.0  # a cluster that has not answered by then is left out of the census
+
+
+def census(admin: PulsarPeerGroup, *, deadline_s: float = CENSUS_DEADLINE_S) -> dict[str, int]:
     """Bundles per namespace across the peer group (`tenant/ns` -> count).
 
-    Each cluster lists the namespaces it holds; a cluster that does not answer is skipped
-    (and logged), so the census never stops the run.
+    Each cluster lists the namespaces it holds, all clusters at once; a cluster that does
+    not answer within `deadline_s` is skipped (and logged), so the census never holds up
+    the run's start or end. A namespace listed by several clusters counts as the first
+    cluster (in the config's order) lists it.
     """
-    counts: dict[str, int] = {}
-    for cluster in admin.clusters:
+    found: dict[str, dict[str, int]] = {}
+
+    def count(cluster: str) -> None:
+        counts: dict[str, int] = {}
         try:
             for tenant in admin.list_tenants(via=cluster):
                 for namespace in admin.list_namespaces(tenant, via=cluster):
@@ -35,7 +43,25 @@ def census(admin: PulsarPeerGroup) -> dict[str, int]:
                         counts[namespace] = layout.num_bundles
         except (PulsarAdminError, ValueError) as exc:
             log.warning("census of cluster %s incomplete: %s", cluster, type(exc).__name__)
-    return dict(sorted(counts.items()))
+        found[cluster] = counts
+
+    threads = [
+        threading.Thread(target=count, args=(c,), name=f"census-{c}", daemon=True)
+        for c in admin.clusters
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + deadline_s
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    merged: dict[str, int] = {}
+    for cluster in admin.clusters:
+        if cluster not in found:
+            log.warning("census of cluster %s skipped: no answer in %.0f s", cluster, deadline_s)
+            continue
+        for namespace, bundles in found[cluster].items():
+            merged.setdefault(namespace, bundles)
+    return dict(sorted(merged.items()))
 
 
 def summarize(

@@ -126,10 +126,13 @@ class RunningPeerGroup(StopsOnExit):
         """Requests answered 401 because the bearer token was missing or wrong."""
         return sum(server.unauthorized for server in self._servers)
 
-    def rotate_token(self, token: str) -> None:
-        """Every broker now requires `token` (started with `required_token`): the old one is
-        answered 401, as after a rotation of Pulsar's token secret key or the role's token."""
+    def rotate_token(self, token: str, *, cluster: str | None = None) -> None:
+        """Every broker (of `cluster`, default all) now requires `token` (started with
+        `required_token`): the old one is answered 401, as after a rotation of Pulsar's
+        token secret key or the role's token."""
         for server in self._servers:
+            if cluster is not None and server.cluster != cluster:
+                continue
             if server.required_token is None:
                 raise ValueError("the peer group was started without a required token")
             server.required_token = token

@@ -107,6 +107,8 @@ class SimModel:
             start_ms=scenario.start_ms,
         )
         self.request_counts: Counter[tuple[str, str]] = Counter()  # (cluster, route) -> n
+        # (cluster, broker index, route) -> n: who of a cluster's brokers was asked
+        self.broker_request_counts: Counter[tuple[str, int, str]] = Counter()
         self._broker_stats_cache: dict[tuple[str, int], tuple[tuple[int, int], dict[str, Any]]] = {}
         self._broker_stats_bytes: dict[tuple[str, int], tuple[dict[str, Any], bytes]] = {}
         self._layout_version = 0
@@ -119,9 +121,19 @@ class SimModel:
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
-    def count_request(self, cluster: str, route: str) -> None:
+    def count_request(self, cluster: str, route: str, broker: int | None = None) -> None:
         with self.lock:
             self.request_counts[(cluster, route)] += 1
+            if broker is not None:
+                self.broker_request_counts[(cluster, broker, route)] += 1
+
+    def broker_requests(self, cluster: str, route: str) -> dict[int, int]:
+        """Broker index -> requests for `route` it answered (every broker of `cluster`)."""
+        with self.lock:
+            return {
+                b: self.broker_request_counts[(cluster, b, route)]
+                for b in range(len(self.clusters[cluster].broker_urls))
+            }
 
     def requests(self, *, route: str | None = None, cluster: str | None = None) -> int:
         """How many requests matched `route` (a route name such as "split") on `cluster`."""

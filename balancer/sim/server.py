@@ -126,7 +126,7 @@ class _BrokerHandler(BaseHTTPRequestHandler):
         srv = self.server
         split = urlsplit(self.path)
         name, handler, params = route(method, split.path)
-        srv.model.count_request(srv.cluster, name)
+        srv.model.count_request(srv.cluster, name, broker=srv.broker)
         body = self._read_body()
         if body is None:
             return
