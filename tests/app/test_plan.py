@@ -212,6 +212,24 @@ def test_one_saved_file_with_cluster_name(
     assert "20 bundles" not in out and "4 bundles with load" in out
 
 
+def test_a_malformed_topic_entry_is_left_out_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with start_peer_group(quiet_scenario()) as group:
+        url = group.broker_urls["east"][0]
+        body = httpx.get(f"{url}/admin/v2/broker-stats/topics").json()
+    namespace, bundles = next(iter(body.items()))
+    bundle, domains = next(iter(bundles.items()))
+    bad = next(iter(domains["persistent"]))
+    domains["persistent"][bad]["msgRateIn"] = "NaN"
+    path = tmp_path / "east.json"
+    path.write_text(json.dumps(body))
+    code, out, err = run_plan(capsys, "--stats-file", str(path), "--cluster", "east")
+    assert code == EXIT_NOTHING, err
+    assert f"topic {bad} left out (wrong_type" in err or f"topic {bad} left out (not_finite" in err
+    assert "4 bundles with load" in out  # the rest of the answer is planned
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [

@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # the admin client is imported when a cluster is asked
     from balancer.core.decisions import OffloadDecision
     from balancer.pulsar.client import PulsarPeerGroup
     from balancer.pulsar.errors import PulsarAdminError
+    from balancer.pulsar.models import BrokerTopicStats
 
 _T = TypeVar("_T")
 
@@ -281,6 +282,7 @@ def _poll(admin: PulsarPeerGroup, target: Target) -> list[TopicSample]:
     stats = _ask(
         target.cluster, lambda: admin.broker_topic_stats(target.cluster, target.broker_url)
     )
+    _say_rejected(stats, str(target))
     return [
         TopicSample(
             entry.namespace,
@@ -371,6 +373,7 @@ def read_stats_files(path: Path, *, default_cluster: str, now_ms: int) -> list[T
             raise ValueError(
                 f"stats file {file}: not a broker-stats/topics answer: {exc}"
             ) from None
+        _say_rejected(stats, f"stats file {file}")
         samples.extend(
             TopicSample(
                 e.namespace,
@@ -380,3 +383,14 @@ def read_stats_files(path: Path, *, default_cluster: str, now_ms: int) -> list[T
             for e in stats
         )
     return samples
+
+
+def _say_rejected(stats: BrokerTopicStats, where: str) -> None:
+    """Malformed topic entries are left out of the plan: say which, on stderr (stdout is
+    the plan alone)."""
+    for entry in stats.rejected:
+        print(
+            f"plan: {where}: topic {entry.topic} left out ({entry.reason.value}: {entry.detail})",
+            file=sys.stderr,
+            flush=True,
+        )
