@@ -326,7 +326,7 @@ class BalancerApp:
         def read_recently() -> bool:
             now_s = time.time()
             collector = self.collector
-            last_ms = None if collector is None else collector.counts.last_success_ms.get(cluster)
+            last_ms = None if collector is None else collector.counts.last_read_ms.get(cluster)
             since_s = self._started_wall_s if last_ms is None else last_ms / 1000
             return now_s - since_s <= max_age_s
 

@@ -140,8 +140,10 @@ class CollectorCounts:
     # (cluster, reason) -> malformed topic entries left out of answers, dead-lettered
     rejected: Counter[tuple[str, str]] = field(default_factory=Counter)
     last_success_ms: dict[str, int] = field(default_factory=dict)  # cluster -> poll time
-    # (cluster, broker label) -> poll time of its last answer read
+    # (cluster, broker label) -> poll time of its last answer read ("no data yet" included)
     broker_last_success_ms: dict[tuple[str, str], int] = field(default_factory=dict)
+    # cluster -> poll time of the newest answer read from any of its brokers
+    last_read_ms: dict[str, int] = field(default_factory=dict)
     # cluster -> its last failure or answer said 401/403 (cleared by an answer read)
     unauthorized: dict[str, bool] = field(default_factory=dict)
 
@@ -299,6 +301,8 @@ class Collector:
 
     def _note_read(self, target: Target, poll_ms: int) -> None:
         self.counts.broker_last_success_ms[(target.cluster, target.label)] = poll_ms
+        newest = max(poll_ms, self.counts.last_read_ms.get(target.cluster, poll_ms))
+        self.counts.last_read_ms[target.cluster] = newest
         self.counts.unauthorized[target.cluster] = False
         if self.metrics is not None:
             at_s = poll_ms / 1000
