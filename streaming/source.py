@@ -180,11 +180,16 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class KafkaRange(InputPartition):  # type: ignore[misc]  # pyspark is untyped here
-    """One read task: offsets [start, end) of one partition."""
+    """One read task: offsets [start, end) of one partition.
+
+    `vanished`: the topic no longer has the partition (recreated with fewer partitions); the
+    task reads nothing and reports the range as skipped, and the partition as gone.
+    """
 
     partition: int
     start: int
     end: int
+    vanished: bool = False
 
 
 def split_limit(
@@ -223,6 +228,18 @@ def split_limit(
     return {p: start.get(p, 0) + take[p] for p in backlog}
 
 
+def topic_partitions(consumer: KafkaConsumer, topic: str, *, refresh: bool = False) -> set[int]:
+    """The partitions of `topic` in the cluster's metadata (empty: no such topic yet).
+
+    `refresh`: ask the cluster now rather than trust the consumer's cached metadata.
+    """
+    parts = None if refresh else consumer.partitions_for_topic(topic)
+    if not parts:
+        consumer.topics()  # a metadata request: the topic may have just been created
+        parts = consumer.partitions_for_topic(topic)
+    return set(parts or ())
+
+
 def fetch_high_watermarks(
     consumer: KafkaConsumer, topic: str, positions: Mapping[int, int], *, timeout_s: float = 10.0
 ) -> dict[int, int]:
@@ -233,10 +250,7 @@ def fetch_high_watermarks(
     """
     from kafka import TopicPartition
 
-    parts = consumer.partitions_for_topic(topic)
-    if not parts:
-        consumer.topics()  # refresh metadata once: the topic may have just been created
-        parts = consumer.partitions_for_topic(topic)
+    parts = topic_partitions(consumer, topic)
     if not parts:
         return {}
     tps = [TopicPartition(topic, p) for p in sorted(parts)]
@@ -268,6 +282,7 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # Driver side only; dropped when the reader is pickled.
         self._consumer: KafkaConsumer | None = None
         self._known: dict[int, int] = {}  # last high-water marks seen
+        self._partitions: set[int] = set()  # the topic's partitions when last looked at
         self._target: dict[int, int] | None = None  # Trigger.AvailableNow end
 
     def __getstate__(self) -> dict[str, object]:
@@ -283,7 +298,21 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             positions.setdefault(p, offset)
         marks = fetch_high_watermarks(self._consumer, self.options.topic, positions)
         self._known.update(marks)
+        if marks:
+            self._partitions = set(marks)
         return marks
+
+    def _existing(self, named: set[int]) -> set[int]:
+        """The topic's partitions, looked up again when `named` holds one not seen last time
+        (empty when the topic does not exist: then nothing is taken as gone)."""
+        if named <= self._partitions:
+            return self._partitions
+        if self._consumer is None:
+            self._consumer = self.options.consumer(max_partition_fetch_bytes=1024)
+        found = topic_partitions(self._consumer, self.options.topic, refresh=True)
+        if found:
+            self._partitions = found
+        return found
 
     def initialOffset(self) -> dict[str, int]:
         if self.options.starting_offsets == "latest":
@@ -317,8 +346,20 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             )
         # A partition that appeared after the start is read from its beginning.
         available = {p: 0 if p in lost else max(m, begin.get(p, 0)) for p, m in marks.items()}
-        for p, o in begin.items():
-            available.setdefault(p, o)
+        if marks:
+            # A partition of the checkpoint that the topic no longer has (it was recreated
+            # with fewer partitions) is dropped from the offsets: should it come back, it is
+            # a new partition, read from offset 0. `partitions` reports it in this batch.
+            gone = sorted(p for p in begin if p not in marks)
+            if gone:
+                log.warning(
+                    "Kafka topic %s no longer has partition(s) %s of the checkpoint's offsets "
+                    "(recreated with fewer partitions): dropped from the offsets",
+                    self.options.topic,
+                    gone,
+                )
+        else:
+            available = dict(begin)  # the topic is not there (yet): keep the offsets
         if isinstance(limit, ReadMaxRows):
             end = split_limit(begin, available, limit.max_rows)
             end.update(dict.fromkeys(lost, 0))
@@ -330,11 +371,29 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return {str(p): o for p, o in sorted(self._known.items())} or None
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[KafkaRange]:
+        """A read task per partition with records in [start, end), and one per partition
+        the topic no longer has (`KafkaRange.vanished`): one whose planned range can never
+        be read (a batch planned before the topic was recreated with fewer partitions and
+        replayed after), or one that `latestOffset` dropped from the offsets."""
+        first = {int(p): int(o) for p, o in start.items()}
+        last = {int(p): int(o) for p, o in end.items()}
+        existing = self._existing(set(first) | set(last))
+        gone = set(first) | set(last) if existing else set()
+        gone -= existing
         out = []
-        for p, last in sorted(end.items(), key=lambda kv: int(kv[0])):
-            first = int(start.get(p, 0))
-            if int(last) > first:
-                out.append(KafkaRange(int(p), first, int(last)))
+        for p in sorted(set(first) | set(last)):
+            begin = first.get(p, 0)
+            stop = last.get(p, begin)
+            if p in gone and (p not in last or stop > begin):
+                out.append(KafkaRange(p, begin, stop, vanished=True))
+            elif p not in gone and stop > begin:
+                out.append(KafkaRange(p, begin, stop))
+        if gone:
+            log.warning(
+                "Kafka topic %s no longer has partition(s) %s: their offsets are skipped",
+                self.options.topic,
+                sorted(gone),
+            )
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -376,7 +435,22 @@ def _read_parsed(options: SourceOptions, task: KafkaRange) -> Iterator[pa.Record
         max_future_skew_ms=options.max_future_skew_ms,
         clusters=frozenset(options.clusters) or None,
     )
-    partition, batch_rows = task.partition, options.batch_rows
+    if task.vanished:  # nothing to read: the summary says so
+        summary.next_offset, summary.vanished = task.start, True
+        summary.skipped_offsets = task.end - task.start
+    else:
+        yield from _parse_range(options, task, parser)
+    if len(parser):
+        yield parser.flush()
+    yield parser.summary_batch()
+
+
+def _parse_range(
+    options: SourceOptions, task: KafkaRange, parser: RecordParser
+) -> Iterator[pa.RecordBatch]:
+    """Parse the task's records, yielding a batch each `batch_rows` rows (the rest stays in
+    `parser`); the range's end state goes into the parser's summary."""
+    partition, batch_rows, summary = task.partition, options.batch_rows, parser.summary
     with _range(options, task) as records:
         for batch in records.batches():
             values = [m.value() for m in batch]
@@ -388,12 +462,12 @@ def _read_parsed(options: SourceOptions, task: KafkaRange) -> Iterator[pa.Record
                     yield parser.flush()
                 values, offsets = values[taken:], offsets[taken:]
         summary.high_watermark = records.high_watermark
-    if len(parser):
-        yield parser.flush()
-    yield parser.summary_batch()
+        summary.skipped_offsets, summary.vanished = records.lost_offsets, records.vanished
 
 
 def _read_raw(options: SourceOptions, task: KafkaRange) -> Iterator[pa.RecordBatch]:
+    if task.vanished:
+        return  # raw rows carry no summary: the driver's log says which partitions are gone
     offsets: list[int] = []
     values: list[bytes | None] = []
     with _range(options, task) as records:
