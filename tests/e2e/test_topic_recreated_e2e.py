@@ -27,9 +27,9 @@ from tests.kafka_broker import Broker
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.kafka]
 
 NEW_PARTITIONS = 2
-# The restarted stream must hand on batches well before a read task's timeout (60 s) would
-# fail the replayed batch; start-up (JVM, first batch) takes ~30 s on this machine.
-RESUME_TIMEOUT_S = 55
+# A bound, not a speed check: a replayed read task that waits for a vanished partition fails
+# its batch after 60 s (`read_timeout_s`) and the process exits 1, which fails the wait.
+RESUME_TIMEOUT_S = 150
 
 
 def _offset_line(path: Path) -> dict[str, int]:
@@ -99,14 +99,12 @@ def test_a_stats_topic_recreated_with_fewer_partitions_resumes_the_stream(
             what="the restarted balancer",
             process=second,
         )
-        resumed_at = time.monotonic()
         wait_for(
             lambda: second.batches() >= 2,
             timeout_s=RESUME_TIMEOUT_S,
             what="two micro-batches after the topic was recreated",
             process=second,
         )
-        resumed_s = time.monotonic() - resumed_at
         # The stream goes on: the hot bundles get split (on the records of the new topic),
         # and more batches follow.
         hot = set(hot_bundles_at_start())
@@ -129,7 +127,7 @@ def test_a_stats_topic_recreated_with_fewer_partitions_resumes_the_stream(
             if p.alive():
                 p.kill()
         sim.stop()
-    assert "no record for" not in second.text(), f"a read task waited ({resumed_s:.0f} s)"
+    assert "no record for" not in second.text()  # no read task waited for its records
     # The checkpoint no longer names the vanished partitions; both new ones are read.
     assert set(committed_offsets(checkpoint)) == {"0", "1"}
     log = (tmp_path / "balancer.log").read_text()

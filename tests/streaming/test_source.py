@@ -167,14 +167,13 @@ def test_a_replayed_batch_does_not_wait_for_a_partition_that_no_longer_exists(
 
 def test_a_partition_range_of_a_partition_the_topic_lacks_ends_at_once(kafka: Broker) -> None:
     """Should a task be planned on a partition that vanished after the driver looked, it
-    ends at its first empty poll and counts the range as skipped (no read timeout)."""
+    ends at its first empty poll and counts the range as skipped (waiting would raise the
+    read timeout's TimeoutError)."""
     topic = kafka.new_topic(partitions=2, prefix="src")
     config = consumer_config(kafka.bootstrap_servers, {})
-    started = time.monotonic()
     with PartitionRange(config, topic, 3, 2, 5, poll_timeout_s=0.2, read_timeout_s=30) as part:
         assert list(part.batches()) == []
     assert (part.vanished, part.lost_offsets) == (True, 3)
-    assert time.monotonic() - started < 15  # not the read timeout
 
 
 def test_trigger_available_now_stops_at_the_marks_seen_at_start(kafka: Broker) -> None:
