@@ -16,16 +16,12 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from streaming.kafka_offsets import fetch_high_watermarks
 from streaming.packing import events_of
 from streaming.parse import ReadSummary
 from streaming.partition_range import PartitionRange, consumer_config
 from streaming.schema import PARSED_ARROW_SCHEMA, RAW_ARROW_SCHEMA, RowKind
-from streaming.source import (
-    KafkaRange,
-    KafkaStatsStreamReader,
-    SourceOptions,
-    fetch_high_watermarks,
-)
+from streaming.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
 from tests.kafka_broker import Broker
 from tests.stream_events import BASE_MS, encode, event
 
