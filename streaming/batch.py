@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -155,6 +155,7 @@ class BatchProcessor:
             consumed += s.consumed
             if s.high_watermark is not None:
                 lag[s.partition] = max(0, s.high_watermark - s.next_offset)
+        _log_skipped(batch_id, observed.summaries)
         # A pane's start stands for its events: they share their oldest window.
         late = late_events(pane_events, observed.late_watermark_ms, self.spec)
         heads = closed.heads()
@@ -237,3 +238,26 @@ class BatchProcessor:
             else [(c, load) for c, _, load in loads if load.storage_size >= threshold]
         )
         return with_topics(bundles, loads, layouts, wanted), large
+
+
+def _log_skipped(batch_id: int, summaries: Sequence[ReadSummary]) -> None:
+    """Say which Kafka offsets the batch could not read, and why (the read tasks count them)."""
+    gone = sorted({s.partition for s in summaries if s.vanished})
+    if gone:
+        log.warning(
+            "batch %d: Kafka partition(s) %s no longer exist (the topic was recreated with "
+            "fewer partitions): not read any more, %d of the batch's planned offsets skipped",
+            batch_id,
+            gone,
+            sum(s.skipped_offsets for s in summaries if s.vanished),
+        )
+    lost = {
+        s.partition: s.skipped_offsets for s in summaries if s.skipped_offsets and not s.vanished
+    }
+    if lost:
+        log.warning(
+            "batch %d: %d Kafka offsets skipped, the broker no longer has them (by partition: %s)",
+            batch_id,
+            sum(lost.values()),
+            lost,
+        )

@@ -56,6 +56,10 @@ class ReadSummary:
     # span a few panes where their times in ms take ~60k keys (0.2 s a batch through py4j).
     pane_events: Counter[int] = field(default_factory=Counter)
     newest_event_ms: int = 0  # newest valid event time (0: none)
+    # Offsets of the task's range it could not read: records the broker no longer has, or
+    # the whole range of a partition the topic no longer has (`vanished`).
+    skipped_offsets: int = 0
+    vanished: bool = False  # the partition is gone (topic recreated with fewer partitions)
 
     @property
     def consumed(self) -> int:
@@ -74,6 +78,8 @@ class ReadSummary:
                 "rejected": dict(self.rejected),
                 "pane_events": {str(k): v for k, v in self.pane_events.items()},
                 "newest_event_ms": self.newest_event_ms,
+                "skipped_offsets": self.skipped_offsets,
+                "vanished": self.vanished,
             },
             separators=(",", ":"),
         )
@@ -91,6 +97,8 @@ class ReadSummary:
             rejected=Counter({str(k): int(v) for k, v in obj["rejected"].items()}),
             pane_events=Counter({int(k): int(v) for k, v in obj["pane_events"].items()}),
             newest_event_ms=int(obj["newest_event_ms"]),
+            skipped_offsets=int(obj["skipped_offsets"]),
+            vanished=bool(obj["vanished"]),
         )
 
 

@@ -17,6 +17,9 @@ few high-water marks per trigger, not records.
   (`enable.partition.eof`) at or past `end`: that end offset is past any trailing marker.
 - The high-water mark for the task's summary is librdkafka's cached value, taken from its
   fetch responses, as kafka-python's `highwater()` is.
+- A range the broker can no longer serve ends early, counted in `lost_offsets`: records the
+  broker lost (its partition ends before the range), or a partition the topic no longer has
+  (`vanished`: recreated with fewer partitions).
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ class PartitionRange:
         self.max_messages = max_messages
         self.high_watermark: int | None = None
         self.lost_offsets = 0  # offsets of the range the broker no longer had
+        self.vanished = False  # the topic no longer has the partition: nothing can be read
         self._consumer: Consumer | None = None
 
     def __repr__(self) -> str:  # the config holds passwords: never shown
@@ -159,6 +163,17 @@ class PartitionRange:
                     yield records
                 continue
             partition_end = self._partition_end(consumer)
+            if self.vanished:
+                # The topic was recreated with fewer partitions after the range was planned
+                # (the driver plans the ranges of partitions it knows are gone as vanished,
+                # `KafkaStatsStreamReader.partitions`): the range can never be read.
+                log.warning(
+                    "Kafka topic %s no longer has partition %d: offsets %d..%d of this "
+                    "batch's range are skipped",
+                    self.topic, self.partition, next_offset, end,
+                )  # fmt: skip
+                self.lost_offsets = end - next_offset
+                break
             if partition_end is not None and next_offset >= partition_end < end:
                 # The range was planned on records the broker no longer has: it came back
                 # empty (or truncated its log) and Spark replays a batch planned before. The
@@ -185,8 +200,11 @@ class PartitionRange:
         self.high_watermark = high if high >= 0 else None  # negative: no fetch answered
 
     def _partition_end(self, consumer: Consumer) -> int | None:
-        """The partition's high-water mark as the broker answers now (None: no answer)."""
-        from confluent_kafka import KafkaException, TopicPartition
+        """The partition's high-water mark as the broker answers now (None: no answer).
+
+        Sets `vanished` when the topic no longer has the partition.
+        """
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
         try:
             _, high = consumer.get_watermark_offsets(
@@ -194,9 +212,27 @@ class PartitionRange:
                 timeout=self.poll_timeout_s,
                 cached=False,
             )
-        except KafkaException:
-            return None  # the broker is away: the read timeout bounds the wait
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError._UNKNOWN_PARTITION:
+                self.vanished = self._partition_gone(consumer)
+            return None  # else the broker is away: the read timeout bounds the wait
         return int(high) if high >= 0 else None
+
+    def _partition_gone(self, consumer: Consumer) -> bool:
+        """True when fresh metadata lists the topic without this partition."""
+        from confluent_kafka import KafkaException
+
+        try:
+            topic = consumer.list_topics(self.topic, timeout=self.poll_timeout_s).topics.get(
+                self.topic
+            )
+        except KafkaException:
+            return False
+        # A topic without partitions, or with an error, is not (yet) an answer.
+        if topic is None or topic.error is not None or not topic.partitions:
+            return False
+        return self.partition not in topic.partitions
 
     def _on_error(self, error: object) -> None:
         from confluent_kafka import KafkaError, KafkaException

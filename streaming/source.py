@@ -1,8 +1,8 @@
 """A Spark streaming source reading Kafka (PySpark's Python Data Source API).
 
 Spark's own Kafka connector is not available everywhere, so this source reads a topic itself:
-kafka-python on the driver (offsets), confluent-kafka in the read tasks (records; see
-`streaming.partition_range` for why). Design:
+kafka-python on the driver (offsets; `streaming.kafka_offsets`), confluent-kafka in the read
+tasks (records; see `streaming.partition_range` for why). Design:
 - Offsets are a JSON dict `{"<partition>": next_offset}` kept by Spark in the checkpoint, so a
   restart after a stop or a crash resumes exactly where the last committed batch ended.
 - No consumer group: each read task assigns its partition at its start offset.
@@ -42,6 +42,7 @@ from pyspark.sql.types import StructType
 
 from balancer.kafka.clients import close_consumer
 from balancer.kafka.security import KafkaSecurity
+from streaming.kafka_offsets import fetch_high_watermarks, split_limit, topic_partitions
 from streaming.parse import ReadSummary, RecordParser
 from streaming.partition_range import PartitionRange, consumer_config
 from streaming.schema import PARSED_SPARK_SCHEMA, RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA
@@ -180,85 +181,16 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class KafkaRange(InputPartition):  # type: ignore[misc]  # pyspark is untyped here
-    """One read task: offsets [start, end) of one partition."""
+    """One read task: offsets [start, end) of one partition.
+
+    `vanished`: the topic no longer has the partition (recreated with fewer partitions); the
+    task reads nothing and reports the range as skipped, and the partition as gone.
+    """
 
     partition: int
     start: int
     end: int
-
-
-def split_limit(
-    start: Mapping[int, int], available: Mapping[int, int], limit: int
-) -> dict[int, int]:
-    """End offsets reading at most `limit` records in all, shared in proportion to the backlog.
-
-    Purely computational. Each partition with a backlog first gets one record (the largest
-    backlogs first when the limit is smaller than the number of such partitions), so a small
-    partition is never starved by a big one; the rest is shared in proportion.
-    """
-    backlog = {p: max(0, available[p] - start.get(p, 0)) for p in available}
-    total = sum(backlog.values())
-    if total <= limit:
-        return {p: start.get(p, 0) + n for p, n in backlog.items()}
-    busy = sorted((p for p in backlog if backlog[p]), key=lambda q: (-backlog[q], q))
-    take = dict.fromkeys(backlog, 0)
-    for p in busy[:limit]:
-        take[p] = 1
-    left = limit - sum(take.values())
-    rest = {p: backlog[p] - take[p] for p in backlog}
-    rest_total = sum(rest.values())
-    if left > 0 and rest_total > 0:
-        share = {p: (n * left) // rest_total for p, n in rest.items()}
-        spare = left - sum(share.values())
-        # Largest remainders first: the rounding never leaves capacity unused.
-        order = sorted(rest, key=lambda q: ((rest[q] * left) % rest_total, rest[q]), reverse=True)
-        for p in order:
-            if spare <= 0:
-                break
-            if share[p] < rest[p]:
-                share[p] += 1
-                spare -= 1
-        for p in share:
-            take[p] += share[p]
-    return {p: start.get(p, 0) + take[p] for p in backlog}
-
-
-def fetch_high_watermarks(
-    consumer: KafkaConsumer, topic: str, positions: Mapping[int, int], *, timeout_s: float = 10.0
-) -> dict[int, int]:
-    """High-water mark of every partition of `topic`, as the fetch responses report it.
-
-    Seeks each partition to `positions` (the last known end, so little data is fetched) and
-    polls until every partition has answered; fresh assignments make stale values impossible.
-    """
-    from kafka import TopicPartition
-
-    parts = consumer.partitions_for_topic(topic)
-    if not parts:
-        consumer.topics()  # refresh metadata once: the topic may have just been created
-        parts = consumer.partitions_for_topic(topic)
-    if not parts:
-        return {}
-    tps = [TopicPartition(topic, p) for p in sorted(parts)]
-    consumer.assign([])
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, positions.get(tp.partition, 0))
-    deadline = time.monotonic() + timeout_s
-    marks: dict[int, int] = {}
-    while True:
-        for tp in tps:
-            mark = consumer.highwater(tp)
-            if mark is not None:
-                marks[tp.partition] = int(mark)
-        if len(marks) == len(tps):
-            return marks
-        if time.monotonic() > deadline:
-            missing = sorted(set(parts) - set(marks))
-            raise TimeoutError(
-                f"topic {topic}: no fetch response for partition(s) {missing} in {timeout_s} s"
-            )
-        consumer.poll(timeout_ms=100)
+    vanished: bool = False
 
 
 # pyspark is untyped here
@@ -268,6 +200,7 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # Driver side only; dropped when the reader is pickled.
         self._consumer: KafkaConsumer | None = None
         self._known: dict[int, int] = {}  # last high-water marks seen
+        self._partitions: set[int] = set()  # the topic's partitions when last looked at
         self._target: dict[int, int] | None = None  # Trigger.AvailableNow end
 
     def __getstate__(self) -> dict[str, object]:
@@ -283,7 +216,21 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             positions.setdefault(p, offset)
         marks = fetch_high_watermarks(self._consumer, self.options.topic, positions)
         self._known.update(marks)
+        if marks:
+            self._partitions = set(marks)
         return marks
+
+    def _existing(self, named: set[int]) -> set[int]:
+        """The topic's partitions, looked up again when `named` holds one not seen last time
+        (empty when the topic does not exist: then nothing is taken as gone)."""
+        if named <= self._partitions:
+            return self._partitions
+        if self._consumer is None:
+            self._consumer = self.options.consumer(max_partition_fetch_bytes=1024)
+        found = topic_partitions(self._consumer, self.options.topic, refresh=True)
+        if found:
+            self._partitions = found
+        return found
 
     def initialOffset(self) -> dict[str, int]:
         if self.options.starting_offsets == "latest":
@@ -317,8 +264,20 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             )
         # A partition that appeared after the start is read from its beginning.
         available = {p: 0 if p in lost else max(m, begin.get(p, 0)) for p, m in marks.items()}
-        for p, o in begin.items():
-            available.setdefault(p, o)
+        if marks:
+            # A partition of the checkpoint that the topic no longer has (it was recreated
+            # with fewer partitions) is dropped from the offsets: should it come back, it is
+            # a new partition, read from offset 0. `partitions` reports it in this batch.
+            gone = sorted(p for p in begin if p not in marks)
+            if gone:
+                log.warning(
+                    "Kafka topic %s no longer has partition(s) %s of the checkpoint's offsets "
+                    "(recreated with fewer partitions): dropped from the offsets",
+                    self.options.topic,
+                    gone,
+                )
+        else:
+            available = dict(begin)  # the topic is not there (yet): keep the offsets
         if isinstance(limit, ReadMaxRows):
             end = split_limit(begin, available, limit.max_rows)
             end.update(dict.fromkeys(lost, 0))
@@ -330,11 +289,29 @@ class KafkaStatsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return {str(p): o for p, o in sorted(self._known.items())} or None
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[KafkaRange]:
+        """A read task per partition with records in [start, end), and one per partition
+        the topic no longer has (`KafkaRange.vanished`): one whose planned range can never
+        be read (a batch planned before the topic was recreated with fewer partitions and
+        replayed after), or one that `latestOffset` dropped from the offsets."""
+        first = {int(p): int(o) for p, o in start.items()}
+        last = {int(p): int(o) for p, o in end.items()}
+        existing = self._existing(set(first) | set(last))
+        gone = set(first) | set(last) if existing else set()
+        gone -= existing
         out = []
-        for p, last in sorted(end.items(), key=lambda kv: int(kv[0])):
-            first = int(start.get(p, 0))
-            if int(last) > first:
-                out.append(KafkaRange(int(p), first, int(last)))
+        for p in sorted(set(first) | set(last)):
+            begin = first.get(p, 0)
+            stop = last.get(p, begin)
+            if p in gone and (p not in last or stop > begin):
+                out.append(KafkaRange(p, begin, stop, vanished=True))
+            elif p not in gone and stop > begin:
+                out.append(KafkaRange(p, begin, stop))
+        if gone:
+            log.warning(
+                "Kafka topic %s no longer has partition(s) %s: their offsets are skipped",
+                self.options.topic,
+                sorted(gone),
+            )
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -376,7 +353,22 @@ def _read_parsed(options: SourceOptions, task: KafkaRange) -> Iterator[pa.Record
         max_future_skew_ms=options.max_future_skew_ms,
         clusters=frozenset(options.clusters) or None,
     )
-    partition, batch_rows = task.partition, options.batch_rows
+    if task.vanished:  # nothing to read: the summary says so
+        summary.next_offset, summary.vanished = task.start, True
+        summary.skipped_offsets = task.end - task.start
+    else:
+        yield from _parse_range(options, task, parser)
+    if len(parser):
+        yield parser.flush()
+    yield parser.summary_batch()
+
+
+def _parse_range(
+    options: SourceOptions, task: KafkaRange, parser: RecordParser
+) -> Iterator[pa.RecordBatch]:
+    """Parse the task's records, yielding a batch each `batch_rows` rows (the rest stays in
+    `parser`); the range's end state goes into the parser's summary."""
+    partition, batch_rows, summary = task.partition, options.batch_rows, parser.summary
     with _range(options, task) as records:
         for batch in records.batches():
             values = [m.value() for m in batch]
@@ -388,12 +380,12 @@ def _read_parsed(options: SourceOptions, task: KafkaRange) -> Iterator[pa.Record
                     yield parser.flush()
                 values, offsets = values[taken:], offsets[taken:]
         summary.high_watermark = records.high_watermark
-    if len(parser):
-        yield parser.flush()
-    yield parser.summary_batch()
+        summary.skipped_offsets, summary.vanished = records.lost_offsets, records.vanished
 
 
 def _read_raw(options: SourceOptions, task: KafkaRange) -> Iterator[pa.RecordBatch]:
+    if task.vanished:
+        return  # raw rows carry no summary: the driver's log says which partitions are gone
     offsets: list[int] = []
     values: list[bytes | None] = []
     with _range(options, task) as records:

@@ -16,16 +16,12 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from streaming.kafka_offsets import fetch_high_watermarks
 from streaming.packing import events_of
 from streaming.parse import ReadSummary
 from streaming.partition_range import PartitionRange, consumer_config
 from streaming.schema import PARSED_ARROW_SCHEMA, RAW_ARROW_SCHEMA, RowKind
-from streaming.source import (
-    KafkaRange,
-    KafkaStatsStreamReader,
-    SourceOptions,
-    fetch_high_watermarks,
-)
+from streaming.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
 from tests.kafka_broker import Broker
 from tests.stream_events import BASE_MS, encode, event
 
@@ -116,6 +112,64 @@ def test_a_partition_that_lost_its_data_is_read_again_from_offset_0(kafka: Broke
     # With a read limit too.
     assert reader.latestOffset(checkpointed, ReadMaxRows(2)) == {"0": 0, "1": 4}
     reader.stop()
+
+
+def _summary(batches: list[pa.RecordBatch]) -> ReadSummary:
+    rows = _rows(batches)
+    assert [r["kind"] for r in rows] == [RowKind.SUMMARY]
+    return ReadSummary.from_json(rows[0]["summary"])
+
+
+def test_partitions_a_recreated_topic_no_longer_has_are_dropped_from_the_offsets(
+    kafka: Broker,
+) -> None:
+    """Issue 32: the topic recreated with 4 -> 2 partitions. The checkpoint's partitions 2
+    and 3 are dropped (a partition 3 that comes back later is new: read from offset 0), and
+    the batch that drops them reports each in a task of its own that reads nothing."""
+    topic = kafka.new_topic(partitions=2, prefix="src")
+    _produce_in_batches(kafka, topic, {0: 3, 1: 4})
+    reader = _reader(kafka, topic)
+    checkpointed = {"0": 50, "1": 50, "2": 50, "3": 50}
+    end = reader.latestOffset(checkpointed, ReadAllAvailable())
+    assert end == {"0": 0, "1": 0}
+    tasks = reader.partitions(checkpointed, end)
+    assert tasks == [KafkaRange(2, 50, 50, vanished=True), KafkaRange(3, 50, 50, vanished=True)]
+    summary = _summary(list(reader.read(tasks[1])))
+    assert (summary.partition, summary.vanished, summary.skipped_offsets) == (3, True, 0)
+    assert reader.latestOffset(end, ReadAllAvailable()) == {"0": 3, "1": 4}
+    assert reader.partitions(end, {"0": 3, "1": 4}) == [KafkaRange(0, 0, 3), KafkaRange(1, 0, 4)]
+    # With a read limit too.
+    assert reader.latestOffset(checkpointed, ReadMaxRows(2)) == {"0": 0, "1": 0}
+    reader.stop()
+
+
+def test_a_replayed_batch_does_not_wait_for_a_partition_that_no_longer_exists(
+    kafka: Broker,
+) -> None:
+    """Issue 32: a restart replays the batch planned before the topic lost partitions 2
+    and 3. A fresh reader (as after the restart) plans their ranges as vanished: the task
+    reads nothing and counts the planned offsets as skipped, instead of timing out."""
+    topic = kafka.new_topic(partitions=2, prefix="src")
+    _produce_in_batches(kafka, topic, {0: 3})
+    reader = _reader(kafka, topic, read_timeout_s=30.0, poll_timeout_ms=200)
+    planned_start = {"0": 0, "1": 0, "2": 40, "3": 40}
+    planned_end = {"0": 3, "1": 0, "2": 40, "3": 45}
+    tasks = reader.partitions(planned_start, planned_end)
+    assert tasks == [KafkaRange(0, 0, 3), KafkaRange(3, 40, 45, vanished=True)]
+    summary = _summary(list(reader.read(tasks[1])))
+    assert (summary.vanished, summary.skipped_offsets, summary.events) == (True, 5, 0)
+    reader.stop()
+
+
+def test_a_partition_range_of_a_partition_the_topic_lacks_ends_at_once(kafka: Broker) -> None:
+    """Should a task be planned on a partition that vanished after the driver looked, it
+    ends at its first empty poll and counts the range as skipped (waiting would raise the
+    read timeout's TimeoutError)."""
+    topic = kafka.new_topic(partitions=2, prefix="src")
+    config = consumer_config(kafka.bootstrap_servers, {})
+    with PartitionRange(config, topic, 3, 2, 5, poll_timeout_s=0.2, read_timeout_s=30) as part:
+        assert list(part.batches()) == []
+    assert (part.vanished, part.lost_offsets) == (True, 3)
 
 
 def test_trigger_available_now_stops_at_the_marks_seen_at_start(kafka: Broker) -> None:

@@ -1,13 +1,21 @@
 """streaming.errors.root_cause: Spark's multi-line failure text -> the cause in one line.
 
 The texts keep the structure of real failures (frames trimmed): a read task failing while
-Kafka is down (seen in tests/kafka/test_kafka_outage.py) and the latestOffset timeout
-of issue 16.
+Kafka is down (seen in tests/kafka/test_kafka_outage.py), the latestOffset timeout
+of issue 16, and (fixtures/stream_error_checkpoint_volume_full.txt) the text of
+`str(query.exception())` of a real `pulsar-balancer run` whose checkpoint volume filled up
+(a 4 MiB tmpfs filled to its last 12 KiB mid-run: the window state's commit failed in a task,
+under foreachBatch's collect), with Java frames cut to three a block, the query plan to two
+lines, and paths made neutral.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from streaming.errors import MAX_CAUSE_CHARS, STATE_LAYOUT_HINT, root_cause
+
+FIXTURES = Path(__file__).with_name("fixtures")
 
 FOREACH_BATCH = """\
 [STREAM_FAILED] Query pulsar-balancer-stream [id = a448fe01, runId = 90263ffa] terminated \
@@ -96,3 +104,32 @@ def test_a_checkpoint_of_another_state_layout_says_to_move_it_aside() -> None:
     cause = root_cause(text)
     assert cause.startswith("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE: ")
     assert STATE_LAYOUT_HINT in cause and "\n" not in cause
+
+
+def test_a_full_checkpoint_volume_names_the_os_error_not_py4js_wrapper() -> None:
+    """Issue 32: the batch's collect fails with Py4JJavaError ("... calling o452.getResult"),
+    whose Java causes end in the OS's error."""
+    text = (FIXTURES / "stream_error_checkpoint_volume_full.txt").read_text()
+    assert root_cause(text) == "IOException: No space left on device"
+
+
+def test_a_python_os_error_under_the_batch_function_is_the_cause() -> None:
+    text = FOREACH_BATCH.replace(
+        "kafka.errors.KafkaTimeoutError: KafkaTimeoutError: Unable to bootstrap from "
+        "['127.0.0.1:34035']",
+        "OSError: [Errno 28] No space left on device: '/var/lib/pulsar-balancer/reports'",
+    )
+    assert root_cause(text) == (
+        "OSError: [Errno 28] No space left on device: '/var/lib/pulsar-balancer/reports'"
+    )
+
+
+def test_a_py4j_error_without_a_java_cause_is_reported_as_it_is() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.11/site-packages/py4j/protocol.py", line 327, in x\n'
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o7.getResult.\n"
+        ": java.lang.IllegalStateException: no result\n"
+        "\tat org.apache.spark.security.SocketAuthServer.getResult(SocketAuthServer.scala:1)\n"
+    )
+    assert root_cause(text) == "IllegalStateException: no result"

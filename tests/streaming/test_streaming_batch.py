@@ -134,6 +134,26 @@ def test_a_batch_without_closed_windows_reports_counts_only() -> None:
     assert report.watermark_delay_s == 0.0 and report.events_consumed == 10
 
 
+def test_offsets_the_read_tasks_skipped_are_logged_with_their_cause(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 32: partitions gone with a recreated topic, and records a broker lost, are
+    never skipped silently: the summaries count them, the driver's log says so."""
+    gone = [ReadSummary(2, 40, 40, skipped_offsets=5, vanished=True),
+            ReadSummary(3, 40, 40, vanished=True)]  # fmt: skip
+    lost = ReadSummary(0, 7, 9, high_watermark=7, skipped_offsets=2)
+    summaries = tuple(ReadSummary.from_json(s.to_json()) for s in [*gone, lost])
+    assert summaries == (*gone, lost)
+    proc = processor(RecordingHandler(), RecordingSink())
+    with caplog.at_level("WARNING", logger="streaming.batch"):
+        proc.report(8, closing([]), observations(summaries=summaries), 0.0)
+    assert [r.getMessage() for r in caplog.records] == [
+        "batch 8: Kafka partition(s) [2, 3] no longer exist (the topic was recreated with "
+        "fewer partitions): not read any more, 5 of the batch's planned offsets skipped",
+        "batch 8: 2 Kafka offsets skipped, the broker no longer has them (by partition: {0: 2})",
+    ]
+
+
 class FlakyLayouts(StaticLayouts):
     def layout(self, cluster: str, namespace: str) -> NamespaceBundles:
         if namespace == "t/down":
