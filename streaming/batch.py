@@ -186,6 +186,7 @@ class BatchProcessor:
             spark_s=closed.spark_s,
             newest_event_ms=max((s.newest_event_ms for s in observed.summaries), default=0),
             stage_partials=bool(newest_ms) and self.partials_jobs == jobs_before,
+            offsets_skipped=_skipped(observed.summaries),
         )
 
     def _snapshot(
@@ -238,6 +239,15 @@ class BatchProcessor:
             else [(c, load) for c, _, load in loads if load.storage_size >= threshold]
         )
         return with_topics(bundles, loads, layouts, wanted), large
+
+
+def _skipped(summaries: Sequence[ReadSummary]) -> dict[str, int]:
+    """Offsets the read tasks skipped, by why (the `BatchReport.offsets_skipped` keys)."""
+    counts = {
+        "partition_gone": sum(s.skipped_offsets for s in summaries if s.vanished),
+        "records_lost": sum(s.skipped_offsets for s in summaries if not s.vanished),
+    }
+    return {why: n for why, n in counts.items() if n}
 
 
 def _log_skipped(batch_id: int, summaries: Sequence[ReadSummary]) -> None:

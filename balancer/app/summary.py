@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from balancer.app.config import BalancerConfig
 from balancer.app.liveview import OffloadTriggered, RunSummary, SplitApplied, UnknownAction
@@ -31,6 +32,14 @@ def census(admin: PulsarPeerGroup, *, deadline_s: float = CENSUS_DEADLINE_S) -> 
     the run's start or end. A namespace listed by several clusters counts as the first
     cluster (in the config's order) lists it.
     """
+    return start_census(admin, deadline_s=deadline_s)()
+
+
+def start_census(
+    admin: PulsarPeerGroup, *, deadline_s: float = CENSUS_DEADLINE_S
+) -> Callable[[], dict[str, int]]:
+    """Start `census` in the background; the function returned waits for it (at most
+    until `deadline_s` after the start) and gives the counts."""
     found: dict[str, dict[str, int]] = {}
 
     def count(cluster: str) -> None:
@@ -52,16 +61,22 @@ def census(admin: PulsarPeerGroup, *, deadline_s: float = CENSUS_DEADLINE_S) -> 
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + deadline_s
-    for thread in threads:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    merged: dict[str, int] = {}
-    for cluster in admin.clusters:
-        if cluster not in found:
-            log.warning("census of cluster %s skipped: no answer in %.0f s", cluster, deadline_s)
-            continue
-        for namespace, bundles in found[cluster].items():
-            merged.setdefault(namespace, bundles)
-    return dict(sorted(merged.items()))
+
+    def result() -> dict[str, int]:
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        merged: dict[str, int] = {}
+        for cluster in admin.clusters:
+            if cluster not in found:
+                log.warning(
+                    "census of cluster %s skipped: no answer in %.0f s", cluster, deadline_s
+                )
+                continue
+            for namespace, bundles in found[cluster].items():
+                merged.setdefault(namespace, bundles)
+        return dict(sorted(merged.items()))
+
+    return result
 
 
 def summarize(
@@ -121,25 +136,29 @@ def actions_of(outcomes: list[Outcome]) -> Actions:
             continue
         d = outcome.decision
         if isinstance(d, SplitDecision):
-            splits.append({
-                "cluster": d.cluster,
-                "namespace": d.namespace,
-                "bundle": str(d.bundle),
-                "boundaries": [format_position(b) for b in d.boundaries],
-                "children": len(d.boundaries) + 1,
-                "reason": outcome.reason,
-                "algorithm": d.algorithm.value,
-                "detail": outcome.detail,
-            })
+            splits.append(
+                {
+                    "cluster": d.cluster,
+                    "namespace": d.namespace,
+                    "bundle": str(d.bundle),
+                    "boundaries": [format_position(b) for b in d.boundaries],
+                    "children": len(d.boundaries) + 1,
+                    "reason": outcome.reason,
+                    "algorithm": d.algorithm.value,
+                    "detail": outcome.detail,
+                }
+            )
         else:
-            offloads.append({
-                "cluster": d.cluster,
-                "topic": d.topic,
-                "storage_size_bytes": d.storage_size_bytes,
-                "threshold_bytes": d.threshold_bytes,
-                "bytes_offloaded": outcome.bytes_offloaded,
-                "detail": outcome.detail,
-            })
+            offloads.append(
+                {
+                    "cluster": d.cluster,
+                    "topic": d.topic,
+                    "storage_size_bytes": d.storage_size_bytes,
+                    "threshold_bytes": d.threshold_bytes,
+                    "bytes_offloaded": outcome.bytes_offloaded,
+                    "detail": outcome.detail,
+                }
+            )
     return splits, offloads, unknown
 
 

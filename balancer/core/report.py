@@ -33,6 +33,10 @@ class BatchReport:
     newest_event_ms: int = 0  # newest event time accepted in this batch (0: no event)
     # The bundle partials came with the window stage's closes (no Spark job of their own).
     stage_partials: bool = False
+    # Kafka offsets the batch planned but could not read, by why: "partition_gone" (the
+    # stats topic was recreated with fewer partitions), "records_lost" (the broker no longer
+    # has them, e.g. it came back empty).
+    offsets_skipped: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (bundles and topics as plain dicts)."""
@@ -53,6 +57,7 @@ class BatchReport:
             "spark_s": self.spark_s,
             "newest_event_ms": self.newest_event_ms,
             "stage_partials": self.stage_partials,
+            "offsets_skipped": dict(self.offsets_skipped),
         }
 
 

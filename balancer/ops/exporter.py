@@ -202,6 +202,15 @@ class BalancerMetrics:
             f"{PREFIX}_events_rejected", "Stats events dead-lettered, by reason.",
             ["reason"], registry=reg,
         )  # fmt: skip
+        self._offsets_skipped = Counter(
+            f"{PREFIX}_kafka_offsets_skipped",
+            "Stats-topic offsets a batch planned but could not read: reason partition_gone "
+            "(the topic was recreated with fewer partitions) or records_lost (the broker no "
+            "longer has them).",
+            ["reason"], registry=reg,
+        )  # fmt: skip
+        for reason in ("partition_gone", "records_lost"):
+            self._offsets_skipped.labels(reason=reason)
         self._events_late = Counter(
             f"{PREFIX}_events_late", "Stats events dropped behind the watermark.", registry=reg,
         )  # fmt: skip
@@ -328,6 +337,9 @@ class BalancerMetrics:
             if count > 0:
                 self._events_rejected.labels(reason=reason).inc(count)
         self._events_late.inc(max(0, report.events_late))
+        for reason, count in report.offsets_skipped.items():
+            if count > 0:
+                self._offsets_skipped.labels(reason=reason).inc(count)
         duration_s = max(0.0, report.duration_s)
         self._batch_duration.observe(duration_s)
         interval_s = now_s - previous_s if previous_s is not None else duration_s

@@ -218,8 +218,8 @@ def test_a_malformed_topic_entry_is_left_out_and_named(
     with start_peer_group(quiet_scenario()) as group:
         url = group.broker_urls["east"][0]
         body = httpx.get(f"{url}/admin/v2/broker-stats/topics").json()
-    namespace, bundles = next(iter(body.items()))
-    bundle, domains = next(iter(bundles.items()))
+    bundles = next(iter(body.values()))
+    domains = next(iter(bundles.values()))
     bad = next(iter(domains["persistent"]))
     domains["persistent"][bad]["msgRateIn"] = "NaN"
     path = tmp_path / "east.json"

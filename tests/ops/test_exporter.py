@@ -410,3 +410,13 @@ def test_a_token_file_problem_is_a_gauge_per_cluster() -> None:
     problems.clear()  # restored: read again on the next scrape
     assert registry.get_sample_value(name, {"cluster": "east"}) == 0
 
+
+def test_skipped_kafka_offsets_are_counted_by_reason() -> None:
+    metrics, registry, _ = make()
+    name = "pulsar_balancer_kafka_offsets_skipped_total"
+    assert registry.get_sample_value(name, {"reason": "partition_gone"}) == 0  # from the start
+    metrics.observe_batch(batch_report(offsets_skipped={"partition_gone": 5, "records_lost": 2}))
+    metrics.observe_batch(batch_report(offsets_skipped={"partition_gone": 1}))
+    assert registry.get_sample_value(name, {"reason": "partition_gone"}) == 6
+    assert registry.get_sample_value(name, {"reason": "records_lost"}) == 2
+

@@ -160,7 +160,7 @@ def test_readiness_follows_the_exporters_last_batch() -> None:
     report = SimpleNamespace(
         batch_id=1, window_end_ms=0, bundles=(), large_topics=(), events_consumed=0,
         events_rejected={}, events_late=0, kafka_lag={}, watermark_delay_s=0.0, duration_s=1.0,
-        watermark_ms=0, newest_event_ms=0,
+        watermark_ms=0, newest_event_ms=0, offsets_skipped={},
     )  # fmt: skip
     with HealthServer(registry=registry, checks=checks) as srv:
         before = httpx.get(f"{srv.url}/readyz", timeout=5)
@@ -222,6 +222,7 @@ def test_readiness_fails_while_most_events_are_late() -> None:
             batch_id=batch_id, window_end_ms=0, bundles=(), large_topics=(),
             events_consumed=consumed, events_rejected={}, events_late=late, kafka_lag={},
             watermark_delay_s=0.0, duration_s=1.0, watermark_ms=0, newest_event_ms=0,
+            offsets_skipped={},
         )  # fmt: skip
 
     with HealthServer(registry=registry, checks=checks) as srv:

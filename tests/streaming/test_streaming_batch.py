@@ -146,7 +146,9 @@ def test_offsets_the_read_tasks_skipped_are_logged_with_their_cause(
     assert summaries == (*gone, lost)
     proc = processor(RecordingHandler(), RecordingSink())
     with caplog.at_level("WARNING", logger="streaming.batch"):
-        proc.report(8, closing([]), observations(summaries=summaries), 0.0)
+        report = proc.report(8, closing([]), observations(summaries=summaries), 0.0)
+    # ... and the report counts them by cause, for the metric.
+    assert report.offsets_skipped == {"partition_gone": 5, "records_lost": 2}
     assert [r.getMessage() for r in caplog.records] == [
         "batch 8: Kafka partition(s) [2, 3] no longer exist (the topic was recreated with "
         "fewer partitions): not read any more, 5 of the batch's planned offsets skipped",

@@ -93,7 +93,7 @@ def _logging(state_dir: Path | None, live: bool) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from balancer.app.embedded import EmbeddedStack
     from balancer.app.liveview import RunSummary, children_stderr_to, print_summary, render_live
-    from balancer.app.summary import census, summarize
+    from balancer.app.summary import start_census, summarize
     from balancer.app.wiring import BalancerApp
 
     console = Console(stderr=False)
@@ -140,7 +140,9 @@ def run_command(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         app = BalancerApp(config)
-        before = census(app.admin)
+        # Taken while the stream starts (a split needs several windows, so it comes first);
+        # a cluster that does not answer never holds up the start.
+        before = start_census(app.admin)
         app.start()
         # PySpark installs its own SIGINT handler (cancel all jobs, raise KeyboardInterrupt)
         # when the SparkContext starts; ours stops the run cleanly instead.
@@ -152,7 +154,7 @@ def run_command(args: argparse.Namespace) -> int:
         _wait(app, stop, args.duration, live_view, console, render_live, config, started)
         error = app.stream_error()
         app.stop()
-        summary = summarize(app, before=before, config=config, started=started, error=error)
+        summary = summarize(app, before=before(), config=config, started=started, error=error)
     finally:
         if app is not None:
             app.stop()
