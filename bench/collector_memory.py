@@ -7,7 +7,8 @@ them from 127.0.0.1, and for each size runs one collector round in a fresh Pytho
 (the real admin client, `Collector`, envelopes; the Kafka sink replaced by one that counts)
 polling `--brokers` brokers of one cluster at once, i.e. as many answers in memory
 together as `collector.max_parallel_per_cluster` allows. Prints the answer's size and the
-process's peak RSS over its RSS before the round (`ru_maxrss`). Ends with `RESULT <json>`.
+process's peak RSS (`VmHWM`: `ru_maxrss` would count the parent's size from before the
+exec) over its RSS before the round. Ends with `RESULT <json>`.
 """
 
 from __future__ import annotations
@@ -110,8 +111,6 @@ def answer(topics: int) -> bytes:
 
 def child(url: str, brokers: int) -> None:
     """One collector round over `brokers` brokers (all `url`), then the peak RSS in MiB."""
-    import resource
-
     from balancer.collector.service import Collector, admin_fetch
     from balancer.collector.targets import Target
     from balancer.pulsar.client import PulsarPeerGroup
@@ -126,7 +125,7 @@ def child(url: str, brokers: int) -> None:
         def flush(self) -> None:
             pass
 
-    before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before_kib = _status_kib("VmRSS")
     sink = CountingSink()
     with PulsarPeerGroup([ClusterEndpoint("east", url)]) as admin:
         targets = [Target("east", f"{url}/b{i}") for i in range(brokers)]
@@ -134,7 +133,7 @@ def child(url: str, brokers: int) -> None:
             targets=targets, fetch=admin_fetch(admin), sink=sink, max_parallel_per_cluster=brokers
         )
         failed = collector.poll_once()
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_kib = _status_kib("VmHWM")
     print(
         json.dumps(
             {
@@ -145,6 +144,14 @@ def child(url: str, brokers: int) -> None:
             }
         )
     )
+
+
+def _status_kib(field: str) -> int:
+    """A memory figure of this process from /proc/self/status (Linux), in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 class _Answers(SimpleHTTPRequestHandler):

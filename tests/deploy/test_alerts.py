@@ -114,7 +114,8 @@ def exported_names() -> set[str]:
         SimpleNamespace(
             batch_id=1, window_end_ms=0, bundles=(), large_topics=(), events_consumed=1,
             events_rejected={"bad_json": 1}, events_late=0, kafka_lag={0: 1},
-            watermark_delay_s=0.0, duration_s=1.0, watermark_ms=1, newest_event_ms=2, offsets_skipped={},
+            watermark_delay_s=0.0, duration_s=1.0, watermark_ms=1, newest_event_ms=2,
+            offsets_skipped={},
         )
     )  # fmt: skip
     names = {s.name for family in registry.collect() for s in family.samples}
