@@ -17,6 +17,7 @@ from typing import Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from balancer.collector.rounds import DEFAULT_MAX_PARALLEL_PER_CLUSTER
 from balancer.core.detect import DetectionSettings
 from balancer.core.envelopes import DEFAULT_ENVELOPE_MAX_BYTES, DEFAULT_ENVELOPE_MAX_EVENTS
 from balancer.core.events import MAX_MESSAGE_BYTES
@@ -256,7 +257,7 @@ class CollectorConfig(_Model):
     compression: Compression = "lz4"
     # Brokers of one cluster fetched at once (every answer is held until sent: memory).
     # Clusters never wait for each other.
-    max_parallel_per_cluster: int = Field(default=8, ge=1, le=256)
+    max_parallel_per_cluster: int = Field(default=DEFAULT_MAX_PARALLEL_PER_CLUSTER, ge=1, le=256)
     # A cluster none of whose brokers was read for this many intervals fails /readyz.
     unread_intervals: int = Field(default=3, ge=1)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from balancer.collector.failures import PollFailure, classify
-from balancer.collector.rounds import FetchResult, RoundRunner
+from balancer.collector.rounds import DEFAULT_MAX_PARALLEL_PER_CLUSTER, FetchResult, RoundRunner
 from balancer.collector.targets import BrokerDirectory, BrokerLister, Target, broker_url
 from balancer.core.envelopes import (
     DEFAULT_ENVELOPE_MAX_BYTES,
@@ -163,7 +163,7 @@ class Collector:
         dead_letters: DeadLetterOut | None = None,
         broker_listers: Mapping[str, BrokerLister] | None = None,
         round_deadline_s: float | None = None,
-        max_parallel_per_cluster: int = 8,
+        max_parallel_per_cluster: int = DEFAULT_MAX_PARALLEL_PER_CLUSTER,
     ) -> None:
         """`targets`: what to poll at first; `broker_listers`: clusters whose brokers are
         listed again every round (`BrokerDirectory`). `round_deadline_s`: how long a round
@@ -186,13 +186,11 @@ class Collector:
         self.metrics = metrics
         self.dead_letters = dead_letters
         self._logged_rejects: set[tuple[str, str]] = set()  # (cluster, topic) logged once
-        self._rounds: RoundRunner[Iterable[tuple[str, TopicStatsSample]] | Fetched] = (
-            RoundRunner(
-                fetch,
-                clock_ms=clock_ms,
-                monotonic=monotonic,
-                max_parallel_per_cluster=max_parallel_per_cluster,
-            )
+        self._rounds: RoundRunner[Iterable[tuple[str, TopicStatsSample]] | Fetched] = RoundRunner(
+            fetch,
+            clock_ms=clock_ms,
+            monotonic=monotonic,
+            max_parallel_per_cluster=max_parallel_per_cluster,
         )
         self._should_stop: Callable[[], bool] = lambda: False  # set by `run`
         self._brokers_reported: dict[str, tuple[str, ...]] = {}
@@ -521,4 +519,3 @@ def polling_plan(
 
 def _lister(admin: BrokerListSource, cluster: str, admin_url: str) -> BrokerLister:
     return lambda: [broker_url(address, admin_url) for address in admin.list_brokers(cluster)]
-

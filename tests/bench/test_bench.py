@@ -221,3 +221,27 @@ def test_a_reused_topic_is_named_after_the_shape_of_its_data() -> None:
     )
     with pytest.raises(SystemExit):  # the embedded broker lives for one run
         parse_args(["--reuse-topic"])
+
+
+def test_collector_memory_smoke() -> None:
+    _, result = run_bench("collector_memory", "--topics", "2000", "--brokers", "1", "2")
+    runs = result["runs"]
+    assert [(r["topics"], r["brokers"], r["events"]) for r in runs] == [
+        (2000, 1, 2000),
+        (2000, 2, 4000),
+    ]
+    assert all(r["failed"] == 0 and r["peak_mib"] >= r["baseline_mib"] for r in runs)
+
+
+@pytest.mark.e2e
+@pytest.mark.spark
+def test_slow_cluster_smoke() -> None:
+    # One pair of real runs (about two minutes): the figures are not checked, the shape is.
+    _, result = run_bench(
+        "slow_cluster", "--rounds", "1", "--window-s", "4", "--east-latency-s", "30",
+        timeout_s=900,
+    )  # fmt: skip
+    runs = result["runs"]
+    assert [r["east_latency_s"] for r in runs] == [0.0, 30.0]
+    assert all(r["exit_code"] == 0 and r["time_to_split_s"] > 0 for r in runs)
+    assert set(result["medians"]) == {"west_polls_per_minute", "time_to_split_s"}
