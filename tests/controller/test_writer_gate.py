@@ -12,17 +12,20 @@ import pytest
 
 from balancer.controller.stats import ActionResult
 from balancer.core.lease import LeaseStatus
-from balancer.sim import RunningPeerGroup
-from tests.controller.test_controller import (  # noqa: F401  (fixtures)
+from balancer.pulsar import PulsarPeerGroup
+from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
+from tests.controller.test_controller import (
     HOT_NS,
+    SCENARIO,
     Rig,
     _offload_decision,
-    client,
     decide,
+    make_client,
     report,
     rig,
-    sim,
 )
+
+__all__ = ["rig"]  # the fixture, shared with test_controller
 
 HELD = LeaseStatus(held=True, holder="me:1", detail="writer lease held", valid_for_s=20.0)
 STANDBY = LeaseStatus(held=False, holder="other:2", detail="standby: writer lease held by other:2")
@@ -44,12 +47,24 @@ class ScriptedLease:
 
 
 @pytest.fixture
-def lease() -> Iterator[ScriptedLease]:
-    yield ScriptedLease(STANDBY)
+def sim() -> Iterator[RunningPeerGroup]:
+    with start_peer_group(parse_scenario(SCENARIO)) as running:
+        yield running
+
+
+@pytest.fixture
+def client(sim: RunningPeerGroup) -> Iterator[PulsarPeerGroup]:
+    with make_client(sim) as group:
+        yield group
+
+
+@pytest.fixture
+def lease() -> ScriptedLease:
+    return ScriptedLease(STANDBY)
 
 
 def test_a_standby_decides_and_sends_nothing(
-    sim: RunningPeerGroup, client: object, rig: Rig, lease: ScriptedLease
+    sim: RunningPeerGroup, client: PulsarPeerGroup, rig: Rig, lease: ScriptedLease
 ) -> None:
     controller = rig.controller(client)
     controller.lease = lease
@@ -69,7 +84,7 @@ def test_a_standby_decides_and_sends_nothing(
 
 
 def test_the_same_decision_applies_once_the_lease_is_held(
-    sim: RunningPeerGroup, client: object, rig: Rig, lease: ScriptedLease
+    sim: RunningPeerGroup, client: PulsarPeerGroup, rig: Rig, lease: ScriptedLease
 ) -> None:
     decision = decide(sim, rig)
     controller = rig.controller(client)
@@ -83,7 +98,7 @@ def test_the_same_decision_applies_once_the_lease_is_held(
 
 
 def test_a_lease_lapsed_after_the_gate_stops_the_split_before_it_is_sent(
-    sim: RunningPeerGroup, client: object, rig: Rig
+    sim: RunningPeerGroup, client: PulsarPeerGroup, rig: Rig
 ) -> None:
     decision = decide(sim, rig)
     controller = rig.controller(client)
@@ -104,7 +119,7 @@ def test_a_lease_lapsed_after_the_gate_stops_the_split_before_it_is_sent(
 
 
 def test_offloads_are_gated_the_same_way(
-    sim: RunningPeerGroup, client: object, rig: Rig, lease: ScriptedLease
+    sim: RunningPeerGroup, client: PulsarPeerGroup, rig: Rig, lease: ScriptedLease
 ) -> None:
     topic = f"persistent://{HOT_NS}/o-0"
     sim.clock.advance(3600)
@@ -119,7 +134,7 @@ def test_offloads_are_gated_the_same_way(
     controller.close()
 
 
-def test_dry_run_needs_no_lease(sim: RunningPeerGroup, client: object, rig: Rig) -> None:
+def test_dry_run_needs_no_lease(sim: RunningPeerGroup, client: PulsarPeerGroup, rig: Rig) -> None:
     controller = rig.controller(client, mode="dry-run")
     lease = ScriptedLease(STANDBY)
     controller.lease = lease
