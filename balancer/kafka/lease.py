@@ -10,8 +10,8 @@ one-partition topic, and the member assigned partition 0 holds the lease.
 - `KafkaWriterLease` runs the member on a thread of its own and keeps the local deadline of
   `balancer.core.lease`: valid until the send time of the last round trip (heartbeat or
   SyncGroup) that Kafka answered without error, plus the session timeout minus a margin, and
-  no later than the start of the lease thread's last poll plus the same (kafka-python leaves
-  the group by itself when its poll loop stalls longer than the rebalance timeout).
+  no later than the start of the lease thread's last poll plus the rebalance timeout minus
+  the margin (kafka-python leaves the group by itself when its poll loop stalls that long).
 
 The send times come from kafka-python 3's group coordinator (its response handlers are given
 them); `start()` refuses a kafka-python without them rather than hold an unfenced lease.
@@ -173,7 +173,9 @@ class KafkaWriterLease:
         lease_s: float,
         safety_margin_s: float,
         client_kwargs: Mapping[str, Any] | None = None,
-        poll_interval_s: float = 0.5,
+        # Long polls: kafka-python 3.0 drops a join that completes between two polls and
+        # joins again (on tansu another half session timeout); a short poll makes that likelier.
+        poll_interval_s: float = 2.0,
         close_timeout_s: float = 5.0,
     ) -> None:
         if not 0 <= safety_margin_s < lease_s:
@@ -272,9 +274,10 @@ class KafkaWriterLease:
             enable_auto_commit=False,
             session_timeout_ms=session_ms,
             heartbeat_interval_ms=max(100, session_ms // 10),
-            # The rebalance timeout: a member that does not rejoin is removed after it. At
-            # least the session timeout, so the deadline (which follows the session) is safe.
-            max_poll_interval_ms=session_ms,
+            # The rebalance timeout, and how long kafka-python lets its poll loop stall before
+            # it leaves the group. At least the session timeout: the deadline follows the
+            # session, and the poll loop's own bound (`_poll_once`) stays far off.
+            max_poll_interval_ms=2 * session_ms,
             partition_assignment_strategy=[assignor],
             **self._client_kwargs,
         )
@@ -317,8 +320,9 @@ class KafkaWriterLease:
                 return
             if self.partition in assignment:
                 self._state.assign()
-                # No later than this poll's start: a stalled poll loop lets the lease lapse.
-                self._state.confirm(min(self._confirmed_sent_s, started_s))
+                # Nor later than this poll's start plus the rebalance timeout less the session:
+                # a stalled poll loop lets the lease lapse before kafka-python leaves the group.
+                self._state.confirm(min(self._confirmed_sent_s, started_s + self.lease_s))
             elif self._state.assigned:
                 self._state.revoke("the group moved the writer lease to another member")
             status = self._state.status(self._clock())
