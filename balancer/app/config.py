@@ -17,6 +17,7 @@ from typing import Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from balancer.app.lease_config import WriterLeaseConfig
 from balancer.collector.rounds import DEFAULT_MAX_PARALLEL_PER_CLUSTER
 from balancer.core.detect import DetectionSettings
 from balancer.core.envelopes import DEFAULT_ENVELOPE_MAX_BYTES, DEFAULT_ENVELOPE_MAX_EVENTS
@@ -357,6 +358,11 @@ class ControllerConfig(_Model):
     unready_after_errors: int = Field(default=3, ge=1)
     journal_path: Path = Path("state/journal.sqlite3")
     audit_log_path: Path = Path("state/audit.jsonl")
+    writer_lease: WriterLeaseConfig = WriterLeaseConfig()
+
+    @property
+    def uses_writer_lease(self) -> bool:
+        return self.mode == "apply" and self.writer_lease.enabled
 
 
 class OffloadConfig(_Model):
@@ -490,6 +496,9 @@ class BalancerConfig(_Model):
                     "mode": mode,
                     "journal_path": str(state_dir / "journal.sqlite3"),
                     "audit_log_path": str(state_dir / "audit.jsonl"),
+                    # Alone on its own broker: the shortest lease, since tansu's group join
+                    # waits half the session timeout before the first assignment.
+                    "writer_lease": {"lease_s": 10, "safety_margin_s": 2},
                 },
                 "metrics": {"port": metrics_port},
             }

@@ -11,7 +11,7 @@ from balancer.controller.breaker import Breakers
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
-from balancer.controller.ports import AdminPort
+from balancer.controller.ports import AdminPort, WriterLease
 from balancer.controller.rate_limits import ActionLimits
 from balancer.controller.settings import ControllerSettings
 
@@ -34,6 +34,7 @@ def build_controller(
     clock: Clock | None = None,
     journal_path: Path | None = None,
     audit_path: Path | None = None,
+    lease: WriterLease | None = None,
 ) -> Controller:
     """A controller wired from the config (journal, audit log, limits, breakers)."""
     clock = clock or SystemClock()
@@ -56,14 +57,19 @@ def build_controller(
             clock=clock,
         ),
         clock=clock,
+        lease=lease,
     )
 
 
 def build_handler(
-    config: BalancerConfig, admin: AdminPort, *, clock: Clock | None = None
+    config: BalancerConfig,
+    admin: AdminPort,
+    *,
+    clock: Clock | None = None,
+    lease: WriterLease | None = None,
 ) -> ControllerHandler:
     """The BatchHandler for the stream, wired from the config."""
-    controller = build_controller(config, admin, clock=clock)
+    controller = build_controller(config, admin, clock=clock, lease=lease)
     return ControllerHandler(
         controller,
         thresholds=config.thresholds_model(),

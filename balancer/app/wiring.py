@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from balancer.app.config import BalancerConfig
 from balancer.app.controller_wiring import build_handler
+from balancer.app.lease_wiring import build_writer_lease
 from balancer.app.preflight import setting_error
 from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.app.stream_settings import kafka_security, stream_settings
@@ -184,7 +185,11 @@ class BalancerApp:
         self.admin = admin or peer_group_from_config(
             config, ClientSettings(on_request=self._on_request)
         )
-        self.controller = build_handler(config, self.admin)
+        # Several balancers on one peer group: only the lease's holder acts (None: alone).
+        self.lease = build_writer_lease(config)
+        if self.lease is not None:
+            self.metrics.watch_writer_lease(self.lease.status)
+        self.controller = build_handler(config, self.admin, lease=self.lease)
         # The controller stores every layout it reads and each split's result, so the
         # stream maps topics to the children as soon as a split is applied.
         self.layouts: LayoutCache = self.controller.layouts
@@ -245,6 +250,8 @@ class BalancerApp:
             {settings.topic: STATS_TOPIC_PARTITIONS, settings.dead_letter_topic_name: 1},
             client_kwargs=settings.security.client_kwargs(),
         )
+        if self.lease is not None:  # joins in the background, while Spark starts
+            self.lease.start()
         checks = standard_checks(
             stream_running=self.stream_running,
             kafka_reachable=self.kafka_reachable,
@@ -267,6 +274,7 @@ class BalancerApp:
             },
             host=self.config.metrics.bind_address,
             port=self.config.metrics.port,
+            info=self._readiness_info(),
         ).start()
         log.info("metrics on %s/metrics", self.health.url)
         self.collector = self._start_collector()
@@ -276,6 +284,11 @@ class BalancerApp:
         self.query = start_stream(
             spark, settings, self.handler, self.layouts, dead_letters=dead_letters
         )
+
+    def _readiness_info(self) -> dict[str, Callable[[], object]]:
+        """Shown in /readyz without deciding it: a standby is healthy, and says who acts."""
+        lease = self.lease
+        return {} if lease is None else {"writer_lease": lambda: lease.status().as_dict()}
 
     def _start_collector(self) -> Collector:
         sink = KafkaEventSink.connect(
@@ -370,6 +383,8 @@ class BalancerApp:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if self.lease is not None:  # first: no action starts now, a standby takes over
+            _quietly("writer lease", self.lease.stop)
         if self._collector_thread is not None:
             self._collector_thread.join(timeout=30)
         if self._collector_sink is not None:

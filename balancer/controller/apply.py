@@ -1,17 +1,22 @@
 """The controller: turns split and offload decisions into admin calls, safely.
 
 For every decision, in order: allow/deny list -> already handled (journal) -> dry-run ->
-circuit breaker -> fresh check against Pulsar (bundle still there with the same range; offload
-not running; the offload point) -> same action already done -> rate limit -> journal intent ->
-the call -> journal outcome. Every decision ends in exactly one `Outcome`, written to the audit
-log and counted in `stats`. A 404 or a changed layout is "stale", a 409 on offload is
-"already_running": outcomes, not crashes, and never retried.
+writer lease -> circuit breaker -> fresh check against Pulsar (bundle still there with the
+same range; offload not running; the offload point) -> same action already done -> rate limit
+-> journal intent -> writer lease again -> the call -> journal outcome. Every decision ends
+in exactly one `Outcome`, written to the audit log and counted in `stats`. A 404 or a changed
+layout is "stale", a 409 on offload is "already_running": outcomes, not crashes, and never
+retried.
 
 A split or offload that was sent and got no answer (a timeout, a reset) or a 5xx is read
 back from Pulsar (the layout, the offload status and ledgers): `applied` when Pulsar shows it
 done, else `unknown` (no answer: it may still be in flight) or `failed` (Pulsar answered).
 An `unknown` action is rechecked by `reconcile()` on the next batch and after a restart,
 never re-sent; no new action touches its bundle or topic until it is settled.
+
+Without the single-writer lease (`writer_gate`) a decision ends `no_lease`, touching
+nothing; a lease lapsed just before the call closes the journaled intent as `no_lease`.
+Reads (`reconcile()`, layouts) need no lease.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from balancer.controller.outcome import (
 )
 from balancer.controller.outcome import Step as _Step
 from balancer.controller.outcome import error_info as _error_info
-from balancer.controller.ports import AdminPort
+from balancer.controller.ports import AdminPort, WriterLease
 from balancer.controller.rate_limits import ActionLimits
 from balancer.controller.reconcile import (
     offload_verdict,
@@ -53,6 +58,7 @@ from balancer.controller.reconcile import (
 )
 from balancer.controller.settings import ControllerSettings
 from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
+from balancer.controller.writer_gate import check_writer, fenced
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.decisions import Decision, OffloadDecision, SplitDecision
 from balancer.core.split import SplitAlgorithm
@@ -87,8 +93,10 @@ class Controller:
         stats: ControllerStats | None = None,
         offload_point: OffloadPointFn = default_offload_point,
         layouts: LayoutCache | None = None,
+        lease: WriterLease | None = None,
     ) -> None:
         self.admin = admin
+        self.lease = lease  # None: this balancer is the only writer (no lease configured)
         self.settings = settings
         self.journal = journal
         self.audit = audit
@@ -190,6 +198,7 @@ class Controller:
             )
         if self.settings.mode == "dry-run":
             raise _Finish(ActionResult.DRY_RUN, "dry-run: nothing touched")
+        check_writer(self.lease, "nothing touched")
         if not self.breakers.for_cluster(decision.cluster).allow():
             raise _Finish(
                 ActionResult.BREAKER_OPEN, f"circuit breaker open for cluster {decision.cluster}"
@@ -305,12 +314,15 @@ class Controller:
             self._call(
                 decision.cluster,
                 "split bundle",
-                lambda: self.admin.split_bundle(
-                    decision.namespace,
-                    decision.bundle,
-                    algorithm=SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value,
-                    boundaries=decision.boundaries,
-                    unload=self.settings.unload_after_split,
+                fenced(
+                    self.lease,
+                    lambda: self.admin.split_bundle(
+                        decision.namespace,
+                        decision.bundle,
+                        algorithm=SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value,
+                        boundaries=decision.boundaries,
+                        unload=self.settings.unload_after_split,
+                    ),
                 ),
             )
         except _Finish as finish:
@@ -382,7 +394,7 @@ class Controller:
             self._call(
                 decision.cluster,
                 "trigger offload",
-                lambda: self.admin.trigger_offload(decision.topic, point),
+                fenced(self.lease, lambda: self.admin.trigger_offload(decision.topic, point)),
                 on_conflict=ActionResult.ALREADY_RUNNING,
             )
         except _Finish as finish:

@@ -1,4 +1,5 @@
-"""What the controller needs from a Pulsar admin client (PulsarPeerGroup satisfies it).
+"""What the controller needs: a Pulsar admin client (PulsarPeerGroup satisfies it) and,
+when several balancers watch one peer group, the single-writer lease.
 
 The client routes each call to the cluster that owns the namespace (PIP-8 peer groups) and
 retries with its own backoff; errors arrive as `balancer.pulsar.errors` types.
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from balancer.core.bundles import BundleRange, NamespaceBundles
+from balancer.core.lease import LeaseStatus
 from balancer.pulsar.models import InternalStats, MessageId, OffloadStatus
 
 
@@ -31,3 +33,13 @@ class AdminPort(Protocol):
     def trigger_offload(self, topic: str, message_id: MessageId) -> None: ...
 
     def offload_status(self, topic: str) -> OffloadStatus: ...
+
+
+class WriterLease(Protocol):
+    """Whether this process may act on Pulsar now (`balancer.kafka.lease` holds one on Kafka).
+
+    Asked immediately before every split and offload call: a lease is valid only until a
+    local deadline, so the answer can change between two calls.
+    """
+
+    def status(self) -> LeaseStatus: ...

@@ -23,6 +23,9 @@ class ActionResult(StrEnum):
     DENIED = "denied"  # namespace outside the allow-list or inside the deny-list
     RATE_LIMITED = "rate_limited"
     BREAKER_OPEN = "breaker_open"  # the cluster's circuit breaker pauses actions
+    # Another balancer of the peer group holds the single-writer lease, or this one's lapsed:
+    # decided, not applied, not journaled (the holder acts on it).
+    NO_LEASE = "no_lease"
     DUPLICATE = "duplicate"  # this decision (or this exact action) was handled before
     ABANDONED = "abandoned"  # a crashed intent that Pulsar shows was never applied
     FAILED = "failed"  # Pulsar refused or failed, or read back as never applied; not retried

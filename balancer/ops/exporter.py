@@ -30,6 +30,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from balancer.core.decisions import SplitReason
+from balancer.core.lease import LeaseStatus
 from balancer.core.limits import BundleLimits, is_over, ratios
 from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic
@@ -50,6 +51,7 @@ class SplitResult(StrEnum):
     DUPLICATE = "duplicate"  # already handled (a replayed batch or a restart)
     ABANDONED = "abandoned"  # an intent from before a crash that Pulsar shows never happened
     UNKNOWN = "unknown"  # sent, no answer, not visible yet: counted again once it settles
+    NO_LEASE = "no_lease"  # another balancer holds the single-writer lease: not applied
 
 
 class OffloadResult(StrEnum):
@@ -64,6 +66,7 @@ class OffloadResult(StrEnum):
     DUPLICATE = "duplicate"
     ABANDONED = "abandoned"
     UNKNOWN = "unknown"  # sent, no answer, not visible yet: counted again once it settles
+    NO_LEASE = "no_lease"
 
 
 # (cluster, namespace) -> that namespace's limits, or None when none are known.
@@ -144,6 +147,40 @@ class _SnapshotCollector(Collector):
                 f"{PREFIX}_kafka_consumer_lag",
                 "Records between the fetch high-water mark and the stream's position.",
                 labels=["partition"],
+            ),
+        )
+
+
+class _WriterLeaseCollector(Collector):
+    """The single-writer lease as this process sees it, read at every scrape."""
+
+    def __init__(self, status: Callable[[], LeaseStatus]) -> None:
+        self._status = status
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return list(self._families())
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        held, holder = self._families()
+        status = self._status()
+        held.add_metric([], 1.0 if status.held else 0.0)
+        if status.holder is not None:  # one series: the holder as last known
+            holder.add_metric([status.holder], 1.0)
+        return held, holder
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                f"{PREFIX}_writer_lease_held",
+                "1 while this balancer holds the peer group's single-writer lease and may act "
+                "on Pulsar; 0 on a standby (it decides, touches nothing).",
+            ),
+            GaugeMetricFamily(
+                f"{PREFIX}_writer_lease_holder_info",
+                "1, labelled with the balancer that holds the single-writer lease as this "
+                "one last heard (host:pid); absent while unknown.",
+                labels=["holder"],
             ),
         )
 
@@ -422,6 +459,10 @@ class BalancerMetrics:
                 self._lone_hot.labels(hot.cluster, hot.namespace, hot.topic).set(
                     hot.recommended_partitions
                 )
+
+    def watch_writer_lease(self, status: Callable[[], LeaseStatus]) -> None:
+        """Export the single-writer lease (`status()` is read at every scrape)."""
+        self.registry.register(_WriterLeaseCollector(status))
 
     def set_breaker(self, cluster: str, open: bool) -> None:
         self._breaker.labels(cluster=cluster).set(1 if open else 0)

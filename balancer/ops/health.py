@@ -5,7 +5,8 @@ else 503 naming the failing ones (a process that cannot recover by itself, e.g. 
 that ended, so the orchestrator restarts it). /readyz answers 200 only when every readiness
 check passes, else 503 with a JSON body naming the failing checks; a check that raises
 counts as failing (only the exception's class is reported: messages may carry URLs or
-credentials).
+credentials). Informational providers (`info`) add keys to the /readyz body without
+deciding readiness, e.g. `writer_lease`: a standby balancer is ready, and says who acts.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from prometheus_client.exposition import choose_encoder
 log = logging.getLogger(__name__)
 
 Check = Callable[[], bool]
+Info = Callable[[], object]  # JSON-serialisable; shown in the /readyz body, never decides it
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +38,7 @@ class Readiness:
     def failing(self) -> list[str]:
         return [name for name, ok in self.checks.items() if not ok]
 
-    def as_json(self, *, state: str = "ready") -> bytes:
+    def as_json(self, *, state: str = "ready", info: Mapping[str, object] | None = None) -> bytes:
         body: dict[str, object] = {
             "status": state if self.ready else f"not {state}",
             "failing": self.failing,
@@ -44,7 +46,19 @@ class Readiness:
         }
         if self.errors:
             body["errors"] = dict(self.errors)
+        body.update(info or {})
         return json.dumps(body, sort_keys=True).encode()
+
+
+def gather(info: Mapping[str, Info]) -> dict[str, object]:
+    """Each provider's value; one that raises shows its exception's class only."""
+    values: dict[str, object] = {}
+    for name, provider in info.items():
+        try:
+            values[name] = provider()
+        except Exception as exc:
+            values[name] = {"error": type(exc).__name__}
+    return values
 
 
 def evaluate(checks: Mapping[str, Check]) -> Readiness:
@@ -120,7 +134,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200 if liveness.ready else 503, self._JSON, body)
         elif path == "/readyz":
             readiness = evaluate(self.server.checks)
-            self._send(200 if readiness.ready else 503, self._JSON, readiness.as_json())
+            body = readiness.as_json(info=gather(self.server.info))
+            self._send(200 if readiness.ready else 503, self._JSON, body)
         else:
             self._send(404, self._JSON, b'{"error": "not found"}')
 
@@ -146,17 +161,20 @@ class _Server(ThreadingHTTPServer):
         registry: CollectorRegistry,
         checks: Mapping[str, Check],
         live_checks: Mapping[str, Check],
+        info: Mapping[str, Info],
     ) -> None:
         self.registry = registry
         self.checks = checks
         self.live_checks = live_checks
+        self.info = info
         super().__init__(address, _Handler)
 
 
 class HealthServer:
     """Serves /metrics, /healthz and /readyz on `host:port` (port 0: the OS picks one).
 
-    `checks` decide /readyz, `live_checks` (default none: always alive) decide /healthz.
+    `checks` decide /readyz, `live_checks` (default none: always alive) decide /healthz;
+    `info` only adds to the /readyz body.
     """
 
     def __init__(
@@ -167,8 +185,11 @@ class HealthServer:
         live_checks: Mapping[str, Check] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        info: Mapping[str, Info] | None = None,
     ) -> None:
-        self._server = _Server((host, port), registry, dict(checks), dict(live_checks or {}))
+        self._server = _Server(
+            (host, port), registry, dict(checks), dict(live_checks or {}), dict(info or {})
+        )
         self._thread: threading.Thread | None = None
 
     @property

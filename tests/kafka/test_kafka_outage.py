@@ -62,6 +62,9 @@ def test_a_kafka_outage_ends_the_run_with_exit_1_a_failing_healthz_and_the_cause
             "kafka_reachable",
             "cluster_reachable",
             "collector_publishing",
+            "controller_ok",
+            "cluster_read:east",
+            "cluster_read:west",
             "events_on_time",
         }
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
 from balancer.core.bundles import BundleRange
+from balancer.core.lease import LeaseStatus
 from balancer.core.limits import BundleLimits
 from balancer.core.load import BundleLoad
 from balancer.ops.exporter import BalancerMetrics, snapshot_family_names
@@ -342,6 +343,7 @@ def test_every_metric_is_documented_in_operations_md() -> None:
     metrics.observe_admin_request("c", "GET", 200, 0.1)
     metrics.watch_token_files(["c"], lambda: {})
     metrics.observe_batch(batch_report(events_rejected={"bad_json": 1}, kafka_lag={0: 1}))
+    metrics.watch_writer_lease(lambda: LeaseStatus(held=True, holder="h:1", detail="held"))
     families = {f.name for f in registry.collect() if f.name.startswith("pulsar_balancer_")}
     families |= set(snapshot_family_names())
     documented = {
