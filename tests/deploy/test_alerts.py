@@ -14,6 +14,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from balancer.core.lease import LeaseStatus
 from balancer.ops.exporter import BalancerMetrics, snapshot_family_names
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,6 +111,7 @@ def exported_names() -> set[str]:
     metrics.set_mode("apply")
     metrics.set_cluster_reachable("c", True)
     metrics.observe_admin_request("c", "GET", 200, 0.1)
+    metrics.watch_writer_lease(lambda: LeaseStatus(held=True, holder="bal-0:1", detail=""))
     metrics.observe_batch(
         SimpleNamespace(
             batch_id=1, window_end_ms=0, bundles=(), large_topics=(), events_consumed=1,
