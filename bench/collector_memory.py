@@ -111,7 +111,8 @@ def answer(topics: int) -> bytes:
 
 def child(url: str, brokers: int) -> None:
     """One collector round over `brokers` brokers (all `url`), then the peak RSS in MiB."""
-    from balancer.collector.service import Collector, admin_fetch
+    from balancer.collector.admin import admin_fetch
+    from balancer.collector.service import Collector
     from balancer.collector.targets import Target
     from balancer.pulsar.client import PulsarPeerGroup
     from balancer.pulsar.routing import ClusterEndpoint

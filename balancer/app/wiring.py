@@ -24,7 +24,8 @@ from balancer.app.lease_wiring import build_writer_lease
 from balancer.app.preflight import setting_error
 from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.app.stream_settings import kafka_security, stream_settings
-from balancer.collector.service import Collector, admin_fetch, polling_plan
+from balancer.collector.admin import admin_fetch, polling_plan
+from balancer.collector.service import Collector
 from balancer.collector.sink import KafkaEventSink
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.layouts import LayoutCache

@@ -160,9 +160,7 @@ class CollectorMetrics:
                 for b in labels
             }
             clusters = {
-                c: max(
-                    [self._started_s, *(t for (k, _), t in self._last_read_s.items() if k == c)]
-                )
+                c: max([self._started_s, *(t for (k, _), t in self._last_read_s.items() if k == c)])
                 for c in self._brokers
             }
         return clusters, brokers

@@ -37,6 +37,7 @@ from balancer.core.partitions import LoneHotTopic
 from balancer.core.report import BatchReport
 from balancer.core.split import SplitAlgorithm
 from balancer.ops.collector_metrics import PREFIX, CollectorMetrics
+from balancer.ops.status_families import TokenFileFamilies, WriterLeaseFamilies
 
 
 class SplitResult(StrEnum):
@@ -147,40 +148,6 @@ class _SnapshotCollector(Collector):
                 f"{PREFIX}_kafka_consumer_lag",
                 "Records between the fetch high-water mark and the stream's position.",
                 labels=["partition"],
-            ),
-        )
-
-
-class _WriterLeaseCollector(Collector):
-    """The single-writer lease as this process sees it, read at every scrape."""
-
-    def __init__(self, status: Callable[[], LeaseStatus]) -> None:
-        self._status = status
-
-    def describe(self) -> Iterable[GaugeMetricFamily]:
-        return list(self._families())
-
-    def collect(self) -> Iterable[GaugeMetricFamily]:
-        held, holder = self._families()
-        status = self._status()
-        held.add_metric([], 1.0 if status.held else 0.0)
-        if status.holder is not None:  # one series: the holder as last known
-            holder.add_metric([status.holder], 1.0)
-        return held, holder
-
-    @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
-        return (
-            GaugeMetricFamily(
-                f"{PREFIX}_writer_lease_held",
-                "1 while this balancer holds the peer group's single-writer lease and may act "
-                "on Pulsar; 0 on a standby (it decides, touches nothing).",
-            ),
-            GaugeMetricFamily(
-                f"{PREFIX}_writer_lease_holder_info",
-                "1, labelled with the balancer that holds the single-writer lease as this "
-                "one last heard (host:pid); absent while unknown.",
-                labels=["holder"],
             ),
         )
 
@@ -462,7 +429,7 @@ class BalancerMetrics:
 
     def watch_writer_lease(self, status: Callable[[], LeaseStatus]) -> None:
         """Export the single-writer lease (`status()` is read at every scrape)."""
-        self.registry.register(_WriterLeaseCollector(status))
+        self.registry.register(WriterLeaseFamilies(status))
 
     def set_breaker(self, cluster: str, open: bool) -> None:
         self._breaker.labels(cluster=cluster).set(1 if open else 0)
@@ -501,7 +468,7 @@ class BalancerMetrics:
         self, clusters: Sequence[str], problems: Callable[[], Mapping[str, str]]
     ) -> None:
         """Export `problems()` (cluster -> why its token file is unusable) as a gauge."""
-        self.registry.register(_TokenFiles(clusters, problems))
+        self.registry.register(TokenFileFamilies(clusters, problems))
 
     def record_controller_step(self, *, failed: bool) -> None:
         """One batch's controller step: a failure counts, a success ends a run of them."""
@@ -522,33 +489,6 @@ class BalancerMetrics:
         method = method.upper()
         self._admin_requests.labels(cluster=cluster, method=method, code=code).inc()
         self._admin_duration.labels(cluster=cluster, method=method).observe(max(0.0, duration_s))
-
-
-class _TokenFiles:
-    """`token_file_problem` per cluster, read from the admin client on every scrape."""
-
-    def __init__(self, clusters: Sequence[str], problems: Callable[[], Mapping[str, str]]):
-        self._clusters = tuple(clusters)
-        self._problems = problems
-
-    def describe(self) -> Iterable[GaugeMetricFamily]:
-        return (self._family(),)
-
-    def collect(self) -> Iterable[GaugeMetricFamily]:
-        family = self._family()
-        problems = self._problems()
-        for cluster in self._clusters:
-            family.add_metric([cluster], 1.0 if cluster in problems else 0.0)
-        return (family,)
-
-    @staticmethod
-    def _family() -> GaugeMetricFamily:
-        return GaugeMetricFamily(
-            f"{PREFIX}_token_file_problem",
-            "1 while the cluster's token file is deleted, unreadable or empty (the last good "
-            "token is sent meanwhile; the log says which file).",
-            labels=["cluster"],
-        )
 
 
 def snapshot_family_names() -> Iterator[str]:

@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry
 from balancer.app.cli import main as cli_main
 from balancer.app.commands.collect import _with_flags
 from balancer.app.config import CollectorConfig
-from balancer.collector.service import Collector, admin_fetch
+from balancer.collector.admin import admin_fetch
+from balancer.collector.service import Collector
 from balancer.collector.sink import KafkaEventSink
 from balancer.collector.targets import Target, targets_for
 from balancer.core.events import TopicStatsEvent, parse_message

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from balancer.collector.service import Collector, admin_fetch
+from balancer.collector.admin import admin_fetch
+from balancer.collector.service import Collector
 from balancer.collector.sink import KafkaEventSink
 from balancer.collector.targets import targets_for
 from balancer.kafka.embedded import EmbeddedKafka, free_port

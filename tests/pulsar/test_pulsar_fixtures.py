@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from balancer.app.commands.inspect import topic_loads
-from balancer.collector.service import Collector, admin_fetch
+from balancer.collector.admin import admin_fetch
+from balancer.collector.service import Collector
 from balancer.collector.targets import Target
 from balancer.controller.offload_point import default_offload_point, ledger_sizes
 from balancer.core.bundles import BundleRange

@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from balancer.collector.service import Collector, admin_fetch
+from balancer.collector.admin import admin_fetch
+from balancer.collector.service import Collector
 from balancer.collector.targets import Target
 from balancer.core.events import TopicStatsEvent, parse_message
 from balancer.pulsar.client import PulsarPeerGroup

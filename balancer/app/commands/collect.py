@@ -27,7 +27,8 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from balancer.app.config import COMPRESSION_CODECS, CollectorConfig, format_errors
-from balancer.collector.service import Collector, PolledCluster, admin_fetch, polling_plan
+from balancer.collector.admin import PolledCluster, admin_fetch, polling_plan
+from balancer.collector.service import Collector
 from balancer.collector.sink import KafkaEventSink
 from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.ops.health import HealthServer
