@@ -28,13 +28,12 @@ from typing import Any
 from balancer.kafka.embedded import EmbeddedKafka, free_port
 from bench.common import header, markdown_table, print_result
 from tests.e2e.harness import BalancerProcess, wait_for, write_config
-from tests.e2e.test_run_e2e import HOT, hot_bundles_at_start, start_sim
+from tests.e2e.test_run_e2e import hot_bundles_split, start_sim
 
 ROUTE = "broker_stats"
 
 
 def one_run(east_latency_s: float, window_s: float, workdir: Path) -> dict[str, Any]:
-    hot = set(hot_bundles_at_start())
     broker = EmbeddedKafka.start(port=free_port(), log_path=workdir / "tansu.log")
     sim = start_sim()
     if east_latency_s > 0:
@@ -52,10 +51,7 @@ def one_run(east_latency_s: float, window_s: float, workdir: Path) -> dict[str, 
         window_end = time.monotonic() + window_s
         split_s = None
         while split_s is None or time.monotonic() < window_end:
-            if (
-                split_s is None
-                and {s.parent for s in sim.model.splits if s.namespace == HOT} >= hot
-            ):
+            if split_s is None and hot_bundles_split(sim):
                 split_s = time.monotonic() - started
             if time.monotonic() - started > 600:
                 raise RuntimeError("west was not split within 600 s:\n" + process.text()[-3000:])

@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from balancer.sim import RunningPeerGroup
 from tests.e2e.harness import SECRET_TOKEN, BalancerProcess, wait_for, write_config
-from tests.e2e.test_run_e2e import HOT, hot_bundles_at_start, start_sim
+from tests.e2e.test_run_e2e import hot_bundles_split, start_sim
 from tests.kafka_broker import Broker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.kafka]
@@ -89,14 +89,9 @@ def _start(tmp_path: Path, sim: RunningPeerGroup, kafka: Broker) -> BalancerProc
     return process
 
 
-def _west_split(sim: RunningPeerGroup, hot: set[object]) -> bool:
-    return {s.parent for s in sim.model.splits if s.namespace == HOT} >= hot
-
-
 def test_a_cluster_down_at_start_is_polled_broker_by_broker_once_it_is_back(
     tmp_path: Path, sim: RunningPeerGroup, kafka: Broker
 ) -> None:
-    hot = set(hot_bundles_at_start())
     sim.stop_cluster("west")
     process = _start(tmp_path, sim, kafka)
     try:
@@ -118,7 +113,7 @@ def test_a_cluster_down_at_start_is_polled_broker_by_broker_once_it_is_back(
             what="every west broker polled",
             process=process,
         )
-        wait_for(lambda: _west_split(sim, hot), timeout_s=300, what="west split", process=process)
+        wait_for(lambda: hot_bundles_split(sim), timeout_s=300, what="west split", process=process)
         wait_for(
             lambda: "cluster_read:west" not in _failing(process),
             timeout_s=60,
@@ -143,7 +138,6 @@ def test_a_cluster_down_at_start_is_polled_broker_by_broker_once_it_is_back(
 def test_an_unauthorized_cluster_is_reported_and_the_other_is_still_split(
     tmp_path: Path, sim: RunningPeerGroup, kafka: Broker
 ) -> None:
-    hot = set(hot_bundles_at_start())
     process = _start(tmp_path, sim, kafka)
     try:
         wait_for(lambda: process.batches() >= 1, timeout_s=240, what="a batch", process=process)
@@ -169,7 +163,7 @@ def test_an_unauthorized_cluster_is_reported_and_the_other_is_still_split(
             reason="unauthorized",
         )
         assert refused is not None and refused > 0
-        wait_for(lambda: _west_split(sim, hot), timeout_s=300, what="west split", process=process)
+        wait_for(lambda: hot_bundles_split(sim), timeout_s=300, what="west split", process=process)
         # The token is fixed on the cluster's side: read again, no restart.
         sim.rotate_token(SECRET_TOKEN, cluster="east")
         wait_for(
@@ -191,12 +185,11 @@ def test_an_unauthorized_cluster_is_reported_and_the_other_is_still_split(
 def test_a_blackholed_cluster_delays_only_itself(
     tmp_path: Path, sim: RunningPeerGroup, kafka: Broker
 ) -> None:
-    hot = set(hot_bundles_at_start())
     # Every answer of east's brokers takes 10 minutes: longer than the run.
     sim.faults.configure(latency_s=600.0, only_clusters=("east",))
     process = _start(tmp_path, sim, kafka)
     try:
-        wait_for(lambda: _west_split(sim, hot), timeout_s=300, what="west split", process=process)
+        wait_for(lambda: hot_bundles_split(sim), timeout_s=300, what="west split", process=process)
         # West is polled every round (2 s) although east never answers: at least half the
         # rounds of 20 s (polled one after another, it got 0.8 polls a minute).
         before = sim.model.broker_requests("west", BROKER_STATS)

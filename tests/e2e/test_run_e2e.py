@@ -7,6 +7,7 @@ bearer token, and checks what happened in the simulated Pulsar.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -55,6 +56,17 @@ ALERT_RULES = Path(__file__).resolve().parents[2] / "conf" / "prometheus" / "ale
 def start_sim() -> RunningPeerGroup:
     group = PeerGroup.from_scenario(SCENARIO, time_scale=TIME_SCALE)
     return group.start(required_token=SECRET_TOKEN)
+
+
+def hot_bundles_split(sim: RunningPeerGroup) -> bool:
+    """Every bundle of e2e/hot that was over the limits at the start has been split."""
+    return {s.parent for s in sim.model.splits if s.namespace == HOT} >= _hot_at_start()
+
+
+@functools.cache
+def _hot_at_start() -> frozenset[BundleRange]:
+    # Asked in every wait loop: the scenario is read once.
+    return frozenset(hot_bundles_at_start())
 
 
 def hot_bundles_at_start() -> list[BundleRange]:
@@ -168,7 +180,6 @@ def applied_run(kafka: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iter
             stats_topic=topic,
         )
         process = BalancerProcess(config, tmp, tmp / "summary.json").start()
-        hot = hot_bundles_at_start()
         prometheus: PrometheusServer | None = None
         try:
             wait_for(
@@ -190,7 +201,7 @@ def applied_run(kafka: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iter
             inject(kafka, topic, messages[half:])  # ... and during it
             wait_for(
                 lambda: (
-                    {s.parent for s in sim.model.splits if s.namespace == HOT} >= set(hot)
+                    hot_bundles_split(sim)
                     and sim.topic_stats(ARCHIVE_TOPIC)["offloadedStorageSize"] > 0
                 ),
                 timeout_s=300,
@@ -411,11 +422,10 @@ def test_sigkill_and_restart_apply_nothing_twice_and_lose_no_event(
         at_kill = committed_offsets(checkpoint)
         splits_at_kill = len(sim.model.splits)
         second = BalancerProcess(config, tmp_path, tmp_path / "summary-2.json").start()
-        hot = hot_bundles_at_start()
         try:
             wait_for(
                 lambda: (
-                    {s.parent for s in sim.model.splits if s.namespace == HOT} >= set(hot)
+                    hot_bundles_split(sim)
                     and sim.topic_stats(ARCHIVE_TOPIC)["offloadedStorageSize"] > 0
                 ),
                 timeout_s=300,

@@ -21,7 +21,13 @@ from kafka.admin import KafkaAdminClient
 
 from balancer.kafka.topics import ensure_topics
 from tests.e2e.harness import BalancerProcess, committed_offsets, wait_for, write_config
-from tests.e2e.test_run_e2e import HOT, STATS_PARTITIONS, hot_bundles_at_start, start_sim
+from tests.e2e.test_run_e2e import (
+    HOT,
+    STATS_PARTITIONS,
+    hot_bundles_at_start,
+    hot_bundles_split,
+    start_sim,
+)
 from tests.kafka_broker import Broker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.kafka]
@@ -109,7 +115,7 @@ def test_a_stats_topic_recreated_with_fewer_partitions_resumes_the_stream(
         # and more batches follow.
         hot = set(hot_bundles_at_start())
         wait_for(
-            lambda: {s.parent for s in sim.model.splits if s.namespace == HOT} >= hot,
+            lambda: hot_bundles_split(sim),
             timeout_s=120,
             what="west's hot bundles split",
             process=second,

@@ -31,7 +31,13 @@ from balancer.kafka.embedded import EmbeddedKafka
 from balancer.sim import RunningPeerGroup
 from tests.e2e.harness import BalancerProcess, audit_records, wait_for, write_config
 from tests.e2e.test_faults_e2e import _metric
-from tests.e2e.test_run_e2e import HOT, hot_bundles_at_start, metrics_target, start_sim
+from tests.e2e.test_run_e2e import (
+    HOT,
+    hot_bundles_at_start,
+    hot_bundles_split,
+    metrics_target,
+    start_sim,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.kafka]
 
@@ -140,7 +146,7 @@ def test_one_balancer_acts_and_a_resumed_holder_sends_nothing(tmp_path: Path) ->
         second.kill()  # SIGKILL: no goodbye to the group; its session expires
         hot = set(hot_bundles_at_start())
         wait_for(
-            lambda: {s.parent for s in sim.model.splits if s.namespace == HOT} >= hot,
+            lambda: hot_bundles_split(sim),
             timeout_s=240,
             what="the resumed balancer taking over and splitting",
             process=first,
