@@ -192,11 +192,14 @@ def _topics(m: SimModel, r: Request) -> Response:
     ns = _local_ns(m, r)
     bundle_text = r.query.get("bundle", [None])[-1]
     if ns is None:  # no managed ledger of the namespace in this cluster's metadata
-        if bundle_text:
-            stale_bundle(m, f"{r.params[0]}/{r.params[1]}", bundle_text)
         return _ok([])
-    bundle = m.resolve_bundle(ns, bundle_text) if bundle_text else None
-    return _ok(m.topics_of_bundle(ns, bundle))
+    if bundle_text is None:
+        return _ok(m.topics_of_bundle(ns, None))
+    # PersistentTopicsBase.internalGetListAsync keeps the topics whose bundle's range text
+    # equals the query: an unknown or malformed bundle matches none, `[]`, never an error.
+    with m.lock:
+        bundle = next((b for b in ns.layout.bundles if str(b) == bundle_text), None)
+    return _ok([] if bundle is None else m.topics_of_bundle(ns, bundle))
 
 
 def _topic(m: SimModel, r: Request) -> tuple[NamespaceState, int]:
