@@ -69,6 +69,7 @@ class ContractTarget:
     tls: TlsSettings | None = None
     sim: RunningPeerGroup | None = None  # the simulated peer group (redirect tests)
     tenant: str = SIM_TENANT
+    tenant_created: bool = False  # a real target's tenant: deleted at the end only if made
     _prepare: Callable[[ContractTarget], Namespace] | None = field(default=None, repr=False)
     _http: httpx.Client | None = field(default=None, repr=False)
 
@@ -284,10 +285,12 @@ def _on_cluster(base: str) -> Iterator[ContractTarget]:
             json={"adminRoles": [], "allowedClusters": [target.cluster]},
         )
         _expect(created, 204, f"create tenant {target.tenant}")
+        target.tenant_created = True
         yield target
     finally:
         try:
-            _delete_tenant(target)
+            if target.tenant_created:
+                _delete_tenant(target)
         finally:
             target.close()
 
