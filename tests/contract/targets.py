@@ -72,6 +72,7 @@ class ContractTarget:
     tenant_created: bool = False  # a real target's tenant: deleted at the end only if made
     _prepare: Callable[[ContractTarget], Namespace] | None = field(default=None, repr=False)
     _http: httpx.Client | None = field(default=None, repr=False)
+    transport: httpx.BaseTransport | None = field(default=None, repr=False)  # tests only
 
     # ----- HTTP on the wire ------------------------------------------------------------------
 
@@ -84,7 +85,9 @@ class ContractTarget:
                 token = self.token_file.read_text(encoding="utf-8").strip()
                 headers["Authorization"] = f"Bearer {token}"
             verify = self.tls.httpx_verify() if self.tls is not None else True
-            self._http = httpx.Client(timeout=30.0, headers=headers, verify=verify)
+            self._http = httpx.Client(
+                timeout=30.0, headers=headers, verify=verify, transport=self.transport
+            )
         return self._http
 
     def url(self, path: str) -> str:
@@ -264,7 +267,9 @@ def _wait_ready(base: str) -> None:
     raise RuntimeError(f"Pulsar standalone at {base} not ready after {CONTAINER_START_S} s")
 
 
-def _on_cluster(base: str) -> Iterator[ContractTarget]:
+def _on_cluster(
+    base: str, transport: httpx.BaseTransport | None = None
+) -> Iterator[ContractTarget]:
     token_path = os.environ.get("PULSAR_ADMIN_TOKEN_FILE")
     ca_file = os.environ.get("PULSAR_ADMIN_CA_FILE")
     target = ContractTarget(
@@ -276,6 +281,7 @@ def _on_cluster(base: str) -> Iterator[ContractTarget]:
         tls=TlsSettings(ca_bundle=Path(ca_file)) if ca_file else None,
         tenant=f"pulsar-balancer-contract-{secrets.token_hex(4)}",
         _prepare=_create_namespace,
+        transport=transport,
     )
     try:
         target.cluster = _local_cluster(target)
