@@ -112,8 +112,9 @@ class PulsarPeerGroup:
 
     `clusters` maps each cluster name to its endpoint (a list of endpoints works too);
     `settings` holds the group's defaults (token, TLS, timeouts, retries, the entry cluster,
-    redirect limits) and the injectable clock and transport. A redirect back to a cluster
-    already visited raises RedirectLoopError.
+    redirect limits) and the injectable clock and transport. A redirect back to a URL already
+    visited with the same query raises RedirectLoopError (the same broker with another query,
+    as in Pulsar's X -> leader -> X?authoritative=true owner lookup, is followed).
     """
 
     def __init__(

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
 
 import httpx
 
@@ -121,27 +122,47 @@ def safe_url(url: httpx.URL | str) -> str:
     return str(parsed.copy_with(username=None, password=None, fragment=None))
 
 
+def loop_key(url: str) -> str:
+    """What makes two hops "the same" for loop detection: origin, path and the query's
+    parameters (order-free). Pulsar's owner lookup sends a request back to the broker it came
+    from with `authoritative=true` added (`PulsarWebResource.validateBundleOwnership`): that
+    is a new request, not a loop."""
+    parsed = httpx.URL(url)
+    query = sorted(parse_qsl(parsed.query.decode("ascii", "replace"), keep_blank_values=True))
+    return f"{origin_of(parsed)}{parsed.raw_path.split(b'?', 1)[0].decode('ascii')}?{query}"
+
+
 @dataclass(frozen=True, slots=True)
 class Hop:
     """Where one attempt of a request went: the cluster it is attributed to, and the URL.
 
-    `listed` is False for a redirect to a host that is not a configured admin URL (in real
-    Pulsar, the owner broker inside the same cluster); it is attributed to the cluster that
-    sent the redirect.
+    `listed` is False for a redirect to a host that is not a configured admin URL nor a
+    service URL of a cluster's ClusterData (in real Pulsar, the owner broker inside the same
+    cluster); it is attributed to the cluster that sent the redirect. `broker` is True for a
+    redirect inside a cluster to one of the hosts its ClusterData names, followed as sent.
     """
 
     cluster: str
     url: str
     listed: bool = True
+    broker: bool = False
+
+    @property
+    def label(self) -> str:
+        """The hop in logs and errors: the cluster, with the host when not its admin URL."""
+        if self.listed and not self.broker:
+            return self.cluster
+        return f"{self.cluster}@{origin_of(httpx.URL(self.url))}"
 
     @property
     def visit_key(self) -> str:
-        return self.cluster if self.listed else f"{self.cluster}@{origin_of(httpx.URL(self.url))}"
+        return loop_key(self.url)
 
 
 @dataclass(slots=True)
 class RedirectChain:
-    """The hops of one logical request; raises when a redirect loops or exceeds the limit."""
+    """The hops of one logical request; raises when the same URL with the same query comes
+    back (a loop) or the hops exceed the limit."""
 
     first: Hop
     max_hops: int
@@ -157,13 +178,15 @@ class RedirectChain:
 
     @property
     def path(self) -> list[str]:
-        return [h.visit_key for h in self.hops]
+        """The hops' labels, in order (what errors call `visited`)."""
+        return [h.label for h in self.hops]
 
     def follow(self, target: Hop) -> None:
         """Add the redirect target, or raise RedirectLoopError / TooManyRedirectsError."""
-        if target.visit_key in self.path:
+        route = " -> ".join([*self.path, target.label])
+        if any(h.visit_key == target.visit_key for h in self.hops):
             raise RedirectLoopError(
-                f"{self.method} redirect loop: {' -> '.join([*self.path, target.visit_key])}",
+                f"{self.method} redirect loop: {route} ({safe_url(target.url)} again, same query)",
                 visited=self.path,
                 status=307,
                 method=self.method,
@@ -172,8 +195,7 @@ class RedirectChain:
             )
         if len(self.hops) - 1 >= self.max_hops:
             raise TooManyRedirectsError(
-                f"{self.method} took more than {self.max_hops} redirect hop(s): "
-                f"{' -> '.join([*self.path, target.visit_key])}",
+                f"{self.method} took more than {self.max_hops} redirect hop(s): {route}",
                 visited=self.path,
                 status=307,
                 method=self.method,

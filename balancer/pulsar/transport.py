@@ -253,8 +253,8 @@ class AdminTransport:
                     call.method,
                     call.path_template,
                     status,
-                    hop.visit_key,
-                    target.visit_key,
+                    hop.label,
+                    target.label,
                 )
                 continue
             if 200 <= status < 300:

@@ -112,6 +112,34 @@ def test_brokers_inside_one_cluster_are_distinct_visits() -> None:
         chain.follow(Hop("a", "http://10.0.0.9:8080/p", listed=False))
 
 
+def test_back_to_the_same_broker_with_another_query_is_not_a_loop() -> None:
+    # PulsarWebResource.validateBundleOwnership: X -> leader (authoritative=false) -> X with
+    # authoritative=true. Only the same URL with the same query again is a loop.
+    chain = RedirectChain(first=Hop("a", A.url("/p?unload=false")), max_hops=5)
+    chain.follow(Hop("a", "http://10.0.0.9:8080/p?unload=false&authoritative=false", listed=False))
+    chain.follow(Hop("a", A.url("/p?unload=false&authoritative=true")))
+    assert chain.path == ["a", "a@http://10.0.0.9:8080", "a"]
+    with pytest.raises(RedirectLoopError) as info:  # the same query, in another order
+        chain.follow(Hop("a", A.url("/p?authoritative=true&unload=false")))
+    assert info.value.visited == ("a", "a@http://10.0.0.9:8080", "a")
+    assert "authoritative=true" in str(info.value)
+
+
+def test_distinct_queries_still_stop_at_the_hop_limit() -> None:
+    chain = RedirectChain(first=Hop("a", A.url("/p")), max_hops=2)
+    chain.follow(Hop("a", A.url("/p?n=1")))
+    chain.follow(Hop("a", A.url("/p?n=2")))
+    with pytest.raises(TooManyRedirectsError):
+        chain.follow(Hop("a", A.url("/p?n=3")))
+
+
+def test_a_cluster_redirecting_back_with_the_same_url_is_a_loop() -> None:
+    chain = RedirectChain(first=Hop("a", A.url("/p?x=1")), max_hops=5)
+    chain.follow(Hop("b", B.url("/p?x=1")))
+    with pytest.raises(RedirectLoopError):
+        chain.follow(Hop("a", "http://127.0.0.1:8001/p?x=1"))
+
+
 def test_a_namespace_starts_at_its_owner_then_its_home_then_the_entry() -> None:
     router = _router()
     assert router.start_cluster("t/ns", home="b") == "b"
