@@ -77,7 +77,14 @@ class SimModel:
         self.traffic = TrafficModel(scenario)
         table = self.traffic.table
         self.clusters: dict[str, ClusterState] = {
-            c.name: ClusterState(c.name, c.brokers, list(c.peers)) for c in scenario.clusters
+            c.name: ClusterState(
+                c.name,
+                c.brokers,
+                list(c.peers),
+                multi_host=c.multi_host_service_url,
+                leader=c.leader_broker,
+            )
+            for c in scenario.clusters
         }
         self.namespaces: dict[str, NamespaceState] = {}
         for n, spec in enumerate(scenario.namespaces):

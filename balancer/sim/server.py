@@ -171,9 +171,10 @@ class _BrokerHandler(BaseHTTPRequestHandler):
         except SimError as exc:
             response = Response(exc.status, {"reason": exc.reason})
         except PeerRedirect as redirect:
-            # PulsarWebResource.validateGlobalNamespaceOwnershipAsync: the peer's ClusterData
-            # serviceUrl, same path and query.
-            peer_url = srv.model.clusters[redirect.cluster].advertised_url
+            # PulsarWebResource.validateGlobalNamespaceOwnershipAsync -> getRedirectionUrl:
+            # one host of the peer's ClusterData serviceUrl, same path and query.
+            with srv.model.lock:
+                peer_url = srv.model.clusters[redirect.cluster].redirect_origin()
             location = f"{peer_url}{self.path}"
             response = Response(307, None, headers={"Location": location})
         except OwnerRedirect as owner:
