@@ -1,15 +1,24 @@
 """Peer-group routing (PIP-8): which cluster to ask, where a 307 leads, when to stop.
 
 A namespace lives in one cluster of a peer group. Only some routes answer 307 from another
-cluster (split, unload, compaction, terminate, the non-persistent topic list: the ones that
-call Pulsar's `PulsarWebResource.validateGlobalNamespaceOwnershipAsync`); reads such as GET
-bundles are answered locally by whichever cluster is asked. So a namespace call goes to:
-the owner learnt from a real cross-cluster 307, else the cluster its stats came from (the
+cluster: the ones that call Pulsar's `PulsarWebResource.validateGlobalNamespaceOwnershipAsync`
+(split, unload, compaction, terminate, the non-persistent topic list, AND a topic's `/stats`
+and `/internalStats`: `PersistentTopicsBase.internalGetStatsAsync` /
+`internalGetInternalStatsAsync`). Reads such as GET bundles and the persistent topic list, and
+a topic's offload trigger and status (topic ownership only: a cluster without the topic
+answers 404), are answered by whichever cluster is asked. So a namespace call goes to: the
+owner learnt from a real cross-cluster 307, else the cluster its stats came from (the
 `cluster=` argument, or the enclosing `routed_to(cluster)` block), else the entry cluster.
-A 307's `Location` is matched against the configured admin URLs and against the peers'
-ClusterData `serviceUrl`/`serviceUrlTls` (`add_aliases`), which may differ (a load balancer,
-another DNS name). A `RedirectChain` stops a request that loops back to a cluster it already
-visited or takes too many hops. No I/O here: the client does the HTTP.
+
+A 307's `Location` is matched against the configured admin URLs and against every host of
+the peers' ClusterData `serviceUrl`/`serviceUrlTls` (`add_aliases`; a service URL may list
+several hosts, `http://h1:8080,h2:8080`, and the 307 keeps the REQUEST's scheme with one
+host:port of it), which may differ from the admin URLs (a load balancer, another DNS name).
+A host of another cluster leads to that cluster's admin URL; a host of the current cluster
+is one of its brokers (the owner lookup) and is followed as sent. A `RedirectChain` stops a
+request when the same URL with the same query comes back (inside a cluster the owner lookup
+goes broker X -> leader -> X with `authoritative=true`: not a loop) or when it takes too
+many hops. No I/O here: the client does the HTTP.
 """
 
 from __future__ import annotations
@@ -114,6 +123,43 @@ def _under(base_url: str, url: httpx.URL) -> bool:
 def origin_of(url: httpx.URL) -> str:
     """`scheme://host:port` of a URL, with no credentials, path or query."""
     return f"{url.scheme}://{url.host}:{url.port or _default_port(url.scheme)}"
+
+
+def service_url_hosts(service_url: str) -> tuple[str, ...]:
+    """Every `scheme://host:port[/prefix]` a ClusterData service URL names.
+
+    Pulsar's `PulsarServiceNameResolver` takes `http://h1:8080,h2:8080` (one scheme, several
+    hosts); httpx rejects that as one URL. Credentials, query and fragment are dropped; a host
+    that does not parse is skipped, so bad input gives fewer aliases, never an error.
+    """
+    scheme, sep, rest = service_url.strip().partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return ()
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority, prefix = rest[:cut], rest[cut:].split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    hosts: list[str] = []
+    for host in authority.rpartition("@")[2].split(","):
+        try:
+            url = httpx.URL(f"{scheme.lower()}://{host.strip()}{prefix}")
+        except httpx.InvalidURL:
+            continue
+        if url.host:
+            hosts.append(f"{origin_of(url)}{url.raw_path.decode('ascii').rstrip('/')}")
+    return tuple(dict.fromkeys(hosts))
+
+
+def _alias_serves(alias: str, url: httpx.URL) -> bool:
+    """Whether `url` is on the alias's host and port and under its path prefix, whatever its
+    scheme: a 307 to a peer keeps the REQUEST's scheme and takes the host and port of the
+    peer's service URL (`PulsarWebResource.getRedirectionUrl`)."""
+    base = httpx.URL(alias)
+    if (url.host, url.port or _default_port(url.scheme)) != (
+        base.host,
+        base.port or _default_port(base.scheme),
+    ):
+        return False
+    prefix = base.path.rstrip("/")
+    return url.path == prefix or url.path.startswith(prefix + "/")
 
 
 def safe_url(url: httpx.URL | str) -> str:
@@ -268,21 +314,16 @@ class PeerRouter:
         return self._entry
 
     def add_aliases(self, cluster: str, urls: Iterable[str]) -> bool:
-        """Record a cluster's ClusterData service URLs; True if one was new."""
+        """Record a cluster's ClusterData service URLs (each host of a multi-host one); True
+        if one was new."""
         self.endpoint(cluster)
         added = False
         with self._lock:
             for url in urls:
-                try:
-                    parsed = httpx.URL(url)
-                except httpx.InvalidURL:
-                    continue
-                if parsed.scheme not in ("http", "https") or not parsed.host:
-                    continue
-                base = str(parsed.copy_with(query=None, fragment=None)).rstrip("/")
-                if self._aliases.get(base) != cluster:
-                    self._aliases[base] = cluster
-                    added = True
+                for base in service_url_hosts(url):
+                    if self._aliases.get(base) != cluster:
+                        self._aliases[base] = cluster
+                        added = True
         return added
 
     def aliases(self) -> dict[str, str]:
@@ -292,16 +333,20 @@ class PeerRouter:
     def resolve_redirect(self, current: Hop, location: str) -> Hop:
         """The hop a 307 `Location` leads to (a relative Location stays on the same host).
 
-        A Location under a peer's ClusterData service URL is sent to that peer's configured
-        admin URL (same path below the prefix, same query): the operator's URL is the one
-        known to reach it with its own token and CA.
+        A Location on a host of another cluster's ClusterData service URL is sent to that
+        cluster's configured admin URL (same path below the prefix, same query): the
+        operator's URL is the one known to reach it with its own token and CA. A host of the
+        current cluster's own service URL is one of its brokers (the owner lookup names it):
+        followed as sent, with this cluster's token.
         """
         target = httpx.URL(current.url).join(location)
         for endpoint in self._clusters.values():
             if endpoint.serves(target):
                 return Hop(endpoint.name, str(target), listed=True)
         for base, cluster in self.aliases().items():
-            if _under(base, target):
+            if _alias_serves(base, target):
+                if cluster == current.cluster:
+                    return Hop(cluster, str(target), listed=True, broker=True)
                 prefix = len(httpx.URL(base).raw_path.rstrip(b"/"))
                 rest = target.raw_path[prefix:].decode("ascii")  # path and query
                 return Hop(cluster, self._clusters[cluster].url(rest or "/"), listed=True)
