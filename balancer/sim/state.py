@@ -27,12 +27,15 @@ class PeerRedirect(Exception):
 
 
 class OwnerRedirect(Exception):
-    """Another broker of the cluster owns the bundle: answer 307 to that broker."""
+    """Another broker of the cluster owns the bundle (or is the leader to ask): answer 307 to
+    that broker with `authoritative` set to this value (PulsarWebResource.validateBundleOwnership
+    replaces the query parameter with whether the redirecting broker is the leader)."""
 
-    def __init__(self, cluster: str, broker: int) -> None:
+    def __init__(self, cluster: str, broker: int, *, authoritative: bool = False) -> None:
         super().__init__(f"{cluster}/{broker}")
         self.cluster = cluster
         self.broker = broker
+        self.authoritative = authoritative
 
 
 @dataclass
@@ -91,6 +94,9 @@ class NamespaceState:
     local_index: dict[str, int]  # local topic name -> global topic index
     partitioned: dict[str, int]  # partitioned base local name -> partitions
     topic_buckets: int | None
+    # Bundles no broker owns (released): the next lookup assigns them. `owners` keeps the
+    # last owner of each so every bundle still has an int there.
+    unowned: set[BundleRange] = field(default_factory=set)
 
     @property
     def tenant(self) -> str:

@@ -10,7 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from balancer.sim import start_peer_group
+from balancer.core.bundles import BundleRange
+from balancer.sim import RunningPeerGroup, start_peer_group
+from balancer.sim.ownership import lookup_candidate
 from balancer.sim.scenarios import ScenarioError, parse_scenario
 
 
@@ -68,3 +70,98 @@ def test_a_multi_host_service_url_lists_every_broker_and_307s_name_each_in_turn(
 def test_bad_cluster_options_are_refused(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ScenarioError, match=message):
         parse_scenario(scenario(**options))
+
+
+def _candidate_of_broker(group: RunningPeerGroup, broker: int) -> BundleRange:
+    """A west-ns bundle the leader would give to `broker` (the sim's lookup rule)."""
+    ns = group.model.namespaces["acme/west-ns"]
+    west = group.model.clusters["west"]
+    return next(b for b in ns.layout.bundles if lookup_candidate(ns, west, b) == broker)
+
+
+def test_an_unowned_bundle_goes_broker_leader_broker_with_authoritative(
+    http: httpx.Client,
+) -> None:
+    """PulsarWebResource.validateBundleOwnership: broker 0 (not the leader) forwards to the
+    leader with authoritative=false; the leader picks broker 0 and sends it back with
+    authoritative=true; broker 0 then owns the bundle and splits it."""
+    with start_peer_group(parse_scenario(scenario(leader_broker=1))) as group:
+        x, leader = group.broker_urls["west"]
+        bundle = _candidate_of_broker(group, 0)
+        group.release_bundle("acme/west-ns", bundle)
+        path = f"/admin/v2/namespaces/acme/west-ns/{bundle}/split"
+        first = http.put(f"{x}{path}?unload=false", json=[])
+        assert first.status_code == 307
+        assert first.headers["location"] == f"{leader}{path}?unload=false&authoritative=false"
+        second = http.put(first.headers["location"], json=[])
+        assert second.status_code == 307
+        assert second.headers["location"] == f"{x}{path}?unload=false&authoritative=true"
+        assert group.splits() == []
+        assert http.put(second.headers["location"], json=[]).status_code == 204
+        assert [s.parent for s in group.splits()] == [bundle]
+        assert group.model.broker_requests("west", "split") == {0: 2, 1: 1}
+
+
+def test_the_leader_itself_takes_an_unowned_bundle_it_picks_for_itself(
+    http: httpx.Client,
+) -> None:
+    with start_peer_group(parse_scenario(scenario(leader_broker=1))) as group:
+        bundle = _candidate_of_broker(group, 1)
+        group.release_bundle("acme/west-ns", bundle)
+        path = f"/admin/v2/namespaces/acme/west-ns/{bundle}/unload"
+        assert http.put(f"{group.broker_urls['west'][1]}{path}").status_code == 204
+
+
+def test_topic_hash_positions_need_an_owner_in_the_cluster_asked(http: httpx.Client) -> None:
+    """NamespacesBase.internalGetTopicHashPositionsAsync -> validateNamespaceBundleOwnershipAsync
+    (readOnly): 412 when no broker of this cluster owns the bundle, 307 to the owner."""
+    doc = scenario()
+    doc["broker"] = {"redirect_to_owner": True}
+    with start_peer_group(parse_scenario(doc)) as group:
+        ns = group.model.namespaces["acme/west-ns"]
+        bundle = ns.layout.bundles[0]
+        owner = ns.owners[bundle]
+        brokers = group.broker_urls["west"]
+        path = f"/admin/v2/namespaces/acme/west-ns/{bundle}/topicHashPositions"
+        moved = http.get(f"{brokers[1 - owner]}{path}")
+        assert moved.status_code == 307
+        assert moved.headers["location"].startswith(f"{brokers[owner]}{path}?authoritative=")
+        assert http.get(moved.headers["location"]).status_code == 200
+        for cluster in ("east", "south"):  # no broker of theirs owns it
+            other = http.get(f"{group.admin_urls[cluster]}{path}")
+            assert other.status_code == 412
+            assert "Failed to find ownership for ServiceUnit" in other.json()["reason"]
+        group.release_bundle("acme/west-ns", bundle)
+        unowned = http.get(f"{brokers[0]}{path}")
+        assert unowned.status_code == 412  # read-only: no broker takes it
+        assert "Failed to find ownership for ServiceUnit" in unowned.json()["reason"]
+
+
+@pytest.mark.parametrize("route", ["stats", "internalStats"])
+def test_topic_stats_are_redirected_to_the_peer_holding_the_namespace(
+    http: httpx.Client, route: str
+) -> None:
+    """PersistentTopicsBase.internalGetStatsAsync / internalGetInternalStatsAsync call
+    validateGlobalNamespaceOwnershipAsync first; offload trigger and status do not."""
+    with start_peer_group(parse_scenario(scenario())) as group:
+        path = f"/admin/v2/persistent/acme/west-ns/w-0/{route}"
+        r = http.get(f"{group.admin_urls['east']}{path}")
+        assert r.status_code == 307
+        assert r.headers["location"] == f"{group.admin_urls['west']}{path}"
+        assert http.get(r.headers["location"]).status_code == 200
+        assert http.get(f"{group.admin_urls['south']}{path}").status_code == 412  # no peer
+        offload = http.get(
+            f"{group.admin_urls['east']}/admin/v2/persistent/acme/west-ns/w-0/offload"
+        )
+        assert offload.status_code == 404 and "location" not in offload.headers
+
+
+def test_peers_never_set_are_204_with_no_body(http: httpx.Client) -> None:
+    """ClustersBase.getPeerClusterNames returns ClusterData.peerClusterNames: null when never
+    set, which JAX-RS answers 204 with no body."""
+    with start_peer_group(parse_scenario(scenario())) as group:
+        peers = f"{group.admin_urls['south']}/admin/v2/clusters/south/peers"
+        none = http.get(peers)
+        assert (none.status_code, none.content) == (204, b"")
+        assert http.post(peers, json=["east"]).status_code == 204
+        assert http.get(peers).json() == ["east"]
