@@ -425,7 +425,11 @@ class PulsarPeerGroup:
         return self._parse(call, lambda body: ClusterData.from_json(name, body))
 
     def get_peer_clusters(self, cluster: str, *, via: str | None = None) -> tuple[str, ...]:
-        """`GET /admin/v2/clusters/{cluster}/peers` (PIP-8)."""
+        """`GET /admin/v2/clusters/{cluster}/peers` (PIP-8); () when none are set.
+
+        Peers never set are a null `peerClusterNames`, which Pulsar (`ClustersBase.
+        getPeerClusterNames`, JAX-RS) answers 204 with no body, not `[]`.
+        """
         _name(cluster, "cluster name")
         ask = via if via is not None else (cluster if cluster in self.clusters else None)
         call = Call(
@@ -435,7 +439,10 @@ class PulsarPeerGroup:
             cluster=self._cluster_or_entry(ask),
             any_cluster=via is None,
         )
-        return self._parse(call, lambda body: parse_string_list(body, "peer clusters"))
+        response = self._t.send(call)
+        if response.status_code == 204 or not response.content.strip():
+            return ()
+        return self._decode(call, response, lambda body: parse_string_list(body, "peer clusters"))
 
     def set_peer_clusters(
         self, cluster: str, peers: Iterable[str], *, via: str | None = None
