@@ -4,7 +4,10 @@ the peer, peers 204 and topicHashPositions' ownership checks."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -165,3 +168,16 @@ def test_peers_never_set_are_204_with_no_body(http: httpx.Client) -> None:
         assert (none.status_code, none.content) == (204, b"")
         assert http.post(peers, json=["east"]).status_code == 204
         assert http.get(peers).json() == ["east"]
+
+
+def test_the_sim_s_multi_host_cluster_data_has_pulsar_s_shape(http: httpx.Client) -> None:
+    """tests/fixtures/pulsar/cluster-data-multi-host.json: same keys and JSON types, the
+    same `scheme://host:port,host:port` form."""
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "pulsar"
+    real = json.loads((fixtures / "cluster-data-multi-host.json").read_text())
+    with start_peer_group(parse_scenario(scenario(multi_host_service_url=True))) as group:
+        data = http.get(f"{group.admin_urls['east']}/admin/v2/clusters/west").json()
+    for key, value in data.items():
+        assert key in real and type(value) is type(real[key]), key
+    pattern = re.compile(r"^http://[^/,:]+:\d+(,[^/,:]+:\d+)+$")
+    assert pattern.match(real["serviceUrl"]) and pattern.match(data["serviceUrl"])
