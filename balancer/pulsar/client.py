@@ -13,12 +13,13 @@
 
 Namespace and topic calls go to the owner learnt from an earlier cross-cluster 307, else to
 `cluster=` (the cluster the namespace's stats came from; inside a `routed_to(cluster)` block
-that cluster is the default), else to the entry cluster. Only some routes redirect (split,
-unload); reads are answered by the cluster asked, from its own metadata, so they must be
-routed, not discovered. Cluster calls (stats of a broker, peers, tenants) name the cluster
-to ask; configuration-store reads asked of no cluster in particular fall back to the next
-cluster when one does not answer. Every method raises a `PulsarAdminError` subclass on
-failure (see `balancer.pulsar.errors`).
+that cluster is the default), else to the entry cluster. Only split, unload and a topic's
+stats and internalStats redirect to the peer holding the namespace; other reads (bundles,
+topic list, offload status) are answered by the cluster asked, so they must be routed, not
+discovered (`balancer.pulsar.routing`). Cluster calls (stats of a broker, peers, tenants) name
+the cluster to ask; configuration-store reads asked of no cluster in particular fall back to
+the next cluster when one does not answer. Every method raises a `PulsarAdminError` subclass
+on failure (see `balancer.pulsar.errors`).
 """
 
 from __future__ import annotations
@@ -112,8 +113,9 @@ class PulsarPeerGroup:
 
     `clusters` maps each cluster name to its endpoint (a list of endpoints works too);
     `settings` holds the group's defaults (token, TLS, timeouts, retries, the entry cluster,
-    redirect limits) and the injectable clock and transport. A redirect back to a cluster
-    already visited raises RedirectLoopError.
+    redirect limits) and the injectable clock and transport. A redirect back to a URL already
+    visited with the same query raises RedirectLoopError (X -> leader -> X?authoritative=true
+    is followed).
     """
 
     def __init__(
@@ -272,7 +274,8 @@ class PulsarPeerGroup:
         """PIP-143 `GET .../{bundle}/topicHashPositions?topics=a&topics=b`.
 
         No topics: every topic of the bundle. A partitioned base name expands to its
-        partitions in the bundle.
+        partitions in the bundle. No peer redirect: a broker of the cluster asked must own
+        the bundle (else PreconditionFailedError); another one answers 307 to the owner.
         """
         if isinstance(topics, str):
             raise ValueError("topics must be an iterable of names, not one string")
@@ -329,14 +332,16 @@ class PulsarPeerGroup:
     # -- topics -----------------------------------------------------------------------------
 
     def topic_stats(self, topic: str, *, cluster: str | None = None) -> TopicStats:
-        """`GET /admin/v2/{domain}/{t}/{ns}/{topic}/stats`."""
+        """`GET .../{topic}/stats`; 307 to the peer holding the namespace
+        (`PersistentTopicsBase.internalGetStatsAsync`), and to the owner broker."""
         name = parse_topic(topic)
         path, template = _topic_path(name, "/stats")
         call = Call("GET", path, template, namespace=name.namespace_name, home=cluster)
         return self._parse(call, lambda body: TopicStats.from_json(body, f"stats of {name}"))
 
     def internal_stats(self, topic: str, *, cluster: str | None = None) -> InternalStats:
-        """`GET .../{topic}/internalStats`: ledgers oldest first, plus currentLedgerSize."""
+        """`GET .../{topic}/internalStats`: ledgers oldest first, plus currentLedgerSize;
+        redirected to the peer holding the namespace, as `topic_stats`."""
         name = parse_topic(topic)
         path, template = _topic_path(name, "/internalStats")
         call = Call("GET", path, template, namespace=name.namespace_name, home=cluster)
@@ -346,6 +351,8 @@ class PulsarPeerGroup:
         self, topic: str, message_id: MessageId, *, cluster: str | None = None
     ) -> None:
         """`PUT .../{topic}/offload`: offload every ledger before `message_id.ledger_id`.
+
+        Never redirected to a peer: a cluster without the topic answers 404.
 
         ConflictError (409) when an offload is already running for the topic.
         """
@@ -364,7 +371,7 @@ class PulsarPeerGroup:
         )
 
     def offload_status(self, topic: str, *, cluster: str | None = None) -> OffloadStatus:
-        """`GET .../{topic}/offload`."""
+        """`GET .../{topic}/offload` (like the trigger: no peer redirect, 404 elsewhere)."""
         name = parse_topic(topic)
         path, template = _topic_path(name, "/offload")
         call = Call("GET", path, template, namespace=name.namespace_name, home=cluster)
@@ -424,7 +431,8 @@ class PulsarPeerGroup:
         return self._parse(call, lambda body: ClusterData.from_json(name, body))
 
     def get_peer_clusters(self, cluster: str, *, via: str | None = None) -> tuple[str, ...]:
-        """`GET /admin/v2/clusters/{cluster}/peers` (PIP-8)."""
+        """`GET /admin/v2/clusters/{cluster}/peers` (PIP-8); () when none were ever set (a
+        null entity: `ClustersBase.getPeerClusterNames` answers 204 with no body)."""
         _name(cluster, "cluster name")
         ask = via if via is not None else (cluster if cluster in self.clusters else None)
         call = Call(
@@ -434,7 +442,10 @@ class PulsarPeerGroup:
             cluster=self._cluster_or_entry(ask),
             any_cluster=via is None,
         )
-        return self._parse(call, lambda body: parse_string_list(body, "peer clusters"))
+        response = self._t.send(call)
+        if response.status_code == 204 or not response.content.strip():
+            return ()
+        return self._decode(call, response, lambda body: parse_string_list(body, "peer clusters"))
 
     def set_peer_clusters(
         self, cluster: str, peers: Iterable[str], *, via: str | None = None

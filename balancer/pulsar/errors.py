@@ -17,7 +17,7 @@ outcome instead of crashing. Messages never contain the bearer token.
     ├── ServerError (5xx, after the retries ran out)
     ├── UnavailableError (no response: connection refused, timeouts, after the retries)
     │   └── OutcomeUnknownError (a split/offload sent, then a timeout or reset: may be applied)
-    ├── RedirectLoopError (a 307 back to a cluster already visited)
+    ├── RedirectLoopError (a 307 back to a URL already visited, with the same query)
     ├── TooManyRedirectsError (more 307 hops than allowed)
     ├── RedirectRefusedError (a 307 to a host the token must not go to)
     └── InvalidResponseError (a 2xx whose body is not what Pulsar sends)
@@ -116,7 +116,8 @@ class OutcomeUnknownError(UnavailableError):
 
 
 class _RedirectError(PulsarAdminError):
-    """A redirect chain that had to stop; `visited` lists the clusters in order."""
+    """A redirect chain that had to stop; `visited` lists the hops in order: a cluster's
+    name, or `cluster@scheme://host:port` for a broker that is not its admin URL."""
 
     def __init__(
         self,
@@ -133,7 +134,11 @@ class _RedirectError(PulsarAdminError):
 
 
 class RedirectLoopError(_RedirectError):
-    """A 307 pointed back to a cluster already visited for this request."""
+    """A 307 pointed back to a URL already visited for this request, with the same query.
+
+    The same broker with another query is not a loop: Pulsar's owner lookup goes broker X ->
+    leader -> X with `authoritative=true` (`PulsarWebResource.validateBundleOwnership`).
+    """
 
 
 class TooManyRedirectsError(_RedirectError):

@@ -1,15 +1,24 @@
 """Peer-group routing (PIP-8): which cluster to ask, where a 307 leads, when to stop.
 
 A namespace lives in one cluster of a peer group. Only some routes answer 307 from another
-cluster (split, unload, compaction, terminate, the non-persistent topic list: the ones that
-call Pulsar's `PulsarWebResource.validateGlobalNamespaceOwnershipAsync`); reads such as GET
-bundles are answered locally by whichever cluster is asked. So a namespace call goes to:
-the owner learnt from a real cross-cluster 307, else the cluster its stats came from (the
+cluster: the ones that call Pulsar's `PulsarWebResource.validateGlobalNamespaceOwnershipAsync`
+(split, unload, compaction, terminate, the non-persistent topic list, AND a topic's `/stats`
+and `/internalStats`: `PersistentTopicsBase.internalGetStatsAsync` /
+`internalGetInternalStatsAsync`). Reads such as GET bundles and the persistent topic list, and
+a topic's offload trigger and status (topic ownership only: a cluster without the topic
+answers 404), are answered by whichever cluster is asked. So a namespace call goes to: the
+owner learnt from a real cross-cluster 307, else the cluster its stats came from (the
 `cluster=` argument, or the enclosing `routed_to(cluster)` block), else the entry cluster.
-A 307's `Location` is matched against the configured admin URLs and against the peers'
-ClusterData `serviceUrl`/`serviceUrlTls` (`add_aliases`), which may differ (a load balancer,
-another DNS name). A `RedirectChain` stops a request that loops back to a cluster it already
-visited or takes too many hops. No I/O here: the client does the HTTP.
+
+A 307's `Location` is matched against the configured admin URLs and against every host of
+the peers' ClusterData `serviceUrl`/`serviceUrlTls` (`add_aliases`; a service URL may list
+several hosts, `http://h1:8080,h2:8080`, and the 307 keeps the REQUEST's scheme with one
+host:port of it), which may differ from the admin URLs (a load balancer, another DNS name).
+A host of another cluster leads to that cluster's admin URL; a host of the current cluster
+is one of its brokers (the owner lookup) and is followed as sent. A `RedirectChain` stops a
+request when the same URL with the same query comes back (inside a cluster the owner lookup
+goes broker X -> leader -> X with `authoritative=true`: not a loop) or when it takes too
+many hops. No I/O here: the client does the HTTP.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
 
 import httpx
 
@@ -115,33 +125,90 @@ def origin_of(url: httpx.URL) -> str:
     return f"{url.scheme}://{url.host}:{url.port or _default_port(url.scheme)}"
 
 
+def service_url_hosts(service_url: str) -> tuple[str, ...]:
+    """Every `scheme://host:port[/prefix]` a ClusterData service URL names.
+
+    Pulsar's `PulsarServiceNameResolver` takes `http://h1:8080,h2:8080` (one scheme, several
+    hosts); httpx rejects that as one URL. Credentials, query and fragment are dropped; a host
+    that does not parse is skipped, so bad input gives fewer aliases, never an error.
+    """
+    scheme, sep, rest = service_url.strip().partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return ()
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority, prefix = rest[:cut], rest[cut:].split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    hosts: list[str] = []
+    for host in authority.rpartition("@")[2].split(","):
+        try:
+            url = httpx.URL(f"{scheme.lower()}://{host.strip()}{prefix}")
+        except httpx.InvalidURL:
+            continue
+        if url.host:
+            hosts.append(f"{origin_of(url)}{url.raw_path.decode('ascii').rstrip('/')}")
+    return tuple(dict.fromkeys(hosts))
+
+
+def _alias_serves(alias: str, url: httpx.URL) -> bool:
+    """Whether `url` is on the alias's host and port and under its path prefix, whatever its
+    scheme: a 307 to a peer keeps the REQUEST's scheme and takes the host and port of the
+    peer's service URL (`PulsarWebResource.getRedirectionUrl`)."""
+    base = httpx.URL(alias)
+    if (url.host, url.port or _default_port(url.scheme)) != (
+        base.host,
+        base.port or _default_port(base.scheme),
+    ):
+        return False
+    prefix = base.path.rstrip("/")
+    return url.path == prefix or url.path.startswith(prefix + "/")
+
+
 def safe_url(url: httpx.URL | str) -> str:
     """A URL fit for logs and errors: credentials and fragment removed."""
     parsed = httpx.URL(url) if isinstance(url, str) else url
     return str(parsed.copy_with(username=None, password=None, fragment=None))
 
 
+def loop_key(url: str) -> str:
+    """What makes two hops "the same" for loop detection: origin, path and the query's
+    parameters (order-free). Pulsar's owner lookup sends a request back to the broker it came
+    from with `authoritative=true` added (`PulsarWebResource.validateBundleOwnership`): that
+    is a new request, not a loop."""
+    parsed = httpx.URL(url)
+    query = sorted(parse_qsl(parsed.query.decode("ascii", "replace"), keep_blank_values=True))
+    return f"{origin_of(parsed)}{parsed.raw_path.split(b'?', 1)[0].decode('ascii')}?{query}"
+
+
 @dataclass(frozen=True, slots=True)
 class Hop:
     """Where one attempt of a request went: the cluster it is attributed to, and the URL.
 
-    `listed` is False for a redirect to a host that is not a configured admin URL (in real
-    Pulsar, the owner broker inside the same cluster); it is attributed to the cluster that
-    sent the redirect.
+    `listed` is False for a redirect to a host that is not a configured admin URL nor a
+    service URL of a cluster's ClusterData (in real Pulsar, the owner broker inside the same
+    cluster); it is attributed to the cluster that sent the redirect. `broker` is True for a
+    redirect inside a cluster to one of the hosts its ClusterData names, followed as sent.
     """
 
     cluster: str
     url: str
     listed: bool = True
+    broker: bool = False
+
+    @property
+    def label(self) -> str:
+        """The hop in logs and errors: the cluster, with the host when not its admin URL."""
+        if self.listed and not self.broker:
+            return self.cluster
+        return f"{self.cluster}@{origin_of(httpx.URL(self.url))}"
 
     @property
     def visit_key(self) -> str:
-        return self.cluster if self.listed else f"{self.cluster}@{origin_of(httpx.URL(self.url))}"
+        return loop_key(self.url)
 
 
 @dataclass(slots=True)
 class RedirectChain:
-    """The hops of one logical request; raises when a redirect loops or exceeds the limit."""
+    """The hops of one logical request; raises when the same URL with the same query comes
+    back (a loop) or the hops exceed the limit."""
 
     first: Hop
     max_hops: int
@@ -157,13 +224,15 @@ class RedirectChain:
 
     @property
     def path(self) -> list[str]:
-        return [h.visit_key for h in self.hops]
+        """The hops' labels, in order (what errors call `visited`)."""
+        return [h.label for h in self.hops]
 
     def follow(self, target: Hop) -> None:
         """Add the redirect target, or raise RedirectLoopError / TooManyRedirectsError."""
-        if target.visit_key in self.path:
+        route = " -> ".join([*self.path, target.label])
+        if any(h.visit_key == target.visit_key for h in self.hops):
             raise RedirectLoopError(
-                f"{self.method} redirect loop: {' -> '.join([*self.path, target.visit_key])}",
+                f"{self.method} redirect loop: {route} ({safe_url(target.url)} again, same query)",
                 visited=self.path,
                 status=307,
                 method=self.method,
@@ -172,8 +241,7 @@ class RedirectChain:
             )
         if len(self.hops) - 1 >= self.max_hops:
             raise TooManyRedirectsError(
-                f"{self.method} took more than {self.max_hops} redirect hop(s): "
-                f"{' -> '.join([*self.path, target.visit_key])}",
+                f"{self.method} took more than {self.max_hops} redirect hop(s): {route}",
                 visited=self.path,
                 status=307,
                 method=self.method,
@@ -246,21 +314,16 @@ class PeerRouter:
         return self._entry
 
     def add_aliases(self, cluster: str, urls: Iterable[str]) -> bool:
-        """Record a cluster's ClusterData service URLs; True if one was new."""
+        """Record a cluster's ClusterData service URLs (each host of a multi-host one); True
+        if one was new."""
         self.endpoint(cluster)
         added = False
         with self._lock:
             for url in urls:
-                try:
-                    parsed = httpx.URL(url)
-                except httpx.InvalidURL:
-                    continue
-                if parsed.scheme not in ("http", "https") or not parsed.host:
-                    continue
-                base = str(parsed.copy_with(query=None, fragment=None)).rstrip("/")
-                if self._aliases.get(base) != cluster:
-                    self._aliases[base] = cluster
-                    added = True
+                for base in service_url_hosts(url):
+                    if self._aliases.get(base) != cluster:
+                        self._aliases[base] = cluster
+                        added = True
         return added
 
     def aliases(self) -> dict[str, str]:
@@ -270,16 +333,20 @@ class PeerRouter:
     def resolve_redirect(self, current: Hop, location: str) -> Hop:
         """The hop a 307 `Location` leads to (a relative Location stays on the same host).
 
-        A Location under a peer's ClusterData service URL is sent to that peer's configured
-        admin URL (same path below the prefix, same query): the operator's URL is the one
-        known to reach it with its own token and CA.
+        A Location on a host of another cluster's ClusterData service URL is sent to that
+        cluster's configured admin URL (same path below the prefix, same query): the
+        operator's URL is the one known to reach it with its own token and CA. A host of the
+        current cluster's own service URL is one of its brokers (the owner lookup names it):
+        followed as sent, with this cluster's token.
         """
         target = httpx.URL(current.url).join(location)
         for endpoint in self._clusters.values():
             if endpoint.serves(target):
                 return Hop(endpoint.name, str(target), listed=True)
         for base, cluster in self.aliases().items():
-            if _under(base, target):
+            if _alias_serves(base, target):
+                if cluster == current.cluster:
+                    return Hop(cluster, str(target), listed=True, broker=True)
                 prefix = len(httpx.URL(base).raw_path.rstrip(b"/"))
                 rest = target.raw_path[prefix:].decode("ascii")  # path and query
                 return Hop(cluster, self._clusters[cluster].url(rest or "/"), listed=True)

@@ -253,8 +253,8 @@ class AdminTransport:
                     call.method,
                     call.path_template,
                     status,
-                    hop.visit_key,
-                    target.visit_key,
+                    hop.label,
+                    target.label,
                 )
                 continue
             if 200 <= status < 300:
@@ -271,11 +271,13 @@ class AdminTransport:
             raise self._error(call, hop, response, attempts)
 
     def _check_unlisted(self, call: Call, chain: RedirectChain, target: Hop) -> None:
-        if target.listed:
-            return
+        """Refuse a hop to a URL the operator did not configure when it would carry the token
+        down from https to http, or leave the peer group (unless allowed)."""
+        if target.listed and not target.broker:
+            return  # a configured admin URL: its scheme is the operator's choice
         current = httpx.URL(chain.current.url)
         downgrade = current.scheme == "https" and httpx.URL(target.url).scheme != "https"
-        if downgrade or not self._follow_unlisted:
+        if downgrade or (not target.listed and not self._follow_unlisted):
             why = "from https to http" if downgrade else "to a host outside the peer group"
             raise RedirectRefusedError(
                 f"{call.method} {call.path_template}: refusing a redirect {why}: "

@@ -158,6 +158,12 @@ class RunningPeerGroup(StopsOnExit):
         """What `GET .../{topic}/stats` answers now."""
         return self.model.topic_stats(self._topic_index(topic))
 
+    def release_bundle(self, namespace: str, bundle: BundleRange | str) -> None:
+        """No broker owns the bundle any more; the next owner lookup assigns it
+        (`balancer.sim.ownership`)."""
+        chosen = BundleRange.parse(bundle) if isinstance(bundle, str) else bundle
+        self.model.release_bundle(self._namespace(namespace), chosen)
+
     def splits(self, namespace: str | None = None) -> list[SplitRecord]:
         """Every split applied (of one namespace), oldest first."""
         with self.model.lock:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-import zlib
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +21,9 @@ from balancer.core.hashing import hash_position
 from balancer.core.load import TopicLoad
 from balancer.core.split import SplitError, compute_split
 from balancer.core.topics import InvalidTopicName, parse_topic
+from balancer.sim import ownership
 from balancer.sim.faults import FaultInjector
+from balancer.sim.ownership import initial_owner as _initial_owner
 from balancer.sim.scenarios import Scenario
 from balancer.sim.sim_clock import SimClock
 from balancer.sim.splitting import check_positions, choose_algorithm, split_options
@@ -62,10 +63,6 @@ __all__ = [
 ]
 
 
-def _initial_owner(namespace: str, bundle: BundleRange, brokers: int) -> int:
-    return zlib.crc32(f"{namespace}/{bundle}".encode()) % brokers
-
-
 class SimModel:
     def __init__(
         self, scenario: Scenario, clock: SimClock, *, faults: FaultInjector | None = None
@@ -77,7 +74,14 @@ class SimModel:
         self.traffic = TrafficModel(scenario)
         table = self.traffic.table
         self.clusters: dict[str, ClusterState] = {
-            c.name: ClusterState(c.name, c.brokers, list(c.peers)) for c in scenario.clusters
+            c.name: ClusterState(
+                c.name,
+                c.brokers,
+                list(c.peers),
+                multi_host=c.multi_host_service_url,
+                leader=c.leader_broker,
+            )
+            for c in scenario.clusters
         }
         self.namespaces: dict[str, NamespaceState] = {}
         for n, spec in enumerate(scenario.namespaces):
@@ -266,15 +270,38 @@ class SimModel:
         with self.lock:
             return ns.owners[ns.layout.find(position)]
 
-    def check_owner(self, ns: NamespaceState, bundle: BundleRange, broker: int) -> None:
-        """With `redirect_to_owner`, a bundle or topic request on a broker that does not own
-        the bundle is redirected to the owner, as Pulsar's brokers do."""
-        if not self.scenario.broker.redirect_to_owner:
-            return
+    def check_owner(
+        self,
+        ns: NamespaceState,
+        bundle: BundleRange,
+        broker: int,
+        *,
+        authoritative: bool = False,
+        read_only: bool = False,
+    ) -> None:
+        """The owner lookup in front of a bundle or topic request on `broker`: 307 to the
+        owner or the leader, 412 for a read of an unowned bundle (`balancer.sim.ownership`)."""
         with self.lock:
-            owner = ns.owners.get(bundle)
-            if owner is not None and owner != broker:
-                raise OwnerRedirect(ns.cluster, owner)
+            taken = ownership.check_owner(
+                ns,
+                self.clusters[ns.cluster],
+                bundle,
+                broker,
+                redirect_to_owner=self.scenario.broker.redirect_to_owner,
+                authoritative=authoritative,
+                read_only=read_only,
+            )
+            if taken:
+                self._layout_version += 1
+
+    def release_bundle(self, ns: NamespaceState, bundle: BundleRange) -> None:
+        """No broker owns `bundle` now (as after its broker restarted: Pulsar's
+        `OwnershipCache` entry is gone); the next owner lookup assigns it."""
+        with self.lock:
+            if not ns.layout.has(bundle):
+                raise SimError(412, f"Bundle {ns.name}/{bundle} is not in the layout")
+            ns.unowned.add(bundle)
+            self._layout_version += 1
 
     def topic_loads(self, ns: NamespaceState, bundle: BundleRange) -> list[TopicLoad]:
         """The bundle's topics with their load now, as the split algorithms take them."""
@@ -476,7 +503,7 @@ class SimModel:
                     continue
                 by_bundle: dict[str, Any] = {}
                 for bundle in ns.layout.bundles:
-                    if ns.owners[bundle] != broker:
+                    if ns.owners[bundle] != broker or bundle in ns.unowned:
                         continue
                     topics = {}
                     for i in (int(x) for x in self._bundle_slice(ns, bundle)):

@@ -3,7 +3,8 @@
 Pulsar redirects only the routes that call `PulsarWebResource.validateGlobalNamespaceOwnershipAsync`
 (-> `checkLocalOrGetPeerReplicationCluster`): in `NamespacesBase`, bundle split
 (`internalSplitNamespaceBundleAsync`) and unload (`internalUnloadNamespaceBundleAsync`, when
-the bundle is not owned locally); in `PersistentTopicsBase`, compaction and terminate; in
+the bundle is not owned locally); in `PersistentTopicsBase`, a topic's stats and internalStats
+(`internalGetStatsAsync`, `internalGetInternalStatsAsync`), compaction and terminate; in
 `NonPersistentTopics`, the topic list. Those answer 307 to the peer holding the namespace
 (`SimModel.locate`). Every other route is answered by the cluster asked, from its own
 metadata:
@@ -13,12 +14,13 @@ metadata:
   bundles of the cluster's own local policies when it has them
   (`AdminResource.getNamespacePoliciesAsync`). A cluster that never held the namespace has
   none, so it answers the bundles the namespace was created with: stale after any split.
-- topicHashPositions (`NamespacesBase.internalGetTopicHashPositionsAsync`) lists the topics
-  the cluster owns in the bundle: none here.
+- topicHashPositions (`NamespacesBase.internalGetTopicHashPositionsAsync`) needs a broker of
+  the cluster asked to own the bundle (`validateNamespaceBundleOwnershipAsync`, read-only):
+  none does here, 412 "Failed to find ownership for ServiceUnit".
 - The persistent topic list (`PersistentTopics.getList`) lists the managed ledgers of the
   cluster's own metadata store: none here.
-- Topic routes (stats, internalStats, offload trigger and status; `PersistentTopics`) check
-  topic ownership only: the topic does not exist here, 404.
+- The offload trigger and status (`PersistentTopics`) check topic ownership only: the topic
+  does not exist here, 404.
 """
 
 from __future__ import annotations

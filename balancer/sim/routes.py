@@ -2,9 +2,10 @@
 it from the shared `SimModel`.
 
 Errors are Pulsar's JSON `{"reason": "..."}`. A namespace held by a peer cluster is answered
-with 307 only on the routes Pulsar redirects (split, unload); the others are answered from
-the asked cluster's own metadata (`balancer.sim.peers` says which and why). The HTTP server
-that serves them is `balancer.sim.server`.
+with 307 only on the routes Pulsar redirects (split, unload, a topic's stats and
+internalStats); the others are answered from the asked cluster's own metadata
+(`balancer.sim.peers` says which and why). Bundle and topic routes then go through the owner
+lookup (`balancer.sim.ownership`). The HTTP server that serves them is `balancer.sim.server`.
 """
 
 from __future__ import annotations
@@ -91,7 +92,10 @@ def _cluster(m: SimModel, r: Request) -> Response:
 
 
 def _get_peers(m: SimModel, r: Request) -> Response:
-    return _ok(list(m.cluster(r.params[0]).peers))
+    # ClustersBase.getPeerClusterNames answers ClusterData.peerClusterNames, null when never
+    # set: JAX-RS sends 204 with no body for a null entity.
+    peers = m.cluster(r.params[0]).peers
+    return _ok(list(peers)) if peers else _no_content()
 
 
 def _set_peers(m: SimModel, r: Request) -> Response:
@@ -164,7 +168,7 @@ def _split(m: SimModel, r: Request) -> Response:
         except SimError:
             bundle = None  # split_bundle reports the bad bundle after the algorithm checks
         if bundle is not None:
-            m.check_owner(ns, bundle, r.broker)
+            m.check_owner(ns, bundle, r.broker, authoritative=r.flag("authoritative"))
         m.split_bundle(
             ns, r.params[2], algorithm=algorithm, boundaries=body, unload=r.flag("unload")
         )
@@ -174,17 +178,24 @@ def _split(m: SimModel, r: Request) -> Response:
 def _unload(m: SimModel, r: Request) -> Response:
     ns = _ns(m, r)
     with m.lock:
-        m.check_owner(ns, m.resolve_bundle(ns, r.params[2]), r.broker)
+        bundle = m.resolve_bundle(ns, r.params[2])
+        m.check_owner(ns, bundle, r.broker, authoritative=r.flag("authoritative"))
         m.unload_bundle(ns, r.params[2])
     return _no_content()
 
 
 def _hash_positions(m: SimModel, r: Request) -> Response:
+    # NamespacesBase.internalGetTopicHashPositionsAsync: no peer redirect, then
+    # validateNamespaceBundleOwnershipAsync(readOnly): a broker of THIS cluster must own the
+    # bundle (else 412), another broker than the owner answers 307 to it.
     ns = _local_ns(m, r)
-    if ns is None:  # this cluster owns no topic of the namespace
+    if ns is None:  # no broker of this cluster owns any bundle of the namespace
         name = f"{r.params[0]}/{r.params[1]}"
         bundle = stale_bundle(m, name, r.params[2])
-        return _ok({"namespace": name, "bundle": str(bundle), "topicHashPositions": {}})
+        raise SimError(412, f"Failed to find ownership for ServiceUnit:{name}/{bundle}")
+    with m.lock:
+        bundle = m.resolve_bundle(ns, r.params[2])
+        m.check_owner(ns, bundle, r.broker, read_only=True)
     return _ok(m.topic_hash_positions(ns, r.params[2], r.query.get("topics", [])))
 
 
@@ -202,9 +213,12 @@ def _topics(m: SimModel, r: Request) -> Response:
     return _ok([] if bundle is None else m.topics_of_bundle(ns, bundle))
 
 
-def _topic(m: SimModel, r: Request) -> tuple[NamespaceState, int]:
-    # PersistentTopics checks topic ownership only (no peer redirect): elsewhere, no topic.
-    ns = _local_ns(m, r)
+def _topic(m: SimModel, r: Request, *, peer_redirect: bool = False) -> tuple[NamespaceState, int]:
+    # `peer_redirect`: PersistentTopicsBase.internalGetStatsAsync / internalGetInternalStatsAsync
+    # call validateGlobalNamespaceOwnershipAsync first (307 to the peer holding the namespace,
+    # 412 when no peer does). The offload trigger and status check topic ownership only: a
+    # cluster without the topic answers 404.
+    ns: NamespaceState | None = _ns(m, r) if peer_redirect else _local_ns(m, r)
     local = r.params[2]
     if ns is None:
         raise SimError(404, f"Topic persistent://{r.params[0]}/{r.params[1]}/{local} not found")
@@ -214,17 +228,18 @@ def _topic(m: SimModel, r: Request) -> tuple[NamespaceState, int]:
         )
     i = m.topic_index(ns, local)
     with m.lock:
-        m.check_owner(ns, ns.layout.find(int(m.traffic.table.positions[i])), r.broker)
+        bundle = ns.layout.find(int(m.traffic.table.positions[i]))
+        m.check_owner(ns, bundle, r.broker, authoritative=r.flag("authoritative"))
     return ns, i
 
 
 def _topic_stats(m: SimModel, r: Request) -> Response:
-    _, i = _topic(m, r)
+    _, i = _topic(m, r, peer_redirect=True)
     return _ok(m.topic_stats(i))
 
 
 def _internal_stats(m: SimModel, r: Request) -> Response:
-    _, i = _topic(m, r)
+    _, i = _topic(m, r, peer_redirect=True)
     return _ok(m.internal_stats(i))
 
 

@@ -81,6 +81,20 @@ class ClusterSpec(_Strict):
     # admin URL a client is given: like a load balancer or another DNS name in front of a
     # real cluster. Peer redirects (307) to this cluster then carry that URL.
     service_url_alias: bool = False
+    # ClusterData serviceUrl lists every broker, `http://h0:p0,h1:p1` (the multi-host form
+    # Pulsar's PulsarServiceNameResolver reads); a 307 to this cluster takes one of them.
+    multi_host_service_url: bool = False
+    # The broker (index) holding the load manager's leadership: an owner lookup for an
+    # unowned bundle on another broker is forwarded to it (NamespaceService.findBrokerServiceUrl).
+    leader_broker: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _sane(self) -> ClusterSpec:
+        if self.leader_broker >= self.brokers:
+            raise ValueError(f"leader_broker {self.leader_broker} is not one of {self.brokers}")
+        if self.multi_host_service_url and self.service_url_alias:
+            raise ValueError("multi_host_service_url and service_url_alias exclude each other")
+        return self
 
 
 class TopicGroupSpec(_Strict):

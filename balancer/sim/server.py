@@ -5,9 +5,9 @@ Each broker of each cluster listens on its own port on 127.0.0.1; broker 0's URL
 cluster's admin/service URL. Every broker answers every admin request (as any Pulsar broker
 does), but `broker-stats/topics` only lists the topics of the bundles that broker owns.
 Errors are Pulsar's JSON `{"reason": "..."}`. A namespace held by a peer cluster is answered
-with 307 to the same path on that peer's ClusterData service URL only on the routes Pulsar
-redirects (split, unload); the others are answered from the asked cluster's own metadata
-(`balancer.sim.peers` says which and why).
+with 307 to the same path on (one host of) that peer's ClusterData service URL only on the
+routes Pulsar redirects (split, unload, a topic's stats and internalStats); the others are
+answered from the asked cluster's own metadata (`balancer.sim.peers` says which and why).
 """
 
 from __future__ import annotations
@@ -171,14 +171,16 @@ class _BrokerHandler(BaseHTTPRequestHandler):
         except SimError as exc:
             response = Response(exc.status, {"reason": exc.reason})
         except PeerRedirect as redirect:
-            # PulsarWebResource.validateGlobalNamespaceOwnershipAsync: the peer's ClusterData
-            # serviceUrl, same path and query.
-            peer_url = srv.model.clusters[redirect.cluster].advertised_url
+            # PulsarWebResource.validateGlobalNamespaceOwnershipAsync -> getRedirectionUrl:
+            # one host of the peer's ClusterData serviceUrl, same path and query.
+            with srv.model.lock:
+                peer_url = srv.model.clusters[redirect.cluster].redirect_origin()
             location = f"{peer_url}{self.path}"
             response = Response(307, None, headers={"Location": location})
         except OwnerRedirect as owner:
             broker_url = srv.model.clusters[owner.cluster].broker_urls[owner.broker]
-            query = {**request.query, "authoritative": ["true"]}
+            # UriBuilder...replaceQueryParam("authoritative", newAuthoritative)
+            query = {**request.query, "authoritative": [str(owner.authoritative).lower()]}
             location = f"{broker_url}{split.path}?{urlencode(query, doseq=True)}"
             response = Response(307, None, headers={"Location": location})
         except Exception:  # a bug in the simulator must not kill the server thread

@@ -27,12 +27,15 @@ class PeerRedirect(Exception):
 
 
 class OwnerRedirect(Exception):
-    """Another broker of the cluster owns the bundle: answer 307 to that broker."""
+    """Another broker of the cluster owns the bundle (or is the leader to ask): answer 307 to
+    that broker with `authoritative` set to this value (PulsarWebResource.validateBundleOwnership
+    replaces the query parameter with whether the redirecting broker is the leader)."""
 
-    def __init__(self, cluster: str, broker: int) -> None:
+    def __init__(self, cluster: str, broker: int, *, authoritative: bool = False) -> None:
         super().__init__(f"{cluster}/{broker}")
         self.cluster = cluster
         self.broker = broker
+        self.authoritative = authoritative
 
 
 @dataclass
@@ -42,6 +45,9 @@ class ClusterState:
     peers: list[str]
     broker_urls: list[str] = field(default_factory=list)  # set once the servers are bound
     alias_url: str = ""  # a second listener of broker 0, advertised in ClusterData if set
+    multi_host: bool = False  # ClusterData serviceUrl lists every broker
+    leader: int = 0  # the broker leading the load manager (owner lookups go through it)
+    _redirects: int = 0  # 307s to this cluster so far (which host of a multi-host URL)
 
     @property
     def service_url(self) -> str:
@@ -52,7 +58,23 @@ class ClusterState:
     def advertised_url(self) -> str:
         """ClusterData `serviceUrl`, which 307s to this cluster carry (Pulsar's
         `PulsarWebResource.validateGlobalNamespaceOwnershipAsync` redirects to it)."""
+        if self.multi_host and self.broker_urls:
+            hosts = ",".join(self.broker_address(b) for b in range(len(self.broker_urls)))
+            return f"http://{hosts}"
         return self.alias_url or self.service_url
+
+    def redirect_origin(self) -> str:
+        """`http://host:port` a 307 to this cluster names: PulsarWebResource.getRedirectionUrl
+        keeps the request's scheme (always http here) and takes the host and port that
+        PulsarServiceNameResolver.resolveHostUri picks from the serviceUrl. Pulsar starts at a
+        random host and goes round; this starts at the LAST broker (not the admin URL) and
+        goes round, so tests are repeatable."""
+        if not (self.multi_host and self.broker_urls):
+            return self.advertised_url
+        count = len(self.broker_urls)
+        broker = (count - 1 + self._redirects) % count
+        self._redirects += 1
+        return self.broker_urls[broker]
 
     def broker_address(self, broker: int) -> str:
         """`host:port` of a broker, as Pulsar names brokers."""
@@ -72,6 +94,9 @@ class NamespaceState:
     local_index: dict[str, int]  # local topic name -> global topic index
     partitioned: dict[str, int]  # partitioned base local name -> partitions
     topic_buckets: int | None
+    # Bundles no broker owns (released): the next lookup assigns them. `owners` keeps the
+    # last owner of each so every bundle still has an int there.
+    unowned: set[BundleRange] = field(default_factory=set)
 
     @property
     def tenant(self) -> str:

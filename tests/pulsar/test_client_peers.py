@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from balancer.core.bundles import BundleRange
@@ -197,3 +198,17 @@ def test_cluster_calls_go_to_the_named_cluster(sim: RunningPeerGroup) -> None:
         assert client.request_count(cluster="south") == 1
         assert client.request_count(cluster="west") == 1
         assert client.list_clusters(via="south") == ("east", "south", "west")
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "peers"),
+    [(204, b"", ()), (200, b"", ()), (200, b"null", ()), (200, b'["b"]', ("b",))],
+    ids=["204", "200-empty", "null", "one-peer"],
+)
+def test_peers_never_set_read_as_none(status: int, body: bytes, peers: tuple[str, ...]) -> None:
+    """ClustersBase.getPeerClusterNames: a null entity, answered 204 with no body."""
+    answer = httpx.MockTransport(lambda request: httpx.Response(status, content=body))
+    with PulsarPeerGroup(
+        [ClusterEndpoint("a", "http://a.example")], ClientSettings(http_transport=answer)
+    ) as client:
+        assert client.get_peer_clusters("a") == peers

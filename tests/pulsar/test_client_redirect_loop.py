@@ -38,9 +38,10 @@ class _Seen:
 
 @dataclass
 class _Redirector:
-    """An HTTP server on 127.0.0.1:0 that answers every request with 307 to `target(path)`."""
+    """An HTTP server on 127.0.0.1:0 that answers every request with 307 to `target(path)`,
+    or 204 when `target` gives None."""
 
-    target: Callable[[str], str] = lambda path: path
+    target: Callable[[str], str | None] = lambda path: path
     seen: list[_Seen] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
@@ -60,8 +61,10 @@ class _Redirector:
                 outer.seen.append(
                     _Seen(self.command, self.path, body, self.headers.get("Authorization"))
                 )
-                self.send_response(307)
-                self.send_header("Location", outer.target(self.path))
+                location = outer.target(self.path)
+                self.send_response(307 if location is not None else 204)
+                if location is not None:
+                    self.send_header("Location", location)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -91,10 +94,13 @@ def servers() -> Iterator[list[_Redirector]]:
         s.stop()
 
 
-def _group(servers: list[_Redirector], *, max_redirect_hops: int = 3) -> PulsarPeerGroup:
+def _group(
+    servers: list[_Redirector], *, max_redirect_hops: int = 3, clusters: int = 4
+) -> PulsarPeerGroup:
+    """Cluster a, b, ... on the first `clusters` servers; the others are unlisted hosts."""
     names = "abcd"
     return PulsarPeerGroup(
-        [ClusterEndpoint(names[i], s.url) for i, s in enumerate(servers)],
+        [ClusterEndpoint(names[i], s.url) for i, s in enumerate(servers[:clusters])],
         ClientSettings(
             token=TokenSource(env_var="LOOP_TOKEN"),
             environ={"LOOP_TOKEN": TOKEN},
@@ -179,3 +185,53 @@ def test_unlisted_redirects_count_as_the_redirecting_cluster(
         group.get_bundles("t/ns")
     assert info.value.visited == ("a", f"a@{broker.url}")
     assert group.request_count(cluster="a") == 2
+
+
+def _with_authoritative(path: str, value: str) -> str:
+    """Pulsar's `UriBuilder.replaceQueryParam("authoritative", value)`."""
+    base, _, query = path.partition("?")
+    kept = [p for p in query.split("&") if p and not p.startswith("authoritative=")]
+    return f"{base}?{'&'.join([*kept, f'authoritative={value}'])}"
+
+
+def test_broker_to_leader_and_back_with_authoritative_is_followed(
+    servers: list[_Redirector],
+) -> None:
+    """PulsarWebResource.validateBundleOwnership on an unowned bundle: broker X (the admin
+    URL) forwards to the leader with authoritative=false, the leader picks X and sends it
+    back with authoritative=true, and X then owns the bundle and answers."""
+    x, leader = servers[0], servers[1]
+    x.target = lambda path: (
+        None if "authoritative=true" in path else leader.url + _with_authoritative(path, "false")
+    )
+    leader.target = lambda path: x.url + _with_authoritative(path, "true")
+    with _group(servers, clusters=1) as group:
+        group.split_bundle(
+            "t/ns",
+            "0x00000000_0x40000000",
+            algorithm="specified_positions_divide",
+            boundaries=[0x10000000],
+        )
+        assert group.request_count(cluster="a") == 3
+        assert group.owner_of("t/ns") is None  # no cluster was crossed
+    assert [s.path.rpartition("&")[2] for s in x.seen] == [
+        "splitAlgorithmName=specified_positions_divide",
+        "authoritative=true",
+    ]
+    assert leader.seen[0].path.endswith("&authoritative=false")
+    assert [s.body for s in x.seen + leader.seen] == [b"[268435456]"] * 3
+
+
+def test_a_broker_that_redirects_back_with_the_same_query_is_a_loop(
+    servers: list[_Redirector],
+) -> None:
+    x, leader = servers[0], servers[1]
+    x.target = lambda path: leader.url + _with_authoritative(path, "false")
+    leader.target = lambda path: x.url + _with_authoritative(path, "true")
+    with (
+        _group(servers, max_redirect_hops=10, clusters=1) as group,
+        pytest.raises(RedirectLoopError),
+    ):
+        group.get_bundles("t/ns")
+    # X, leader, X?authoritative=true, leader?authoritative=false again: that URL repeats.
+    assert (len(x.seen), len(leader.seen)) == (2, 1)

@@ -112,6 +112,34 @@ def test_brokers_inside_one_cluster_are_distinct_visits() -> None:
         chain.follow(Hop("a", "http://10.0.0.9:8080/p", listed=False))
 
 
+def test_back_to_the_same_broker_with_another_query_is_not_a_loop() -> None:
+    # PulsarWebResource.validateBundleOwnership: X -> leader (authoritative=false) -> X with
+    # authoritative=true. Only the same URL with the same query again is a loop.
+    chain = RedirectChain(first=Hop("a", A.url("/p?unload=false")), max_hops=5)
+    chain.follow(Hop("a", "http://10.0.0.9:8080/p?unload=false&authoritative=false", listed=False))
+    chain.follow(Hop("a", A.url("/p?unload=false&authoritative=true")))
+    assert chain.path == ["a", "a@http://10.0.0.9:8080", "a"]
+    with pytest.raises(RedirectLoopError) as info:  # the same query, in another order
+        chain.follow(Hop("a", A.url("/p?authoritative=true&unload=false")))
+    assert info.value.visited == ("a", "a@http://10.0.0.9:8080", "a")
+    assert "authoritative=true" in str(info.value)
+
+
+def test_distinct_queries_still_stop_at_the_hop_limit() -> None:
+    chain = RedirectChain(first=Hop("a", A.url("/p")), max_hops=2)
+    chain.follow(Hop("a", A.url("/p?n=1")))
+    chain.follow(Hop("a", A.url("/p?n=2")))
+    with pytest.raises(TooManyRedirectsError):
+        chain.follow(Hop("a", A.url("/p?n=3")))
+
+
+def test_a_cluster_redirecting_back_with_the_same_url_is_a_loop() -> None:
+    chain = RedirectChain(first=Hop("a", A.url("/p?x=1")), max_hops=5)
+    chain.follow(Hop("b", B.url("/p?x=1")))
+    with pytest.raises(RedirectLoopError):
+        chain.follow(Hop("a", "http://127.0.0.1:8001/p?x=1"))
+
+
 def test_a_namespace_starts_at_its_owner_then_its_home_then_the_entry() -> None:
     router = _router()
     assert router.start_cluster("t/ns", home="b") == "b"
@@ -156,6 +184,67 @@ def test_a_cluster_data_service_url_leads_to_that_cluster_s_admin_url(
     assert not router.add_aliases("b", ["http://lb-b.example/"])  # nothing new
     target = router.resolve_redirect(current, location)
     assert (target.cluster, target.url, target.listed) == ("b", expected, True)
+
+
+def test_a_multi_host_service_url_makes_every_host_an_alias() -> None:
+    # PulsarServiceNameResolver: `http://h1:8080,h2:8080` (httpx rejects it as one URL).
+    router = _router()
+    assert router.add_aliases(
+        "b", ["http://b1.example:8080,b2.example:8080", "https://b1.example:8443,b2.example"]
+    )
+    assert set(router.aliases()) == {
+        "http://b1.example:8080",
+        "http://b2.example:8080",
+        "https://b1.example:8443",
+        "https://b2.example:443",
+    }
+    assert set(router.aliases().values()) == {"b"}
+
+
+def test_a_307_keeping_the_request_scheme_reaches_the_cluster_of_that_host() -> None:
+    # PulsarWebResource.getRedirectionUrl: the request's URI with the peer's host and port,
+    # so an https request can come back as https://<a host of the http serviceUrl>.
+    router = _router()
+    router.add_aliases("b", ["http://b1.example:8080,b2.example:8080"])
+    current = Hop("a", "https://a.example:8443/admin/v2/namespaces/t/ns/0x0_0x1/split?unload=false")
+    target = router.resolve_redirect(
+        current, "https://b2.example:8080/admin/v2/namespaces/t/ns/0x0_0x1/split?unload=false"
+    )
+    assert (target.cluster, target.listed, target.broker) == ("b", True, False)
+    assert target.url == B.url("/admin/v2/namespaces/t/ns/0x0_0x1/split?unload=false")
+
+
+def test_a_redirect_to_a_host_of_the_same_cluster_is_followed_as_sent() -> None:
+    # Inside cluster b, the owner lookup names one of b's brokers: rewriting it to b's admin
+    # URL would send it back to the broker that just redirected.
+    router = _router()
+    router.add_aliases("b", ["http://b1.example:8080,b2.example:8080"])
+    current = Hop("b", B.url("/admin/v2/x"))
+    target = router.resolve_redirect(
+        current, "http://b2.example:8080/admin/v2/x?authoritative=true"
+    )
+    assert (target.cluster, target.listed, target.broker) == ("b", True, True)
+    assert target.url == "http://b2.example:8080/admin/v2/x?authoritative=true"
+    assert target.label == "b@http://b2.example:8080"
+
+
+@pytest.mark.parametrize(
+    ("url", "aliases"),
+    [
+        ("http://h1:8080,,h2:8080/", {"http://h1:8080", "http://h2:8080"}),
+        ("http://h1:bad,h2:8080", {"http://h2:8080"}),
+        ("http://user:secret@h1:8080,h2:8080", {"http://h1:8080", "http://h2:8080"}),
+        ("ftp://h1,h2", set()),
+        ("http://,", set()),
+        ("not a url", set()),
+    ],
+    ids=["empty-host", "bad-port", "credentials", "scheme", "no-hosts", "garbage"],
+)
+def test_bad_hosts_of_a_service_url_are_skipped(url: str, aliases: set[str]) -> None:
+    router = _router()
+    router.add_aliases("b", [url])
+    assert set(router.aliases()) == aliases
+    assert "secret" not in repr(router.aliases())
 
 
 def test_owner_cache_starts_at_the_owner_then_forgets() -> None:
