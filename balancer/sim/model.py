@@ -490,7 +490,9 @@ class SimModel:
                 if by_bundle:
                     out[ns.name] = by_bundle
             if settings.heartbeat_namespace:
-                out.update(heartbeat_stats(cluster, self.clusters[cluster].broker_address(broker)))
+                address = self.clusters[cluster].broker_address(broker)
+                version = settings.heartbeat_topic_version
+                out.update(heartbeat_stats(cluster, address, version))
             self._broker_stats_cache[(cluster, broker)] = (key, out)
             return out
 
