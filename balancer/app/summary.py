@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 from balancer.app.config import BalancerConfig
 from balancer.app.liveview import OffloadTriggered, RunSummary, SplitApplied, UnknownAction
@@ -16,7 +16,7 @@ from balancer.controller.stats import ActionResult
 from balancer.core.bundles import format_position
 from balancer.core.decisions import SplitDecision
 from balancer.pulsar.client import PulsarPeerGroup
-from balancer.pulsar.errors import PulsarAdminError
+from balancer.pulsar.errors import NotFoundError, PulsarAdminError
 
 log = logging.getLogger(__name__)
 
@@ -25,14 +25,25 @@ CENSUS_DEADLINE_S = 20.0  # a cluster that has not answered by then is left out 
 
 
 def census(admin: PulsarPeerGroup, *, deadline_s: float = CENSUS_DEADLINE_S) -> dict[str, int]:
-    """Bundles per namespace across the peer group (`tenant/ns` -> count).
+    """Bundles per namespace across the peer group (`tenant/ns` -> count), each namespace as
+    its home cluster knows it.
 
-    Each cluster lists the namespaces it holds, all clusters at once; a cluster that does
-    not answer within `deadline_s` is skipped (and logged), so the census never holds up
-    the run's start or end. A namespace listed by several clusters counts as the first
-    cluster (in the config's order) lists it.
+    Every cluster lists every namespace of a tenant (the configuration store is shared), and
+    a cluster that is not a namespace's home answers GET bundles from a copy frozen at its
+    first read (`NamespaceBundleFactory.copyToLocalPolicies`): only the home's answer is
+    true. The home is the first cluster of the group (in the config's order) among the
+    namespace's replication clusters (`GET .../replication`, the same from every cluster);
+    a namespace with none in the group is not ours and is left out. All clusters are asked
+    at once; a cluster that does not answer within `deadline_s` is skipped (and logged)
+    with the namespaces it is home to, so the census never holds up the run's start or end.
     """
     return start_census(admin, deadline_s=deadline_s)()
+
+
+def home_cluster(replication_clusters: Iterable[str], group: Sequence[str]) -> str | None:
+    """The namespace's home: the first cluster of `group` it replicates to, None if none."""
+    replicated = set(replication_clusters)
+    return next((c for c in group if c in replicated), None)
 
 
 def start_census(
@@ -41,22 +52,39 @@ def start_census(
     """Start `census` in the background; the function returned waits for it (at most
     until `deadline_s` after the start) and gives the counts."""
     found: dict[str, dict[str, int]] = {}
+    group = list(admin.clusters)
+    homes: dict[str, str | None] = {}  # namespace -> home, shared by the clusters' threads
+    homes_lock = threading.Lock()
+
+    def home_of(namespace: str, cluster: str) -> str | None:
+        with homes_lock:
+            if namespace in homes:
+                return homes[namespace]
+        home = home_cluster(admin.get_replication_clusters(namespace, via=cluster), group)
+        if home is None:
+            log.info("census: %s replicates to no cluster of the group: left out", namespace)
+        with homes_lock:
+            homes[namespace] = home
+        return home
 
     def count(cluster: str) -> None:
+        # Each cluster counts the namespaces it is home to; any cluster can name the home.
         counts: dict[str, int] = {}
         try:
             for tenant in admin.list_tenants(via=cluster):
                 for namespace in admin.list_namespaces(tenant, via=cluster):
-                    if namespace not in counts:
-                        layout = admin.get_bundles(namespace, cluster=cluster)
-                        counts[namespace] = layout.num_bundles
+                    try:
+                        if namespace not in counts and home_of(namespace, cluster) == cluster:
+                            layout = admin.get_bundles(namespace, cluster=cluster)
+                            counts[namespace] = layout.num_bundles
+                    except NotFoundError:  # deleted since it was listed: nothing to count
+                        continue
         except (PulsarAdminError, ValueError) as exc:
             log.warning("census of cluster %s incomplete: %s", cluster, type(exc).__name__)
         found[cluster] = counts
 
     threads = [
-        threading.Thread(target=count, args=(c,), name=f"census-{c}", daemon=True)
-        for c in admin.clusters
+        threading.Thread(target=count, args=(c,), name=f"census-{c}", daemon=True) for c in group
     ]
     for thread in threads:
         thread.start()
@@ -66,7 +94,7 @@ def start_census(
         for thread in threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         merged: dict[str, int] = {}
-        for cluster in admin.clusters:
+        for cluster in group:
             if cluster not in found:
                 log.warning(
                     "census of cluster %s skipped: no answer in %.0f s", cluster, deadline_s

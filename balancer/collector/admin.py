@@ -2,7 +2,8 @@
 
 `admin_fetch` turns `PulsarPeerGroup.broker_topic_stats` into the collector's `Fetch`;
 `polling_plan` decides what `run`, `collect` and `plan` poll: a cluster's configured
-brokers, or its brokers listed again every round (`balancer.collector.targets`).
+brokers, or its brokers listed again every round (`balancer.collector.targets`);
+`listed_targets` is the same plan listed once, for `plan`'s one-off reads.
 """
 
 from __future__ import annotations
@@ -90,3 +91,30 @@ def polling_plan(
 
 def _lister(admin: BrokerListSource, cluster: str, admin_url: str) -> BrokerLister:
     return lambda: [broker_url(address, admin_url) for address in admin.list_brokers(cluster)]
+
+
+def listed_targets(
+    clusters: Iterable[ClusterToPoll], admin: BrokerListSource
+) -> tuple[list[Target], dict[str, Exception]]:
+    """`polling_plan` with each cluster's brokers listed once, now: every broker to poll,
+    and the clusters whose brokers could not be listed (cluster -> error), left out.
+
+    No admin-URL fallback here: a one-off read of one broker would be a partial picture of
+    the cluster presented as whole.
+    """
+    targets, listers = polling_plan(clusters, admin)
+    errors: dict[str, Exception] = {}
+    out: list[Target] = []
+    for target in targets:
+        lister = listers.get(target.cluster)
+        if lister is None:
+            out.append(target)
+            continue
+        try:
+            urls = sorted({url.rstrip("/") for url in lister()})
+        except Exception as exc:  # the cluster is down or refuses: name it, plan the rest
+            errors[target.cluster] = exc
+            continue
+        # No broker registered: the admin URL is all there is to ask, as the collector does.
+        out.extend([Target(target.cluster, url) for url in urls] or [target])
+    return out, errors

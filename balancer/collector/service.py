@@ -11,9 +11,9 @@ than `envelope_max_bytes`: an envelope that would be is cut, and an event too la
 own is not sent but counted (`oversized`) and logged once per topic. A target that fails
 is counted by cluster, broker and reason (`PollFailure`) and retried (after `retry_s`,
 until the next poll is due); it never stops or delays the others. An empty answer (a
-broker before its first stats update) is "no data yet", and V1 namespace keys (a broker's
-heartbeat) are skipped: both are counted, neither is a failure. Clock and sleep are
-injected.
+broker before its first stats update) is "no data yet", and V1 namespace keys and the V2
+heartbeat `pulsar/<host:port>` are skipped: both are counted, neither is a failure. Clock
+and sleep are injected.
 """
 
 from __future__ import annotations
@@ -53,8 +53,9 @@ class Fetched:
     """One target's answer with what the collector must count besides the samples.
 
     `skipped_namespaces`: V1 namespace keys the answer held (a broker's heartbeat namespace
-    `pulsar/<cluster>/<host:port>`), left out. `no_data`: the broker has no stats snapshot
-    yet (an empty answer in the first minute after it starts), which is not a failure.
+    `pulsar/<cluster>/<host:port>`) and the V2 heartbeat `pulsar/<host:port>`, left out.
+    `no_data`: the broker has no stats snapshot yet (an empty answer in the first minute
+    after it starts), which is not a failure.
     `rejected`: malformed topic entries left out alone.
     """
 
@@ -110,8 +111,9 @@ class CollectorMetrics(Protocol):
     def record_poll(self, cluster: str, broker: str, *, failure: str | None, at_s: float) -> None:
         """One target's poll: `failure` None when it was read, else a `PollFailure` value."""
 
-    def set_brokers(self, cluster: str, brokers: Sequence[str]) -> None:
-        """The brokers (labels) of `cluster` polled now; others' series vanish."""
+    def set_brokers(self, cluster: str, brokers: Sequence[str], *, partial: bool = False) -> None:
+        """The brokers (labels) of `cluster` polled now; others' series vanish. `partial`:
+        polled through the admin URL alone, its brokers never listed."""
 
 
 class EventSink(Protocol):
@@ -130,7 +132,7 @@ class CollectorCounts:
     failure_reasons: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     # cluster -> answers that held no stats yet (a broker before its first stats update)
     no_data: Counter[str] = field(default_factory=Counter)
-    # cluster -> V1 namespace keys skipped (each key once per answer holding it)
+    # cluster -> V1 namespace keys and V2 heartbeats skipped (each once per answer holding it)
     skipped_namespaces: Counter[str] = field(default_factory=Counter)
     # cluster -> events not sent: larger than envelope_max_bytes on their own
     oversized: Counter[str] = field(default_factory=Counter)
@@ -139,8 +141,11 @@ class CollectorCounts:
     last_success_ms: dict[str, int] = field(default_factory=dict)  # cluster -> poll time
     # (cluster, broker label) -> poll time of its last answer read ("no data yet" included)
     broker_last_success_ms: dict[tuple[str, str], int] = field(default_factory=dict)
-    # cluster -> poll time of the newest answer read from any of its brokers
+    # cluster -> poll time of the newest answer read from any of its brokers, the cluster's
+    # brokers known: reads through the admin URL of a cluster never listed do not count
     last_read_ms: dict[str, int] = field(default_factory=dict)
+    # cluster -> its last answer came through the admin URL alone (brokers never listed)
+    partial: dict[str, bool] = field(default_factory=dict)
     # cluster -> its last failure or answer said 401/403 (cleared by an answer read)
     unauthorized: dict[str, bool] = field(default_factory=dict)
 
@@ -296,8 +301,11 @@ class Collector:
 
     def _note_read(self, target: Target, poll_ms: int) -> None:
         self.counts.broker_last_success_ms[(target.cluster, target.label)] = poll_ms
-        newest = max(poll_ms, self.counts.last_read_ms.get(target.cluster, poll_ms))
-        self.counts.last_read_ms[target.cluster] = newest
+        partial = self.directory.partial(target.cluster)
+        self.counts.partial[target.cluster] = partial
+        if not partial:  # one broker of an unlisted cluster is no read of the cluster
+            newest = max(poll_ms, self.counts.last_read_ms.get(target.cluster, poll_ms))
+            self.counts.last_read_ms[target.cluster] = newest
         self.counts.unauthorized[target.cluster] = False
         if self.metrics is not None:
             at_s = poll_ms / 1000
@@ -313,7 +321,8 @@ class Collector:
                     if key[1] not in live:  # a broker gone from the cluster
                         del self.counts.broker_last_success_ms[key]
                 if self.metrics is not None:
-                    self.metrics.set_brokers(cluster, labels)
+                    partial = self.directory.partial(cluster)
+                    self.metrics.set_brokers(cluster, labels, partial=partial)
 
     def _reject(
         self, target: Target, poll_ms: int, entries: Sequence[RejectedSample]
@@ -356,7 +365,7 @@ class Collector:
             if (target.cluster, namespace) not in self._logged_skips:
                 self._logged_skips.add((target.cluster, namespace))
                 log.info(
-                    "collector: %s reports V1 namespace %s (e.g. the broker's heartbeat): "
+                    "collector: %s reports namespace %s (V1, or the broker's heartbeat): "
                     "skipped, counted, logged once",
                     target,
                     namespace,

@@ -5,8 +5,8 @@ polled. A cluster configured with its brokers polls exactly those. Any other clu
 brokers are listed (`GET /admin/v2/brokers/{cluster}`) at the start of every round, so a
 broker added later is polled within one interval and a cluster that was down when the
 process started is polled broker by broker as soon as it answers. Until a cluster has ever
-been listed, it is polled through its admin URL (one broker behind it); a failed listing
-keeps the brokers listed last.
+been listed, it is polled through its admin URL: one broker behind it, so its topics only,
+a PARTIAL read (`BrokerDirectory.partial`); a failed listing keeps the brokers listed last.
 """
 
 from __future__ import annotations
@@ -106,6 +106,12 @@ class BrokerDirectory:
                 return self._targets.get(cluster, ())
             return tuple(t for ts in self._targets.values() for t in ts)
 
+    def partial(self, cluster: str) -> bool:
+        """True while `cluster` is polled through its admin URL because its brokers were never
+        listed: the broker behind that URL reports the bundles it owns, not the cluster's."""
+        with self._lock:
+            return cluster in self._listers and cluster not in self._listed_once
+
     def refresh(self, cluster: str) -> None:
         """List `cluster`'s brokers again (no-op for a cluster given its brokers).
 
@@ -121,11 +127,15 @@ class BrokerDirectory:
             with self._lock:
                 self.list_failures[cluster] += 1
                 known = self._targets[cluster]
+                never = cluster not in self._listed_once
             log.warning(
-                "collector: brokers of %s not listed (%s); polling %s",
+                "collector: brokers of %s not listed (%s); polling %s%s",
                 cluster,
                 type(exc).__name__,
                 ", ".join(t.label for t in known),
+                " (a partial read: one broker's topics only, until a listing succeeds)"
+                if never
+                else "",
             )
             return
         if not urls:

@@ -23,6 +23,8 @@ class CollectorMetrics:
     handed to the producer but not acknowledged, `dropped` never handed to a producer,
     `oversized` (per cluster) too large to send on their own (balancer.collector.service).
 
+    Answers: V1 namespace keys and heartbeats skipped, empty answers ("no data yet").
+
     Polls: failures by cluster, broker and reason (`balancer.collector.failures`), and the
     time of the last answer read per cluster and per broker polled now (a broker gone from
     its cluster's list vanishes from the next scrape).
@@ -55,6 +57,23 @@ class CollectorMetrics:
             "Malformed topic entries left out of broker-stats answers (the rest of the answer "
             "is used) and sent to the dead-letter topic, by reason.",
             ["cluster", "reason"], registry=reg,
+        )  # fmt: skip
+        self._skipped = Counter(
+            f"{PREFIX}_collector_skipped_namespaces",
+            "V1 namespace keys and V2 heartbeats (a broker's heartbeat namespace) skipped in "
+            "broker-stats answers.",
+            ["cluster"], registry=reg,
+        )  # fmt: skip
+        self._no_data = Counter(
+            f"{PREFIX}_collector_no_data",
+            "Empty broker-stats answers (a broker before its first stats update).",
+            ["cluster"], registry=reg,
+        )  # fmt: skip
+        self._partial = Gauge(
+            f"{PREFIX}_collector_cluster_partial",
+            "1 while the cluster is polled through its admin URL alone because its brokers "
+            "could never be listed: one broker's topics only; 0 once a listing succeeds.",
+            ["cluster"], registry=reg,
         )  # fmt: skip
         self._rebuilds = Counter(
             f"{PREFIX}_collector_producer_rebuilds",
@@ -110,9 +129,13 @@ class CollectorMetrics:
         oversized_events: int = 0,
         rejected_entries: Mapping[str, int] | None = None,
     ) -> None:
-        """The `collect` command's view of an answer: only what these counters hold."""
+        """Count what one broker-stats answer held besides topic stats."""
         self.events_oversized(cluster, oversized_events)
         self.entries_rejected(cluster, rejected_entries or {})
+        if skipped_namespaces:
+            self._skipped.labels(cluster=cluster).inc(skipped_namespaces)
+        if no_data:
+            self._no_data.labels(cluster=cluster).inc()
 
     def entries_rejected(self, cluster: str, by_reason: Mapping[str, int]) -> None:
         for reason, count in by_reason.items():
@@ -137,8 +160,10 @@ class CollectorMetrics:
             if broker not in self._brokers[cluster]:
                 self._brokers[cluster] = (*self._brokers[cluster], broker)
 
-    def set_brokers(self, cluster: str, brokers: Sequence[str]) -> None:
-        """The brokers of `cluster` polled now; a broker no longer among them vanishes."""
+    def set_brokers(self, cluster: str, brokers: Sequence[str], *, partial: bool = False) -> None:
+        """The brokers of `cluster` polled now; a broker no longer among them vanishes.
+        `partial`: polled through the admin URL alone, its brokers never listed."""
+        self._partial.labels(cluster=cluster).set(1 if partial else 0)
         with self._reads_lock:
             self._brokers[cluster] = tuple(brokers)
             for key in [k for k in self._last_read_s if k[0] == cluster]:
@@ -148,6 +173,9 @@ class CollectorMetrics:
     def register_poll_cluster(self, cluster: str) -> None:
         """Show `cluster` (never read yet: last read = process start) from the first scrape."""
         self._unauthorized.labels(cluster=cluster).set(0)
+        self._skipped.labels(cluster=cluster)
+        self._no_data.labels(cluster=cluster)
+        self._partial.labels(cluster=cluster).set(0)
         with self._reads_lock:
             self._brokers.setdefault(cluster, ())
 

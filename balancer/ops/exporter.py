@@ -218,16 +218,6 @@ class BalancerMetrics:
         self._events_late = Counter(
             f"{PREFIX}_events_late", "Stats events dropped behind the watermark.", registry=reg,
         )  # fmt: skip
-        self._collector_skipped = Counter(
-            f"{PREFIX}_collector_skipped_namespaces",
-            "V1 namespace keys (e.g. a broker's heartbeat) skipped in broker-stats answers.",
-            ["cluster"], registry=reg,
-        )  # fmt: skip
-        self._collector_no_data = Counter(
-            f"{PREFIX}_collector_no_data",
-            "Empty broker-stats answers (a broker before its first stats update).",
-            ["cluster"], registry=reg,
-        )  # fmt: skip
         self._batch_duration = Histogram(
             f"{PREFIX}_batch_duration_seconds", "Micro-batch processing time.",
             buckets=(0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0), registry=reg,
@@ -390,8 +380,6 @@ class BalancerMetrics:
             cluster=cluster, algorithm=SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value
         )
         self._offloaded_bytes.labels(cluster=cluster)
-        self._collector_skipped.labels(cluster=cluster)
-        self._collector_no_data.labels(cluster=cluster)
         self._breaker.labels(cluster=cluster).set(0)
         self.collector.register_poll_cluster(cluster)
 
@@ -451,18 +439,19 @@ class BalancerMetrics:
         rejected_entries: Mapping[str, int] | None = None,
     ) -> None:
         """Count what one broker-stats answer held besides topic stats."""
-        self.collector.events_oversized(cluster, oversized_events)
-        self.collector.entries_rejected(cluster, rejected_entries or {})
-        if skipped_namespaces:
-            self._collector_skipped.labels(cluster=cluster).inc(skipped_namespaces)
-        if no_data:
-            self._collector_no_data.labels(cluster=cluster).inc()
+        self.collector.record_collector_answer(
+            cluster,
+            skipped_namespaces=skipped_namespaces,
+            no_data=no_data,
+            oversized_events=oversized_events,
+            rejected_entries=rejected_entries,
+        )
 
     def record_poll(self, cluster: str, broker: str, *, failure: str | None, at_s: float) -> None:
         self.collector.record_poll(cluster, broker, failure=failure, at_s=at_s)
 
-    def set_brokers(self, cluster: str, brokers: Sequence[str]) -> None:
-        self.collector.set_brokers(cluster, brokers)
+    def set_brokers(self, cluster: str, brokers: Sequence[str], *, partial: bool = False) -> None:
+        self.collector.set_brokers(cluster, brokers, partial=partial)
 
     def watch_token_files(
         self, clusters: Sequence[str], problems: Callable[[], Mapping[str, str]]

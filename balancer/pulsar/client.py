@@ -216,6 +216,21 @@ class PulsarPeerGroup:
         call = Call("GET", path, template + "/bundles", namespace=namespace, home=cluster)
         return self._parse(call, lambda body: NamespaceBundles.from_json(namespace, body))
 
+    def get_replication_clusters(
+        self, namespace: str, *, via: str | None = None
+    ) -> tuple[str, ...]:
+        """`GET /admin/v2/namespaces/{t}/{ns}/replication`: the namespace's clusters, from the
+        shared configuration store (any cluster answers the same, no redirect)."""
+        path, template = _ns_path(namespace, "/replication")
+        call = Call(
+            "GET",
+            path,
+            template + "/replication",
+            cluster=self._cluster_or_entry(via),
+            any_cluster=via is None,
+        )
+        return self._parse(call, lambda body: parse_string_list(body, "replication clusters"))
+
     def split_bundle(
         self,
         namespace: str,

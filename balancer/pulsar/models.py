@@ -10,6 +10,7 @@ are snake_case; sizes are bytes and throughputs bytes/s, as in `balancer.core.lo
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -179,6 +180,18 @@ class BrokerTopicStatsEntry:
 # The longest text a rejected entry keeps (its topic key, detail and excerpt): enough to find
 # and read the entry, bounded so one huge value cannot bloat a dead-letter record or a log.
 REJECTED_TEXT_MAX_CHARS = 512
+# A broker's V2 heartbeat namespace `pulsar/<host:port>` (NamespaceService's
+# HEARTBEAT_NAMESPACE_FMT_V2, recognised by its HEARTBEAT_NAMESPACE_PATTERN_V2): the broker's
+# own health check, made instead of the V1 one when it runs with topicVersion=V2.
+HEARTBEAT_NAMESPACE_V2 = re.compile(r"pulsar/[^:/]+:\d+")
+
+
+def skipped_namespace(namespace: str) -> bool:
+    """A broker-stats namespace key that is no user load: a V1 key `tenant/cluster/ns` (the
+    V1 heartbeat `pulsar/<cluster>/<host:port>` among them) or the V2 heartbeat."""
+    if namespace.count("/") == 2 and all(namespace.split("/")):
+        return True
+    return HEARTBEAT_NAMESPACE_V2.fullmatch(namespace) is not None
 
 
 def _bounded(text: str) -> str:
@@ -239,7 +252,8 @@ class BrokerTopicStats:
     """`GET /admin/v2/broker-stats/topics`, flattened: one entry per topic.
 
     `skipped_namespaces`: V1 namespace keys (`tenant/cluster/ns`, e.g. a broker's heartbeat
-    namespace `pulsar/<cluster>/<host:port>`) left out. `rejected`: topic entries that are
+    namespace `pulsar/<cluster>/<host:port>`) and the V2 heartbeat `pulsar/<host:port>`,
+    left out. `rejected`: topic entries that are
     malformed (a NaN rate, a wrong type, a topic key that is no topic name), left out one by
     one. `no_data`: the broker answered with an empty body, as it does until its first stats
     update (PulsarStats.updateStats runs statsUpdateInitialDelayInSecs after start): no data
@@ -275,15 +289,15 @@ class BrokerTopicStats:
         Two levels. The structure above the topic entries (the body, namespace keys, bundle
         keys, domain keys, each level an object) comes from the broker's own NamespaceName
         and bundle strings: wrong there, the answer is not broker-stats/topics and
-        ResponseShapeError fails it whole. A V1 namespace key (`tenant/cluster/ns`) is
-        skipped and listed in `skipped_namespaces`. One topic entry (its key and its stats)
-        is a sample: a malformed one is listed in `rejected` and the others are used.
+        ResponseShapeError fails it whole. A V1 namespace key (`tenant/cluster/ns`) and the
+        V2 heartbeat are skipped and listed in `skipped_namespaces`. One topic entry (its key
+        and its stats) is a sample: a malformed one is listed in `rejected` and the others are used.
         """
         entries: list[BrokerTopicStatsEntry] = []
         rejected: list[RejectedTopicEntry] = []
         skipped: list[str] = []
         for namespace, bundles in json_object(body, "broker-stats/topics").items():
-            if namespace.count("/") == 2 and all(namespace.split("/")):
+            if skipped_namespace(namespace):
                 skipped.append(namespace)
                 continue
             if namespace.count("/") != 1:

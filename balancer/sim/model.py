@@ -104,6 +104,9 @@ class SimModel:
         self.splits: list[SplitRecord] = []
         self.noop_splits: list[NoopSplit] = []
         self.unloads: list[UnloadRecord] = []
+        # (cluster, namespace) -> the bundles a non-home cluster copied into its local
+        # policies at its first read (balancer.sim.peers.local_bundles).
+        self.local_bundle_copies: dict[tuple[str, str], NamespaceBundles] = {}
         self.storage = LedgerStore(
             msg_size_bytes=table.msg_size_bytes,
             ledger_max_size_bytes=scenario.broker.ledger_max_size_bytes,
@@ -179,13 +182,11 @@ class SimModel:
         return clusters
 
     def namespaces_of(self, cluster: str, tenant: str) -> list[str]:
-        """The tenant's namespaces this cluster holds (each cluster keeps its own metadata)."""
+        """Every namespace of the tenant, whichever cluster asked: Pulsar lists them from the
+        configuration store the clusters share (`NamespacesBase.internalGetTenantNamespaces`
+        -> `NamespaceResources.listNamespacesAsync`), not from the cluster's own metadata."""
         self.tenant_clusters(tenant)
-        return sorted(
-            ns.name
-            for ns in self.namespaces.values()
-            if ns.tenant == tenant and ns.cluster == cluster
-        )
+        return sorted(ns.name for ns in self.namespaces.values() if ns.tenant == tenant)
 
     def locate(self, cluster: str, namespace: str) -> NamespaceState:
         """The namespace if `cluster` holds it; else `PeerRedirect` to the first peer (in the
@@ -516,7 +517,9 @@ class SimModel:
                 if by_bundle:
                     out[ns.name] = by_bundle
             if settings.heartbeat_namespace:
-                out.update(heartbeat_stats(cluster, self.clusters[cluster].broker_address(broker)))
+                address = self.clusters[cluster].broker_address(broker)
+                version = settings.heartbeat_topic_version
+                out.update(heartbeat_stats(cluster, address, version))
             self._broker_stats_cache[(cluster, broker)] = (key, out)
             return out
 

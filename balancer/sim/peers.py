@@ -13,7 +13,12 @@ metadata:
   policies from the configuration store, which every cluster of the group shares, with the
   bundles of the cluster's own local policies when it has them
   (`AdminResource.getNamespacePoliciesAsync`). A cluster that never held the namespace has
-  none, so it answers the bundles the namespace was created with: stale after any split.
+  none: its first read copies the bundles the namespace was created with into its local
+  policies (`NamespaceBundleFactory.copyToLocalPolicies`), and it answers that copy from
+  then on, stale after any split of the home (`local_bundles`).
+- The tenant's namespace list and a namespace's replication clusters come from the shared
+  configuration store: every cluster answers the same (`SimModel.namespaces_of`,
+  `replication_clusters`).
 - topicHashPositions (`NamespacesBase.internalGetTopicHashPositionsAsync`) needs a broker of
   the cluster asked to own the bundle (`validateNamespaceBundleOwnershipAsync`, read-only):
   none does here, 412 "Failed to find ownership for ServiceUnit".
@@ -46,6 +51,31 @@ def config_store_layout(m: SimModel, namespace: str) -> NamespaceBundles:
         if spec.name == namespace:
             return NamespaceBundles.initial(namespace, spec.bundles)
     raise SimError(404, "Namespace does not exist")
+
+
+def local_bundles(m: SimModel, cluster: str, namespace: str) -> NamespaceBundles:
+    """GET bundles asked of a cluster that is not the namespace's home: the copy of the
+    configuration store's bundles its first read wrote into its local policies, frozen after
+    (`NamespaceBundleFactory.copyToLocalPolicies`: local policies, once there, are read as
+    they are; the home's splits update the home's local policies only)."""
+    with m.lock:
+        key = (cluster, namespace)
+        copy = m.local_bundle_copies.get(key)
+        if copy is None:
+            copy = m.local_bundle_copies[key] = config_store_layout(m, namespace)
+        return copy
+
+
+def replication_clusters(m: SimModel, namespace: str) -> list[str]:
+    """`GET /admin/v2/namespaces/{t}/{ns}/replication` (`Namespaces.getNamespaceReplicationClusters`
+    -> `NamespacesBase.internalGetNamespaceReplicationClustersAsync`): the policies'
+    `replication_clusters` from the configuration store, the same from every cluster, with no
+    redirect. A namespace created on one cluster replicates to that cluster alone: its home."""
+    with m.lock:
+        ns = m.namespaces.get(namespace)
+        if ns is None:
+            raise SimError(404, "Namespace does not exist")
+        return [ns.cluster]
 
 
 def stale_bundle(m: SimModel, namespace: str, text: str) -> BundleRange:

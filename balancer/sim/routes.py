@@ -21,7 +21,13 @@ from urllib.parse import unquote
 from balancer.core.topics import InvalidTopicName, parse_topic
 from balancer.sim.model import NamespaceState, SimError, SimModel
 from balancer.sim.paths import metadata_path
-from balancer.sim.peers import config_store_layout, local_namespace, stale_bundle
+from balancer.sim.peers import (
+    config_store_layout,
+    local_bundles,
+    local_namespace,
+    replication_clusters,
+    stale_bundle,
+)
 from balancer.sim.splitting import check_supported
 
 log = logging.getLogger(__name__)
@@ -145,10 +151,14 @@ def _policies(m: SimModel, r: Request) -> Response:
 
 def _bundles(m: SimModel, r: Request) -> Response:
     ns = _local_ns(m, r)
-    if ns is None:  # no local policies here: the bundles the namespace was created with
-        return _ok(config_store_layout(m, f"{r.params[0]}/{r.params[1]}").to_json())
+    if ns is None:  # not the home: the copy this cluster's first read made, frozen
+        return _ok(local_bundles(m, r.cluster, f"{r.params[0]}/{r.params[1]}").to_json())
     with m.lock:
         return _ok(ns.layout.to_json())
+
+
+def _replication(m: SimModel, r: Request) -> Response:
+    return _ok(replication_clusters(m, f"{r.params[0]}/{r.params[1]}"))
 
 
 def _split(m: SimModel, r: Request) -> Response:
@@ -344,6 +354,7 @@ ROUTES: list[tuple[str, re.Pattern[str], str, Handler]] = [
         ("GET", rf"/admin/v2/namespaces/{_SEG}", "namespaces", _namespaces),
         ("GET", _NS, "policies", _policies),
         ("GET", f"{_NS}/bundles", "bundles", _bundles),
+        ("GET", f"{_NS}/replication", "replication", _replication),
         ("PUT", f"{_NS}/{_SEG}/split", "split", _split),
         ("PUT", f"{_NS}/{_SEG}/unload", "unload", _unload),
         ("GET", f"{_NS}/{_SEG}/topicHashPositions", "topic_hash_positions", _hash_positions),

@@ -71,6 +71,10 @@ class BrokerSettings(_Strict):
     # A V1 heartbeat namespace `pulsar/<cluster>/<host:port>` per broker in broker-stats
     # (NamespaceService.getHeartbeatNamespace; brokers make it unless topicVersion=V2).
     heartbeat_namespace: bool = True
+    # The health check's topicVersion (`brokers healthcheck --topic-version`, BrokersBase
+    # .healthCheck): V2 writes to the V2 heartbeat namespace `pulsar/<host:port>`
+    # (NamespaceService.getHeartbeatNamespaceV2) instead of the V1 one.
+    heartbeat_topic_version: Literal["V1", "V2"] = "V1"
 
 
 class ClusterSpec(_Strict):

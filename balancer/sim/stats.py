@@ -199,11 +199,16 @@ def broker_topic_stats(s: TopicSnapshot, *, expose_publishers: bool = True) -> d
     }
 
 
-def heartbeat_stats(cluster: str, broker_address: str) -> dict[str, Any]:
+def heartbeat_stats(cluster: str, broker_address: str, version: str = "V1") -> dict[str, Any]:
     """The broker's heartbeat namespace in `broker-stats/topics`: V1 `pulsar/<cluster>/
     <host:port>` (NamespaceService.getHeartbeatNamespace; keyed by NamespaceName.toString())
-    with one full bundle holding the health-check topic `brokers healthcheck` writes to."""
-    namespace = f"pulsar/{cluster}/{broker_address}"
+    or, for a health check with topicVersion V2, `pulsar/<host:port>`
+    (NamespaceService.getHeartbeatNamespaceV2, HEARTBEAT_NAMESPACE_FMT_V2), with one full
+    bundle holding the health-check topic `brokers healthcheck` writes to."""
+    if version == "V2":
+        namespace = f"pulsar/{broker_address}"
+    else:
+        namespace = f"pulsar/{cluster}/{broker_address}"
     topic = f"persistent://{namespace}/healthcheck"
     return {namespace: {"0x00000000_0xffffffff": {"persistent": {topic: _idle_topic()}}}}
 

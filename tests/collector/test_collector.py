@@ -187,7 +187,7 @@ def test_collect_command_polls_once_into_kafka(
     # Like `run`, `collect` lists each cluster's brokers and polls every one; each reports
     # its V1 heartbeat namespace.
     skipped = ", ".join(f"{n}={len(sim.broker_urls[n])}" for n in sorted(sim.admin_urls))
-    assert f"V1 namespaces skipped: {skipped}" in err
+    assert f"V1 and heartbeat namespaces skipped: {skipped}" in err
 
 
 def test_collect_command_rejects_a_bad_admin_url(capsys: pytest.CaptureFixture[str]) -> None:
@@ -261,3 +261,21 @@ def test_a_malformed_topic_entry_is_dead_lettered_alone_and_the_rest_is_sent(
     assert headers["reason"] == b"not_finite" and headers["source"] == b"collector"
     assert b"msgRateIn" in headers["detail"] and b'"NaN"' in letter.value
     assert letter.key == f"collector/east/{Target('east', east).label}/{bad}".encode()
+
+
+def test_collect_with_a_config_without_brokers_polls_every_broker(
+    sim: RunningPeerGroup, kafka: Broker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 33: `collect --config` with no `brokers:` lists each cluster's brokers, as `run`
+    and `plan` do (one polling plan), instead of polling the admin URL alone."""
+    topic = kafka.new_topic(prefix="collect-config")
+    config = tmp_path / "balancer.yaml"
+    clusters = [{"name": n, "admin_url": u} for n, u in sim.admin_urls.items()]
+    config.write_text(json.dumps({"clusters": clusters}))
+    before = {c: sim.model.broker_requests(c, "broker_stats") for c in sim.broker_urls}
+    args = ["collect", "--config", str(config), "--bootstrap", kafka.bootstrap_servers]
+    assert cli_main([*args, "--topic", topic, "--polls", "1"]) == 0, capsys.readouterr().err
+    for cluster, brokers in sim.broker_urls.items():
+        after = sim.model.broker_requests(cluster, "broker_stats")
+        asked = {b for b in range(len(brokers)) if after.get(b, 0) > before[cluster].get(b, 0)}
+        assert asked == set(range(len(brokers))), cluster

@@ -102,7 +102,7 @@ class Answers:
     def record_poll(self, cluster: str, broker: str, *, failure: str | None, at_s: float) -> None:
         pass  # polls are not what these tests look at
 
-    def set_brokers(self, cluster: str, brokers: Sequence[str]) -> None:
+    def set_brokers(self, cluster: str, brokers: Sequence[str], *, partial: bool = False) -> None:
         pass
 
 

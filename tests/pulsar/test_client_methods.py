@@ -231,9 +231,9 @@ def test_clusters_tenants_and_namespaces(sim: RunningPeerGroup, client: PulsarPe
     assert east.service_url == sim.admin_urls["east"]
     assert east.peer_cluster_names == ("west",)
     assert client.list_tenants() == ("shop",)
-    # Each cluster keeps its own metadata: it lists the namespaces it holds.
-    assert client.list_namespaces("shop") == ("shop/orders",)
-    assert client.list_namespaces("shop", via="west") == ("shop/audit",)
+    # The namespace list is the shared configuration store's: every cluster lists them all.
+    assert client.list_namespaces("shop") == ("shop/audit", "shop/orders")
+    assert client.list_namespaces("shop", via="west") == ("shop/audit", "shop/orders")
 
 
 def test_peer_clusters_can_be_read_and_set(client: PulsarPeerGroup) -> None:

@@ -157,3 +157,33 @@ def test_internal_stats_with_offloaded_ledgers() -> None:
     assert default_offload_point(stats, 3 * GIB) is None
     point = default_offload_point(stats, 1 * GIB)
     assert point is not None and (point.ledger_id, point.entry_id) == (3345, 0)
+
+
+HEARTBEAT_V2 = "pulsar/10.0.4.9:8080"
+
+
+def test_broker_stats_parse_with_the_v2_heartbeat_skipped() -> None:
+    """A broker with topicVersion=V2 reports its heartbeat as `pulsar/<host:port>`
+    (NamespaceService.HEARTBEAT_NAMESPACE_FMT_V2): the broker's own health check, skipped
+    like the V1 one, never user load."""
+    parsed = BrokerTopicStats.from_json("east", fixture("broker-stats-topics-v2-heartbeat.json"))
+    assert parsed.skipped_namespaces == (HEARTBEAT_V2,)
+    assert parsed.namespaces() == {NS}
+    assert len(parsed) == 5
+
+
+def test_collector_counts_the_v2_heartbeat_like_the_v1() -> None:
+    collector, events = collect(fixture("broker-stats-topics-v2-heartbeat.json"))
+    assert all(not e.topic.startswith("persistent://pulsar/") for e in events)
+    assert collector.counts.skipped_namespaces["east"] == 1
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    ["pulsar/orders", "pulsar/host-without-port", "pulsar/a:b", "acme/10.0.4.9:8080"],
+)
+def test_a_namespace_that_only_looks_like_a_heartbeat_is_kept(namespace: str) -> None:
+    body = {namespace: fixture("broker-stats-topics.json")[NS]}
+    body = json.loads(json.dumps(body).replace(f"://{NS}/", f"://{namespace}/"))
+    parsed = BrokerTopicStats.from_json("east", body)
+    assert parsed.skipped_namespaces == () and parsed.namespaces() == {namespace}

@@ -193,3 +193,23 @@ def test_collector_polls_brokers_with_heartbeat_hidden_publishers_and_a_startup_
         log = [e for e in sink.events if e.topic == TOPIC]
         assert len(log) == 1 and log[0].producerCount == 3  # from producerCount
         assert {e.namespace for e in sink.events} == {NS}
+
+
+def test_a_v2_health_check_shows_the_v2_heartbeat_which_the_collector_skips() -> None:
+    """`brokers healthcheck --topic-version V2` writes to `pulsar/<host:port>`
+    (NamespaceService.getHeartbeatNamespaceV2): skipped and counted like the V1 one."""
+    settings = {"heartbeat_topic_version": "V2", "stats_update_interval_s": 0}
+    with (
+        start_peer_group(parse_scenario(scenario(**settings))) as group,
+        peer_group(group) as admin,
+    ):
+        addresses = [u.removeprefix("http://") for u in group.broker_urls["east"]]
+        for url, address in zip(group.broker_urls["east"], addresses, strict=True):
+            doc = httpx.get(f"{url}/admin/v2/broker-stats/topics").json()
+            assert f"pulsar/{address}" in doc and not [ns for ns in doc if ns.count("/") == 2]
+        sink = ListSink()
+        targets = [Target("east", u) for u in group.broker_urls["east"]]
+        collector = Collector(targets=targets, fetch=admin_fetch(admin), sink=sink)
+        assert collector.poll_once() == []
+        assert collector.counts.skipped_namespaces["east"] == 2  # one heartbeat per broker
+        assert {e.namespace for e in sink.events} == {NS}

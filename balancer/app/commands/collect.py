@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"collected {counts.events} events in {counts.messages} messages over {counts.polls} "
         f"polls; failed fetches: {per_cluster(counts.failures)}; no data yet: "
-        f"{per_cluster(counts.no_data)}; V1 namespaces skipped: "
+        f"{per_cluster(counts.no_data)}; V1 and heartbeat namespaces skipped: "
         f"{per_cluster(counts.skipped_namespaces)}; too large to send: "
         f"{per_cluster(counts.oversized)}; topic entries rejected: {per_cluster(rejected)}; "
         f"events sent {sent.sent}, failed "

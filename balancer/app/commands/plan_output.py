@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +26,17 @@ class OffloadPoint:
 
 
 def plan_json(
-    plan: Plan, points: dict[str, OffloadPoint], *, source: str, exit_code: int
+    plan: Plan,
+    points: dict[str, OffloadPoint],
+    *,
+    source: str,
+    exit_code: int,
+    errors: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """`errors`: cluster -> why it was not read (left out of the plan)."""
     return {
         "source": source,
+        "errors": [{"cluster": c, "error": e} for c, e in (errors or {}).items()],
         "window_end_ms": plan.window_end_ms,
         "hit_count_threshold": plan.hit_count_threshold,
         "bundles": plan.bundles,
@@ -58,13 +66,22 @@ def _mib(value: float) -> str:
     return f"{value / 1048576:,.1f}"
 
 
-def print_plan(plan: Plan, points: dict[str, OffloadPoint], *, source: str, exit_code: int) -> None:
+def print_plan(
+    plan: Plan,
+    points: dict[str, OffloadPoint],
+    *,
+    source: str,
+    exit_code: int,
+    errors: Mapping[str, str] | None = None,
+) -> None:
     head = (
         f"Plan for {source}: {plan.bundles} bundles with load, {plan.over_limit} over a limit. "
         f"`run` acts once a bundle stays over for {plan.hit_count_threshold} consecutive "
         "windows; this plan assumes the load seen persists that long."
     )
     parts: list[RenderableType] = [head]
+    for error in (errors or {}).values():  # each names its cluster: "cluster X: ..."
+        parts.append(f"Not read: {error}. Its bundles and topics are not in this plan.")
     for s in plan.splits:
         parts.append(
             f"split {s.cluster} {s.namespace} {s.bundle} ({s.reason.value}; over: "

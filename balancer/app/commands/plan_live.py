@@ -1,0 +1,256 @@
+"""`pulsar-balancer plan` against live clusters: samples, layouts and offload points, all GETs.
+
+It plans what it can. A cluster that cannot be read (its brokers not listed, a broker-stats
+poll or a layout read failing) is left out whole and named in `LivePlan.errors`: a plan of
+part of its brokers would be a partial picture shown as whole. The other clusters are
+planned. A topic or namespace deleted between two calls (404 where the broker-stats
+snapshot still listed it: normal on a real cluster) is a `vanished` skip, no error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
+
+from balancer.app.commands.plan_output import OffloadPoint
+from balancer.app.config import BalancerConfig
+from balancer.collector.admin import listed_targets
+from balancer.collector.targets import Target
+from balancer.controller.offload_point import default_offload_point
+from balancer.core.planning import Plan, PlannedSkip, TopicSample, make_plan, window_loads
+
+if TYPE_CHECKING:  # the admin client is imported when a cluster is asked
+    from balancer.core.decisions import OffloadDecision
+    from balancer.pulsar.client import PulsarPeerGroup
+    from balancer.pulsar.errors import PulsarAdminError
+    from balancer.pulsar.models import BrokerTopicStats
+
+_T = TypeVar("_T")
+
+NO_POINT = "no ledger to offload above the threshold"
+VANISHED = "vanished"  # PlannedSkip.reason of a topic or namespace deleted between two calls
+
+
+class LivePlan(NamedTuple):
+    plan: Plan
+    points: dict[str, OffloadPoint]
+    errors: dict[str, str]  # cluster -> why it was not read (no credentials), in config order
+
+
+class _Vanished(Exception):
+    """A topic's offload status or internalStats answered 404: it was deleted."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def live_plan(
+    config: BalancerConfig,
+    *,
+    samples: int,
+    interval_s: float,
+    sleep: Callable[[float], None],
+    allows: Callable[[str], bool],
+) -> LivePlan:
+    """Poll, plan and find each offload's point; every request is a GET.
+
+    Raises ValueError (one line naming every cluster and why) when no cluster could be read.
+    """
+    from balancer.app.pulsar_wiring import peer_group_from_config
+    from balancer.pulsar.errors import NotFoundError, PulsarAdminError
+
+    errors: dict[str, str] = {}
+    vanished: list[PlannedSkip] = []
+    with peer_group_from_config(config) as admin:
+        taken = take_samples(
+            admin, config, samples=samples, interval_s=interval_s, sleep=sleep, errors=errors
+        )
+        if len(errors) == len(config.clusters):
+            raise ValueError("; ".join(errors.values()))
+        bundles = window_loads(taken)
+        counts = {}
+        for cluster, namespace in sorted({(b.cluster, b.namespace) for b in bundles}):
+            if cluster in errors:
+                continue
+            try:
+                layout = _ask(cluster, functools.partial(admin.get_bundles, namespace))
+            except NotFoundError as exc:
+                vanished.append(PlannedSkip(cluster, namespace, "", VANISHED, (), _what(exc)))
+                continue
+            except (PulsarAdminError, ValueError) as exc:
+                errors[cluster] = _explain(cluster, exc)
+                continue
+            counts[(cluster, namespace)] = layout.num_bundles
+        gone = {(s.cluster, s.namespace) for s in vanished}
+        bundles = [
+            b for b in bundles if b.cluster not in errors and (b.cluster, b.namespace) not in gone
+        ]
+        if len(errors) == len(config.clusters):
+            raise ValueError("; ".join(errors.values()))
+        plan = make_plan(
+            bundles,
+            thresholds=config.thresholds_model(),
+            detection=config.detection_settings(),
+            allows=allows,
+            now_ms=int(time.time() * 1000),
+            bundle_counts=counts,
+        )
+        points: dict[str, OffloadPoint] = {}
+        for offload in plan.offloads:
+            try:
+                points[offload.decision_id] = _offload_point(admin, offload)
+            except _Vanished as exc:
+                vanished.append(
+                    PlannedSkip(
+                        offload.cluster, offload.namespace, offload.topic, VANISHED, (), exc.detail
+                    )
+                )
+            except (PulsarAdminError, ValueError) as exc:
+                errors[offload.cluster] = _explain(offload.cluster, exc)
+    # broker-stats' storageSize still counts offloaded ledgers: a topic whose BookKeeper
+    # bytes are under its threshold (no point to offload up to) is no proposal, as `run`'s
+    # BookKeeper check decides nothing for it.
+    moved = {d for d, p in points.items() if p.message_id is not None or p.note != NO_POINT}
+    plan = dataclasses.replace(
+        plan,
+        offloads=tuple(o for o in plan.offloads if o.decision_id in moved),
+        skipped=(*plan.skipped, *vanished),
+    )
+    ordered = {c.name: errors[c.name] for c in config.clusters if c.name in errors}
+    return LivePlan(plan, {d: p for d, p in points.items() if d in moved}, ordered)
+
+
+def take_samples(
+    admin: PulsarPeerGroup,
+    config: BalancerConfig,
+    *,
+    samples: int,
+    interval_s: float,
+    sleep: Callable[[float], None],
+    errors: dict[str, str] | None = None,
+) -> list[TopicSample]:
+    """`samples` rounds of broker-stats of every broker of every cluster, the brokers chosen
+    as `run` and `collect` choose them (`balancer.collector.admin.polling_plan`).
+
+    With `errors`, a cluster that fails (its brokers not listed, one poll failing) is
+    recorded there (cluster -> why) and its samples left out; without, the first failure
+    raises.
+    """
+    failed: dict[str, str] = {}
+    targets, list_errors = listed_targets(config.clusters, admin)
+    for cluster, exc in list_errors.items():
+        failed[cluster] = _explain(cluster, exc)
+    taken: dict[str, list[TopicSample]] = {}
+    for i in range(samples):
+        if i:
+            sleep(interval_s)
+        for target in targets:
+            if target.cluster in failed:
+                continue
+            try:
+                taken.setdefault(target.cluster, []).extend(_poll(admin, target))
+            except Exception as exc:  # PulsarAdminError or a wrong shape (ValueError)
+                if errors is None:
+                    raise
+                failed[target.cluster] = _explain(target.cluster, exc)
+    if failed and errors is None:
+        raise ValueError(next(iter(failed.values())))
+    if errors is not None:
+        errors.update(failed)
+    return [s for cluster, items in taken.items() if cluster not in failed for s in items]
+
+
+def _poll(admin: PulsarPeerGroup, target: Target) -> list[TopicSample]:
+    """One broker's broker-stats as samples (the collector's event conversion)."""
+    poll_ms = int(time.time() * 1000)
+    stats = _ask(
+        target.cluster, lambda: admin.broker_topic_stats(target.cluster, target.broker_url)
+    )
+    say_rejected(stats, str(target))
+    return [
+        TopicSample(
+            entry.namespace,
+            entry.bundle,
+            entry.stats.to_event(
+                cluster=target.cluster,
+                topic=entry.topic,
+                timestamp_ms=poll_ms,
+                broker=target.broker,
+            ),
+        )
+        for entry in stats
+    ]
+
+
+def _ask(cluster: str, call: Callable[[], _T]) -> _T:
+    from balancer.pulsar.errors import PulsarAdminError
+    from balancer.pulsar.routing import routed_to
+
+    try:
+        with routed_to(cluster):  # Pulsar answers these locally: ask where the stats came from
+            return call()
+    except PulsarAdminError as exc:
+        if exc.cluster is None:
+            exc.cluster = cluster
+        raise
+    except ValueError as exc:  # an answer of the wrong shape
+        raise ValueError(f"cluster {cluster}: {exc}") from None
+
+
+def _explain(cluster: str, exc: Exception) -> str:
+    """One line naming the cluster and why it was not read."""
+    from balancer.pulsar.errors import PulsarAdminError
+
+    if isinstance(exc, PulsarAdminError):
+        if exc.cluster is None:
+            exc.cluster = cluster
+        return _describe(exc)
+    text = str(exc) if isinstance(exc, ValueError) else type(exc).__name__
+    return text if text.startswith(f"cluster {cluster}: ") else f"cluster {cluster}: {text}"
+
+
+def _describe(exc: PulsarAdminError) -> str:
+    # The client's URLs and messages never carry credentials.
+    if exc.status is None:  # no answer: the client's message names the request and cause
+        return f"cluster {exc.cluster}: {exc}"
+    where = f" {exc.method} {exc.url}" if exc.url else ""
+    return f"cluster {exc.cluster}:{where}: HTTP {exc.status} {exc.reason or exc}".rstrip()
+
+
+def _what(exc: PulsarAdminError) -> str:
+    where = f"{exc.method} {exc.url}" if exc.url else "a read"
+    return f"deleted between two calls: {where} answered 404"
+
+
+def _offload_point(admin: PulsarPeerGroup, offload: OffloadDecision) -> OffloadPoint:
+    """The controller's own checks before an offload: status, then the size rule."""
+    from balancer.pulsar.errors import NotFoundError
+    from balancer.pulsar.models import OffloadState
+
+    try:
+        status = _ask(offload.cluster, lambda: admin.offload_status(offload.topic))
+        if status.state is OffloadState.RUNNING:
+            return OffloadPoint(None, "an offload is already running")
+        stats = _ask(offload.cluster, lambda: admin.internal_stats(offload.topic))
+    except NotFoundError as exc:  # the stats snapshot outlived the topic
+        raise _Vanished(_what(exc)) from None
+    point = default_offload_point(stats, offload.threshold_bytes)
+    if point is None:
+        return OffloadPoint(None, NO_POINT)
+    return OffloadPoint(point.to_json(), f"offload every ledger before {point.ledger_id}")
+
+
+def say_rejected(stats: BrokerTopicStats, where: str) -> None:
+    """Malformed topic entries are left out of the plan: say which, on stderr (stdout is
+    the plan alone)."""
+    for entry in stats.rejected:
+        print(
+            f"plan: {where}: topic {entry.topic} left out ({entry.reason.value}: {entry.detail})",
+            file=sys.stderr,
+            flush=True,
+        )
