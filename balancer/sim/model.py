@@ -25,7 +25,12 @@ from balancer.core.topics import InvalidTopicName, parse_topic
 from balancer.sim.faults import FaultInjector
 from balancer.sim.scenarios import Scenario
 from balancer.sim.sim_clock import SimClock
-from balancer.sim.splitting import check_positions, choose_algorithm, split_options
+from balancer.sim.splitting import (
+    check_positions,
+    choose_algorithm,
+    split_options,
+    validate_bundle,
+)
 from balancer.sim.state import (
     ClusterState,
     NamespaceState,
@@ -225,7 +230,12 @@ class SimModel:
         return ns.topic_indices[lo:hi]
 
     def resolve_bundle(
-        self, ns: NamespaceState, text: str, *, allow_special: bool = False
+        self,
+        ns: NamespaceState,
+        text: str,
+        *,
+        allow_special: bool = False,
+        absent_status: int = 412,
     ) -> BundleRange:
         with self.lock:
             if allow_special and text in SPECIAL_BUNDLES:
@@ -234,8 +244,11 @@ class SimModel:
                 bundle = BundleRange.parse(text)
             except InvalidBundle as exc:
                 raise SimError(412, f"Invalid bundle range {text!r}: {exc}") from None
-            if not ns.layout.has(bundle):
-                raise SimError(404, f"Namespace bundle {ns.name}/{bundle} not found")
+            if absent_status == 404:  # the topic list's bundle filter (not validateBundle)
+                if not ns.layout.has(bundle):
+                    raise SimError(404, f"Namespace bundle {ns.name}/{bundle} not found")
+            else:
+                validate_bundle(ns.layout, bundle)  # 412, as NamespaceBundles.validateBundle
             return bundle
 
     def _special_bundle(self, ns: NamespaceState, which: str) -> BundleRange:

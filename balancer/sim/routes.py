@@ -195,7 +195,7 @@ def _topics(m: SimModel, r: Request) -> Response:
         if bundle_text:
             stale_bundle(m, f"{r.params[0]}/{r.params[1]}", bundle_text)
         return _ok([])
-    bundle = m.resolve_bundle(ns, bundle_text) if bundle_text else None
+    bundle = m.resolve_bundle(ns, bundle_text, absent_status=404) if bundle_text else None
     return _ok(m.topics_of_bundle(ns, bundle))
 
 
