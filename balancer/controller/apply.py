@@ -4,8 +4,9 @@ For every decision, in order: allow/deny list -> already handled (journal) -> dr
 writer lease -> circuit breaker -> fresh check against Pulsar (bundle still there with the
 same range; offload not running; the offload point) -> same action already done -> rate limit
 -> journal intent -> writer lease again -> the call -> journal outcome. Every decision ends
-in exactly one `Outcome`, written to the audit log and counted in `stats`. A 404 or a changed
-layout is "stale", a 409 on offload is "already_running": outcomes, not crashes, and never
+in exactly one `Outcome`, written to the audit log and counted in `stats`. A changed layout
+is "stale" (a split's 412 names a bundle no longer in the layout: read back; its 404 is the
+namespace gone), a 409 on offload is "already_running": outcomes, not crashes, and never
 retried.
 
 A split or offload that was sent and got no answer (a timeout, a reset) or a 5xx is read
@@ -44,6 +45,7 @@ from balancer.controller.outcome import (
     rechecked_outcome,
     report_outcome,
     split_action_key,
+    split_read_back_needed,
 )
 from balancer.controller.outcome import Step as _Step
 from balancer.controller.outcome import error_info as _error_info
@@ -327,32 +329,49 @@ class Controller:
             )
         except _Finish as finish:
             step = finish.step
-            if read_back_needed(step):
+            refused = algorithm_refused(step, SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value)
+            if refused is not None:
+                step = refused
+            elif step.pulsar.get("status") == 404:  # 404 on split: the namespace only
+                step = replace(step, detail=f"{step.detail} (namespace gone)")
+            elif split_read_back_needed(step):
                 step = self._split_read_back(decision, step)
-            step = algorithm_refused(step, SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value) or step
             self._outcome(decision.decision_id, step.result, step.detail)
             if step.result is ActionResult.APPLIED:
                 return step
             raise _Finish.of(step) from None
+        return self._split_answered(decision)
+
+    def _split_answered(self, decision: SplitDecision) -> _Step:
+        """The split answered 204: what does the layout show?"""
         children = len(decision.boundaries) + 1
-        # Pulsar answers 204 even when it found nothing to split: check the layout.
         try:
             after = self._layout(decision)
         except _Finish as finish:
             detail = f"split accepted; layout not verified ({finish.step.detail})"
             self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
             return _Step(ActionResult.APPLIED, detail, {"status": 204}, children=children)
+        pulsar = {"status": 204, "num_bundles": after.num_bundles}
         if split_done(after, decision.bundle, decision.boundaries):
             detail = f"split into {children} bundles"
             self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
-            pulsar = {"status": 204, "num_bundles": after.num_bundles}
             return _Step(ActionResult.APPLIED, detail, pulsar, children=children)
-        detail = "split answered 204 but the layout lacks the boundaries"
-        self._outcome(decision.decision_id, ActionResult.FAILED, detail)
-        return _Step(ActionResult.FAILED, detail, {"status": 204, "num_bundles": after.num_bundles})
+        # Pulsar answers 204 when it found nothing to split, and a layout read through a load
+        # balancer can still show the parent just after a split: `unknown`, rechecked by
+        # reconcile() every batch (never re-sent; `failed` once unknown_settle_s has passed
+        # with the parent still there). Sleeping here would hold the cluster's lock.
+        result, seen = split_verdict(after, decision.bundle, decision.boundaries, settled=False)
+        detail = f"split answered 204 but the layout lacks the boundaries (read back: {seen})"
+        self._outcome(decision.decision_id, result, detail)
+        step = _Step(result, detail, {**pulsar, "read_back": result.value})
+        if result is ActionResult.UNKNOWN:
+            return step
+        raise _Finish.of(step)
 
     def _split_read_back(self, decision: SplitDecision, step: _Step) -> _Step:
-        """The split call failed without a clear refusal: what does the layout show?"""
+        """The split got no answer, a 5xx or a 412 (stale bundle): what does the layout show?
+        `applied` (our boundaries are there), `stale` (someone else changed the bundle),
+        else `failed`, or `unknown` when no answer came (it may still be in flight)."""
         unknown = step.result is ActionResult.UNKNOWN
         try:
             layout = self._layout(decision)
@@ -366,9 +385,7 @@ class Controller:
             children = len(decision.boundaries) + 1
             detail = f"split into {children} bundles ({step.detail}; read back: {seen})"
             return _Step(ActionResult.APPLIED, detail, pulsar, children=children)
-        if unknown:
-            return _Step(result, f"{step.detail}; read back: {seen}", pulsar)
-        return replace(step, detail=f"{step.detail}; read back: {seen}", pulsar=pulsar)
+        return _Step(result, f"{step.detail}; read back: {seen}", pulsar)
 
     def _offload_steps(self, decision: OffloadDecision, batch_id: str | None) -> _Step:
         status = self._call(

@@ -75,6 +75,15 @@ def read_back_needed(step: Step) -> bool:
     return step.result is ActionResult.UNKNOWN or status == 404 or (status or 0) >= 500
 
 
+def split_read_back_needed(step: Step) -> bool:
+    """A split to read back: as `read_back_needed`, or a 412 (a bundle not in the layout,
+    `NamespaceBundles.validateBundle`: split by Pulsar's own auto-split or by our own earlier
+    attempt). A split's 404 is the namespace gone: nothing to read."""
+    return step.pulsar.get("status") == 412 or (
+        read_back_needed(step) and step.pulsar.get("status") != 404
+    )
+
+
 # Pulsar's 412 when `supportedNamespaceBundleSplitAlgorithms` lacks the algorithm sent
 # (NamespacesBase.internalSplitNamespaceBundleAsync).
 _UNSUPPORTED_ALGORITHM = "unsupported namespace bundle split algorithm"

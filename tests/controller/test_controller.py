@@ -166,11 +166,16 @@ def load_of(
 
 
 def report(
-    sim: RunningPeerGroup, batch_id: int, window_end_ms: int,
+    sim: RunningPeerGroup,
+    batch_id: int,
+    window_end_ms: int,
     bundles: Sequence[tuple[str, BundleRange, str]] = ((HOT_NS, FIRST, "east"),),
 ) -> BatchReport:
-    return batch_report(batch_id, window_end_ms,
-                        tuple(load_of(sim, ns, b, window_end_ms, c) for ns, b, c in bundles))
+    return batch_report(
+        batch_id,
+        window_end_ms,
+        tuple(load_of(sim, ns, b, window_end_ms, c) for ns, b, c in bundles),
+    )
 
 
 def decide(
