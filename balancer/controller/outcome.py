@@ -34,7 +34,9 @@ class Outcome:
     duration_s: float
     pulsar: dict[str, Any] = field(default_factory=dict)  # what Pulsar answered, for the audit
     children: int = 0  # bundles created by an applied split
-    bytes_offloaded: int = 0  # bytes a triggered offload moves (closed ledgers before the point)
+    # Bytes an applied offload moved (closed ledgers before the point): set only once Pulsar
+    # shows it done (status SUCCESS or the ledgers offloaded), never on the 204 alone.
+    bytes_offloaded: int = 0
     # The decision itself, for listeners that report what was done (e.g. the run summary).
     decision: Decision | None = field(default=None, compare=False, repr=False)
     # A later recheck settling an earlier `unknown` outcome (not a new decision).
@@ -137,8 +139,10 @@ def rechecked_outcome(
     *,
     age_s: float,
     decision: Decision | None,
+    bytes_offloaded: int = 0,
 ) -> Outcome:
-    """The Outcome that settles an earlier `unknown` one (`decision` None after a restart)."""
+    """The Outcome that settles an earlier `unknown` or `started` one (`decision` None after
+    a restart); `bytes_offloaded` only for an applied offload."""
     call = entry.payload.get("call", {})
     if entry.kind == DecisionKind.SPLIT.value:
         reasons = entry.payload.get("decision", {}).get("reasons") or ["Unknown"]
@@ -156,6 +160,7 @@ def rechecked_outcome(
         duration_s=age_s,
         pulsar={"rechecked": True},
         children=children if result is ActionResult.APPLIED else 0,
+        bytes_offloaded=bytes_offloaded if result is ActionResult.APPLIED else 0,
         decision=decision,
         rechecked=True,
     )

@@ -224,11 +224,16 @@ def test_offload_paths(tmp_path: Path) -> None:
     nothing = controller.apply_offload(offload_decision(threshold=6000))
     assert nothing.result is ActionResult.NOTHING_TO_OFFLOAD
     done = controller.apply_offload(offload_decision(threshold=1000))
-    assert done.result is ActionResult.APPLIED and done.bytes_offloaded == 3000
+    assert done.result is ActionResult.STARTED and done.pulsar["bytes_to_offload"] == 3000
     assert "offload:2" in admin.calls
     # The same point decided again (a later window) is the same action: not sent twice.
     later = replace(offload_decision(), decision_id="offload-later", window_end_ms=2)
     assert controller.apply_offload(later).result is ActionResult.DUPLICATE
+    assert admin.calls.count("offload:2") == 1
+    admin.status = OffloadState.SUCCESS  # settled: the same point is still not sent twice
+    assert controller.reconcile() == [(done.decision_id, ActionResult.APPLIED)]
+    later2 = replace(offload_decision(), decision_id="offload-later-2", window_end_ms=3)
+    assert controller.apply_offload(later2).result is ActionResult.DUPLICATE
     assert admin.calls.count("offload:2") == 1
     admin.status = OffloadState.RUNNING
     running = controller.apply_offload(replace(offload_decision(), decision_id="offload-3"))
@@ -294,7 +299,7 @@ def test_metrics_bridge_maps_outcomes(tmp_path: Path) -> None:
         ("east", "decided", "MsgRate", 0),
         ("east", "duplicate", "MsgRate", 0),
     ]
-    assert sink.offloads == [("east", "triggered", 1000)]
+    assert sink.offloads == [("east", "started", 0)]  # bytes once its status says SUCCESS
     assert sink.breakers == [("east", False)] * 3
 
 
@@ -436,7 +441,10 @@ def test_every_controller_result_has_a_metric_label() -> None:
     from balancer.ops.exporter import OffloadResult, SplitResult
 
     assert {SplitResult(v) for v in SPLIT_RESULTS.values()} >= {SplitResult.APPLIED}
-    assert {OffloadResult(v) for v in OFFLOAD_RESULTS.values()} >= {OffloadResult.TRIGGERED}
+    assert {OffloadResult(v) for v in OFFLOAD_RESULTS.values()} >= {
+        OffloadResult.APPLIED,
+        OffloadResult.STARTED,
+    }
     # No controller result is silently dropped by both maps.
     assert set(SPLIT_RESULTS) | set(OFFLOAD_RESULTS) == set(ActionResult)
 
@@ -475,8 +483,9 @@ def test_an_offloaded_topic_is_not_offloaded_again_while_bookkeeper_is_under(
     )
     handler.handle(batch_report(3, 3000, (), _archive(21_000)))  # 13000 in BookKeeper
     [outcome] = handler.last_outcomes
-    assert outcome.result is ActionResult.APPLIED and "offload:13" in admin.calls
-    assert outcome.bytes_offloaded == 4000  # ledger 12: the offloaded ones are not counted
+    assert outcome.result is ActionResult.STARTED and "offload:13" in admin.calls
+    # ledger 12: the offloaded ones are not counted
+    assert outcome.pulsar["bytes_to_offload"] == 4000
     handler.close()
 
 
