@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from balancer.controller.audit import AuditLog
@@ -41,11 +40,8 @@ from balancer.controller.outcome import Finish as _Finish
 from balancer.controller.outcome import (
     Outcome,
     OutcomeListener,
-    algorithm_refused,
     rechecked_outcome,
     report_outcome,
-    split_action_key,
-    split_read_back_needed,
 )
 from balancer.controller.outcome import Step as _Step
 from balancer.controller.outcome import error_info as _error_info
@@ -55,15 +51,13 @@ from balancer.controller.reconcile import (
     follow_entry,
     recheck_entry,
     reconcile_entry,
-    split_done,
-    split_verdict,
 )
 from balancer.controller.settings import ControllerSettings
+from balancer.controller.split_steps import split_steps
 from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
-from balancer.controller.writer_gate import check_writer, fenced
+from balancer.controller.writer_gate import check_writer
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.decisions import Decision, OffloadDecision, SplitDecision
-from balancer.core.split import SplitAlgorithm
 from balancer.pulsar.errors import (
     ConflictError,
     NotFoundError,
@@ -137,7 +131,9 @@ class Controller:
         return self.apply_offload(decision, batch_id=batch_id)
 
     def apply_split(self, decision: SplitDecision, *, batch_id: str | None = None) -> Outcome:
-        return self._run(decision, batch_id, decision.reason.value, self._split_steps)
+        return self._run(
+            decision, batch_id, decision.reason.value, lambda d, b: split_steps(self, d, b)
+        )
 
     def apply_offload(self, decision: OffloadDecision, *, batch_id: str | None = None) -> Outcome:
         return self._run(decision, batch_id, OFFLOAD_REASON, lambda d, b: offload_steps(self, d, b))
@@ -286,106 +282,6 @@ class Controller:
                 ActionResult.DUPLICATE,
                 f"outcome of {earlier.decision_id} on {target} not known yet: rechecked first",
             )
-
-    def _split_steps(self, decision: SplitDecision, batch_id: str | None) -> _Step:
-        layout = self._layout(decision)
-        if not layout.has(decision.bundle):
-            raise _Finish(ActionResult.STALE, f"bundle {decision.bundle} no longer in the layout")
-        self._wait_unsettled(decision, decision.bundle.key(decision.namespace))
-        action_key = split_action_key(decision)
-        earlier = self.journal.applied_with_key(action_key)
-        if earlier is not None:
-            raise _Finish(ActionResult.DUPLICATE, f"same split done by {earlier.decision_id}")
-        self._acquire(decision)
-        call = {
-            "op": "split_bundle",
-            "namespace": decision.namespace,
-            "bundle": str(decision.bundle),
-            "algorithm": SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value,
-            "boundaries": list(decision.boundaries),
-            "unload": self.settings.unload_after_split,
-        }
-        self._intent(
-            decision,
-            batch_id,
-            target=decision.bundle.key(decision.namespace),
-            action_key=action_key,
-            call=call,
-        )
-        try:
-            self._call(
-                decision.cluster,
-                "split bundle",
-                fenced(
-                    self.lease,
-                    lambda: self.admin.split_bundle(
-                        decision.namespace,
-                        decision.bundle,
-                        algorithm=SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value,
-                        boundaries=decision.boundaries,
-                        unload=self.settings.unload_after_split,
-                    ),
-                ),
-            )
-        except _Finish as finish:
-            step = finish.step
-            refused = algorithm_refused(step, SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value)
-            if refused is not None:
-                step = refused
-            elif step.pulsar.get("status") == 404:  # 404 on split: the namespace only
-                step = replace(step, detail=f"{step.detail} (namespace gone)")
-            elif split_read_back_needed(step):
-                step = self._split_read_back(decision, step)
-            self._outcome(decision.decision_id, step.result, step.detail)
-            if step.result is ActionResult.APPLIED:
-                return step
-            raise _Finish.of(step) from None
-        return self._split_answered(decision)
-
-    def _split_answered(self, decision: SplitDecision) -> _Step:
-        """The split answered 204: what does the layout show?"""
-        children = len(decision.boundaries) + 1
-        try:
-            after = self._layout(decision)
-        except _Finish as finish:
-            detail = f"split accepted; layout not verified ({finish.step.detail})"
-            self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
-            return _Step(ActionResult.APPLIED, detail, {"status": 204}, children=children)
-        pulsar = {"status": 204, "num_bundles": after.num_bundles}
-        if split_done(after, decision.bundle, decision.boundaries):
-            detail = f"split into {children} bundles"
-            self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
-            return _Step(ActionResult.APPLIED, detail, pulsar, children=children)
-        # Pulsar answers 204 when it found nothing to split, and a layout read through a load
-        # balancer can still show the parent just after a split: `unknown`, rechecked by
-        # reconcile() every batch (never re-sent; `failed` once unknown_settle_s has passed
-        # with the parent still there). Sleeping here would hold the cluster's lock.
-        result, seen = split_verdict(after, decision.bundle, decision.boundaries, settled=False)
-        detail = f"split answered 204 but the layout lacks the boundaries (read back: {seen})"
-        self._outcome(decision.decision_id, result, detail)
-        step = _Step(result, detail, {**pulsar, "read_back": result.value})
-        if result is ActionResult.UNKNOWN:
-            return step
-        raise _Finish.of(step)
-
-    def _split_read_back(self, decision: SplitDecision, step: _Step) -> _Step:
-        """The split got no answer, a 5xx or a 412 (stale bundle): what does the layout show?
-        `applied` (our boundaries are there), `stale` (someone else changed the bundle),
-        else `failed`, or `unknown` when no answer came (it may still be in flight)."""
-        unknown = step.result is ActionResult.UNKNOWN
-        try:
-            layout = self._layout(decision)
-        except _Finish as again:
-            return replace(step, detail=f"{step.detail}; layout not read ({again.step.detail})")
-        result, seen = split_verdict(
-            layout, decision.bundle, decision.boundaries, settled=not unknown
-        )
-        pulsar = {**step.pulsar, "read_back": result.value, "num_bundles": layout.num_bundles}
-        if result is ActionResult.APPLIED:
-            children = len(decision.boundaries) + 1
-            detail = f"split into {children} bundles ({step.detail}; read back: {seen})"
-            return _Step(ActionResult.APPLIED, detail, pulsar, children=children)
-        return _Step(result, f"{step.detail}; read back: {seen}", pulsar)
 
     def _outcome(self, decision_id: str, result: ActionResult, detail: str) -> None:
         self.journal.record_outcome(
