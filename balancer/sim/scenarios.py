@@ -71,6 +71,10 @@ class BrokerSettings(_Strict):
     # A V1 heartbeat namespace `pulsar/<cluster>/<host:port>` per broker in broker-stats
     # (NamespaceService.getHeartbeatNamespace; brokers make it unless topicVersion=V2).
     heartbeat_namespace: bool = True
+    # A tiered-storage offloader (managedLedgerOffloadDriver). Without one the managed ledger
+    # has Pulsar's NullLedgerOffloader: a trigger answers 204 and the offload ends in ERROR
+    # "NullLedgerOffloader" (ManagedLedgerImpl.asyncOffloadPrefix).
+    offloader: bool = True
 
 
 class ClusterSpec(_Strict):
@@ -161,6 +165,9 @@ class NamespaceSpec(_Strict):
     outstanding: list[OutstandingTopicSpec] = Field(default_factory=list)
     changes: list[Change] = Field(default_factory=list)
     daily_cycle: DailyCycle | None = None
+    # False: no offloader for this namespace (no offload policies, none on the broker):
+    # offloads end in ERROR "NullLedgerOffloader", as with broker.offloader false.
+    offloader: bool = True
 
     @property
     def tenant(self) -> str:

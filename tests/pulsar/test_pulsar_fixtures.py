@@ -157,3 +157,18 @@ def test_internal_stats_with_offloaded_ledgers() -> None:
     assert default_offload_point(stats, 3 * GIB) is None
     point = default_offload_point(stats, 1 * GIB)
     assert point is not None and (point.ledger_id, point.entry_id) == (3345, 0)
+
+
+def test_offload_status_error_carries_pulsars_last_error() -> None:
+    """A 204 only started the offload; its failure shows here: ERROR with lastError."""
+    from balancer.controller.reconcile import follow_verdict
+    from balancer.controller.stats import ActionResult
+    from balancer.pulsar.models import MessageId, OffloadState, OffloadStatus
+
+    status = OffloadStatus.from_json(fixture("offload-status-error.json"))
+    assert status.state is OffloadState.ERROR and status.last_error == "NullLedgerOffloader"
+    assert status.first_unoffloaded == MessageId(-1, -1, -1)  # MessageId.earliest
+    stats = InternalStats.from_json(fixture("internal-stats.json"))
+    point = MessageId(stats.ledgers[-1].ledger_id, 0)
+    result, detail = follow_verdict(stats, status, point, age_s=5, follow_s=600)
+    assert result is ActionResult.FAILED and "NullLedgerOffloader" in detail
