@@ -297,11 +297,13 @@ class Controller:
     # -- restart ------------------------------------------------------------------------------
 
     def reconcile(self) -> list[tuple[str, ActionResult]]:
-        """Settle intents a crash left without outcome, and `unknown` outcomes, by reading
-        Pulsar's state; re-apply none.
+        """Settle intents a crash left without outcome, `unknown` outcomes and `started`
+        offloads, by reading Pulsar's state; re-apply none. Returns the settled ones (an
+        action that only moved to `started` is not settled yet).
 
         An intent whose check fails (cluster down) stays pending for the next call; an
-        `unknown` action Pulsar does not show yet stays unknown until `unknown_settle_s`.
+        `unknown` action Pulsar does not show yet stays unknown until `unknown_settle_s`; a
+        `started` offload is followed until SUCCESS or ERROR, at most `offload_follow_s`.
         """
         settled: list[tuple[str, ActionResult]] = []
         rechecked: list[Outcome] = []
