@@ -200,7 +200,9 @@ class BalancerApp:
         self.metrics.set_mode(config.controller.mode)
         for cluster in config.clusters:
             self.metrics.register_cluster(cluster.name)
-        self.metrics.watch_token_files([c.name for c in config.clusters], self.admin.token_problems)
+        self.metrics.watch_token_files(
+            [c.name for c in config.clusters], self.admin.token_problems
+        )
         self.health: HealthServer | None = None
         self.collector: Collector | None = None
         self._collector_sink: KafkaEventSink | None = None

@@ -26,6 +26,8 @@ JAR_FILES = (
 )
 
 
+
+
 def spark_home(tmp_path: Path, jars: tuple[str, ...]) -> Path:
     home = tmp_path / "spark-home"
     (home / "jars").mkdir(parents=True)
