@@ -352,6 +352,9 @@ class ControllerConfig(_Model):
     allow_namespaces: tuple[str, ...] = ("*",)
     deny_namespaces: tuple[str, ...] = ()
     unload_after_split: bool = True
+    # A started offload (its 204) is followed through its status this long; one still
+    # RUNNING after it is recorded `failed` (its bytes never counted).
+    offload_follow_s: float = Field(default=1800.0, gt=0)
     rate_limits: RateLimitsConfig = RateLimitsConfig()
     breaker: BreakerConfig = BreakerConfig()
     # Batches in a row whose controller step failed before /readyz fails.

@@ -24,6 +24,7 @@ def controller_settings(config: BalancerConfig) -> ControllerSettings:
         allow_namespaces=c.allow_namespaces,
         deny_namespaces=c.deny_namespaces,
         unload_after_split=c.unload_after_split,
+        offload_follow_s=c.offload_follow_s,
     )
 
 

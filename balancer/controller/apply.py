@@ -4,15 +4,18 @@ For every decision, in order: allow/deny list -> already handled (journal) -> dr
 writer lease -> circuit breaker -> fresh check against Pulsar (bundle still there with the
 same range; offload not running; the offload point) -> same action already done -> rate limit
 -> journal intent -> writer lease again -> the call -> journal outcome. Every decision ends
-in exactly one `Outcome`, written to the audit log and counted in `stats`. A 404 or a changed
-layout is "stale", a 409 on offload is "already_running": outcomes, not crashes, and never
+in exactly one `Outcome`, written to the audit log and counted in `stats`. A changed layout
+is "stale" (a split's 412 names a bundle no longer in the layout: read back; its 404 is the
+namespace gone), a 409 on offload is "already_running": outcomes, not crashes, and never
 retried.
 
 A split or offload that was sent and got no answer (a timeout, a reset) or a 5xx is read
 back from Pulsar (the layout, the offload status and ledgers): `applied` when Pulsar shows it
 done, else `unknown` (no answer: it may still be in flight) or `failed` (Pulsar answered).
 An `unknown` action is rechecked by `reconcile()` on the next batch and after a restart,
-never re-sent; no new action touches its bundle or topic until it is settled.
+never re-sent; no new action touches its bundle or topic until it is settled. An offload's
+204 only starts it: it is `started` and followed the same way until its status says SUCCESS
+(`applied`, with its bytes) or ERROR (`failed`, with Pulsar's lastError); see offload_steps.
 
 Without the single-writer lease (`writer_gate`) a decision ends `no_lease`, touching
 nothing; a lease lapsed just before the call closes the journaled intent as `no_lease`.
@@ -24,7 +27,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from balancer.controller.audit import AuditLog
@@ -33,35 +35,29 @@ from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal, JournalEntry
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.offload_point import OffloadPointFn, default_offload_point
+from balancer.controller.offload_steps import offload_steps
 from balancer.controller.outcome import Finish as _Finish
 from balancer.controller.outcome import (
     Outcome,
     OutcomeListener,
-    algorithm_refused,
-    bytes_before,
-    offload_action_key,
-    read_back_needed,
     rechecked_outcome,
     report_outcome,
-    split_action_key,
 )
 from balancer.controller.outcome import Step as _Step
 from balancer.controller.outcome import error_info as _error_info
 from balancer.controller.ports import AdminPort, WriterLease
 from balancer.controller.rate_limits import ActionLimits
 from balancer.controller.reconcile import (
-    offload_verdict,
+    follow_entry,
     recheck_entry,
     reconcile_entry,
-    split_done,
-    split_verdict,
 )
 from balancer.controller.settings import ControllerSettings
+from balancer.controller.split_steps import split_steps
 from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
-from balancer.controller.writer_gate import check_writer, fenced
+from balancer.controller.writer_gate import check_writer
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.decisions import Decision, OffloadDecision, SplitDecision
-from balancer.core.split import SplitAlgorithm
 from balancer.pulsar.errors import (
     ConflictError,
     NotFoundError,
@@ -70,7 +66,6 @@ from balancer.pulsar.errors import (
     ServerError,
     UnavailableError,
 )
-from balancer.pulsar.models import InternalStats, MessageId, OffloadState
 from balancer.pulsar.routing import routed_to
 
 log = logging.getLogger(__name__)
@@ -136,10 +131,12 @@ class Controller:
         return self.apply_offload(decision, batch_id=batch_id)
 
     def apply_split(self, decision: SplitDecision, *, batch_id: str | None = None) -> Outcome:
-        return self._run(decision, batch_id, decision.reason.value, self._split_steps)
+        return self._run(
+            decision, batch_id, decision.reason.value, lambda d, b: split_steps(self, d, b)
+        )
 
     def apply_offload(self, decision: OffloadDecision, *, batch_id: str | None = None) -> Outcome:
-        return self._run(decision, batch_id, OFFLOAD_REASON, self._offload_steps)
+        return self._run(decision, batch_id, OFFLOAD_REASON, lambda d, b: offload_steps(self, d, b))
 
     def _run(
         self,
@@ -171,7 +168,7 @@ class Controller:
             decision=decision,
         )
         self._report(decision, outcome, batch_id)
-        if outcome.result is ActionResult.UNKNOWN:
+        if outcome.result in (ActionResult.UNKNOWN, ActionResult.STARTED):
             self._unsettled[decision.decision_id] = decision
         self._notify(outcome)
         return outcome
@@ -261,6 +258,7 @@ class Controller:
         target: str,
         action_key: str,
         call: dict[str, Any],
+        expected: dict[str, Any] | None = None,
     ) -> None:
         written = self.journal.record_intent(
             decision_id=decision.decision_id,
@@ -269,7 +267,7 @@ class Controller:
             namespace=decision.namespace,
             target=target,
             action_key=action_key,
-            payload={"decision": decision.to_dict(), "call": call},
+            payload={"decision": decision.to_dict(), "call": call, "expected": expected or {}},
             batch_id=batch_id,
             at_ms=self.clock.now_ms(),
         )
@@ -285,160 +283,6 @@ class Controller:
                 f"outcome of {earlier.decision_id} on {target} not known yet: rechecked first",
             )
 
-    def _split_steps(self, decision: SplitDecision, batch_id: str | None) -> _Step:
-        layout = self._layout(decision)
-        if not layout.has(decision.bundle):
-            raise _Finish(ActionResult.STALE, f"bundle {decision.bundle} no longer in the layout")
-        self._wait_unsettled(decision, decision.bundle.key(decision.namespace))
-        action_key = split_action_key(decision)
-        earlier = self.journal.applied_with_key(action_key)
-        if earlier is not None:
-            raise _Finish(ActionResult.DUPLICATE, f"same split done by {earlier.decision_id}")
-        self._acquire(decision)
-        call = {
-            "op": "split_bundle",
-            "namespace": decision.namespace,
-            "bundle": str(decision.bundle),
-            "algorithm": SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value,
-            "boundaries": list(decision.boundaries),
-            "unload": self.settings.unload_after_split,
-        }
-        self._intent(
-            decision,
-            batch_id,
-            target=decision.bundle.key(decision.namespace),
-            action_key=action_key,
-            call=call,
-        )
-        try:
-            self._call(
-                decision.cluster,
-                "split bundle",
-                fenced(
-                    self.lease,
-                    lambda: self.admin.split_bundle(
-                        decision.namespace,
-                        decision.bundle,
-                        algorithm=SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value,
-                        boundaries=decision.boundaries,
-                        unload=self.settings.unload_after_split,
-                    ),
-                ),
-            )
-        except _Finish as finish:
-            step = finish.step
-            if read_back_needed(step):
-                step = self._split_read_back(decision, step)
-            step = algorithm_refused(step, SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value) or step
-            self._outcome(decision.decision_id, step.result, step.detail)
-            if step.result is ActionResult.APPLIED:
-                return step
-            raise _Finish.of(step) from None
-        children = len(decision.boundaries) + 1
-        # Pulsar answers 204 even when it found nothing to split: check the layout.
-        try:
-            after = self._layout(decision)
-        except _Finish as finish:
-            detail = f"split accepted; layout not verified ({finish.step.detail})"
-            self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
-            return _Step(ActionResult.APPLIED, detail, {"status": 204}, children=children)
-        if split_done(after, decision.bundle, decision.boundaries):
-            detail = f"split into {children} bundles"
-            self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
-            pulsar = {"status": 204, "num_bundles": after.num_bundles}
-            return _Step(ActionResult.APPLIED, detail, pulsar, children=children)
-        detail = "split answered 204 but the layout lacks the boundaries"
-        self._outcome(decision.decision_id, ActionResult.FAILED, detail)
-        return _Step(ActionResult.FAILED, detail, {"status": 204, "num_bundles": after.num_bundles})
-
-    def _split_read_back(self, decision: SplitDecision, step: _Step) -> _Step:
-        """The split call failed without a clear refusal: what does the layout show?"""
-        unknown = step.result is ActionResult.UNKNOWN
-        try:
-            layout = self._layout(decision)
-        except _Finish as again:
-            return replace(step, detail=f"{step.detail}; layout not read ({again.step.detail})")
-        result, seen = split_verdict(
-            layout, decision.bundle, decision.boundaries, settled=not unknown
-        )
-        pulsar = {**step.pulsar, "read_back": result.value, "num_bundles": layout.num_bundles}
-        if result is ActionResult.APPLIED:
-            children = len(decision.boundaries) + 1
-            detail = f"split into {children} bundles ({step.detail}; read back: {seen})"
-            return _Step(ActionResult.APPLIED, detail, pulsar, children=children)
-        if unknown:
-            return _Step(result, f"{step.detail}; read back: {seen}", pulsar)
-        return replace(step, detail=f"{step.detail}; read back: {seen}", pulsar=pulsar)
-
-    def _offload_steps(self, decision: OffloadDecision, batch_id: str | None) -> _Step:
-        status = self._call(
-            decision.cluster, "offload status", lambda: self.admin.offload_status(decision.topic)
-        )
-        if status.state is OffloadState.RUNNING:
-            raise _Finish(ActionResult.ALREADY_RUNNING, "offload status is RUNNING")
-        stats = self._call(
-            decision.cluster, "internal stats", lambda: self.admin.internal_stats(decision.topic)
-        )
-        point = self._offload_point(stats, decision.threshold_bytes)
-        if point is None:
-            raise _Finish(ActionResult.NOTHING_TO_OFFLOAD, "no ledger to offload above threshold")
-        self._wait_unsettled(decision, decision.topic)
-        action_key = offload_action_key(decision, point)
-        earlier = self.journal.applied_with_key(action_key)
-        if earlier is not None:
-            raise _Finish(ActionResult.DUPLICATE, f"same offload done by {earlier.decision_id}")
-        self._acquire(decision)
-        call = {"op": "trigger_offload", "topic": decision.topic, "message_id": point.to_json()}
-        self._intent(decision, batch_id, target=decision.topic, action_key=action_key, call=call)
-        try:
-            self._call(
-                decision.cluster,
-                "trigger offload",
-                fenced(self.lease, lambda: self.admin.trigger_offload(decision.topic, point)),
-                on_conflict=ActionResult.ALREADY_RUNNING,
-            )
-        except _Finish as finish:
-            step = finish.step
-            if read_back_needed(step):
-                step = self._offload_read_back(decision, point, stats, step)
-            self._outcome(decision.decision_id, step.result, step.detail)
-            if step.result is ActionResult.APPLIED:
-                return step
-            raise _Finish.of(step) from None
-        moved = bytes_before(stats, point)
-        detail = f"offload up to ledger {point.ledger_id} ({moved} bytes)"
-        self._outcome(decision.decision_id, ActionResult.APPLIED, detail)
-        pulsar = {"status": 204, "message_id": point.to_json()}
-        return _Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved)
-
-    def _offload_read_back(
-        self, decision: OffloadDecision, point: MessageId, stats: InternalStats, step: _Step
-    ) -> _Step:
-        """The trigger failed without a clear refusal: what do status and ledgers show?"""
-        unknown = step.result is ActionResult.UNKNOWN
-        topic = decision.topic
-        try:
-            status = self._call(
-                decision.cluster, "offload status", lambda: self.admin.offload_status(topic)
-            )
-            now = self._call(
-                decision.cluster, "internal stats", lambda: self.admin.internal_stats(topic)
-            )
-        except _Finish as again:
-            return replace(step, detail=f"{step.detail}; status not read ({again.step.detail})")
-        result, seen = offload_verdict(now, status, point, settled=not unknown)
-        pulsar = {**step.pulsar, "read_back": result.value, "message_id": point.to_json()}
-        if result is ActionResult.APPLIED:
-            moved = bytes_before(stats, point)
-            detail = (
-                f"offload up to ledger {point.ledger_id} ({moved} bytes; {step.detail}; "
-                f"read back: {seen})"
-            )
-            return _Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved)
-        if unknown:
-            return _Step(result, f"{step.detail}; read back: {seen}", pulsar)
-        return replace(step, detail=f"{step.detail}; read back: {seen}", pulsar=pulsar)
-
     def _outcome(self, decision_id: str, result: ActionResult, detail: str) -> None:
         self.journal.record_outcome(
             decision_id, result=result.value, detail=detail, at_ms=self.clock.now_ms()
@@ -453,11 +297,13 @@ class Controller:
     # -- restart ------------------------------------------------------------------------------
 
     def reconcile(self) -> list[tuple[str, ActionResult]]:
-        """Settle intents a crash left without outcome, and `unknown` outcomes, by reading
-        Pulsar's state; re-apply none.
+        """Settle intents a crash left without outcome, `unknown` outcomes and `started`
+        offloads, by reading Pulsar's state; re-apply none. Returns the settled ones (an
+        action that only moved to `started` is not settled yet).
 
         An intent whose check fails (cluster down) stays pending for the next call; an
-        `unknown` action Pulsar does not show yet stays unknown until `unknown_settle_s`.
+        `unknown` action Pulsar does not show yet stays unknown until `unknown_settle_s`; a
+        `started` offload is followed until SUCCESS or ERROR, at most `offload_follow_s`.
         """
         settled: list[tuple[str, ActionResult]] = []
         rechecked: list[Outcome] = []
@@ -483,40 +329,69 @@ class Controller:
                 settled.append((entry.decision_id, result))
             finally:
                 lock.release()
-        for entry in self.journal.unknown():
-            lock = self._cluster_lock(entry.cluster)
-            if not lock.acquire(blocking=False):
-                continue
-            try:
-                outcome = self._recheck(entry)
-            finally:
-                lock.release()
-            if outcome is not None:
-                rechecked.append(outcome)
-                settled.append((entry.decision_id, outcome.result))
+        # Unknown actions first: one read back as RUNNING becomes `started`, followed below.
+        for entries, settle in (
+            (self.journal.unknown, self._recheck),
+            (self.journal.started, self._follow),
+        ):
+            for entry in entries():  # started() is read after the rechecks ran
+                lock = self._cluster_lock(entry.cluster)
+                if not lock.acquire(blocking=False):
+                    continue
+                try:
+                    outcome = settle(entry)
+                finally:
+                    lock.release()
+                if outcome is not None:
+                    rechecked.append(outcome)
+                    if outcome.result is not ActionResult.STARTED:
+                        settled.append((entry.decision_id, outcome.result))
         for outcome in rechecked:
             self._notify(outcome)
         return settled
 
     def _recheck(self, entry: JournalEntry) -> Outcome | None:
         """Settle one `unknown` action from Pulsar's state (None: still unknown)."""
+        return self._settle(entry, "rechecked", ActionResult.UNKNOWN, lambda age_s: recheck_entry(
+            self.admin, self.layouts, entry, settled=age_s >= self.settings.unknown_settle_s
+        ))  # fmt: skip
+
+    def _follow(self, entry: JournalEntry) -> Outcome | None:
+        """Settle one `started` offload from its status (None: still running)."""
+        return self._settle(entry, "followed", ActionResult.STARTED, lambda age_s: follow_entry(
+            self.admin, entry, age_s=age_s, follow_s=self.settings.offload_follow_s
+        ))  # fmt: skip
+
+    def _settle(
+        self,
+        entry: JournalEntry,
+        how: str,
+        unchanged: ActionResult,
+        read: Callable[[float], tuple[ActionResult, str]],
+    ) -> Outcome | None:
+        """Record what Pulsar's state says of an unsettled action (None: `unchanged`, or
+        Pulsar cannot be read now). An unknown offload read back RUNNING becomes `started`."""
         age_s = (self.clock.now_ms() - entry.intent_at_ms) / 1000
         try:
-            result, detail = recheck_entry(
-                self.admin, self.layouts, entry, settled=age_s >= self.settings.unknown_settle_s
-            )
+            result, detail = read(age_s)
         except PulsarAdminError as exc:
-            log.warning("cannot recheck %s yet: %s", entry.decision_id, exc)
+            log.warning("cannot check %s yet: %s", entry.decision_id, exc)
             return None
-        if result is ActionResult.UNKNOWN:
+        if result is unchanged:
             log.info(
-                "%s %s still unknown after %.0f s: %s", entry.kind, entry.decision_id, age_s, detail
-            )
+                "%s %s still %s after %.0f s: %s",
+                entry.kind, entry.decision_id, result.value, age_s, detail,
+            )  # fmt: skip
             return None
-        self._outcome(entry.decision_id, result, f"rechecked: {detail}")
+        self._outcome(entry.decision_id, result, f"{how}: {detail}")
+        final = result is not ActionResult.STARTED  # a started offload is followed on
+        decision = self._unsettled.pop(entry.decision_id, None) if final else (
+            self._unsettled.get(entry.decision_id)
+        )  # fmt: skip
+        moved = int(entry.payload.get("expected", {}).get("bytes_offloaded", 0))
         outcome = rechecked_outcome(
-            entry, result, f"rechecked: {detail}", age_s=age_s,
-            decision=self._unsettled.pop(entry.decision_id, None),
+            entry, result, f"{how}: {detail}", age_s=age_s, decision=decision,
+            bytes_offloaded=moved,
         )  # fmt: skip
         self.stats.count(entry.kind, result.value, outcome.reason)
         if result is ActionResult.APPLIED:
@@ -525,8 +400,11 @@ class Controller:
                 namespace=entry.namespace, target=entry.target, detail=outcome.detail,
                 at_ms=self.clock.now_ms(),
             ))  # fmt: skip
-        log.info("%s %s rechecked: %s (%s)", entry.kind, entry.decision_id, result.value, detail)
-        self._audit_settled(entry, "rechecked", result, detail)
+        log.log(
+            logging.WARNING if result is ActionResult.FAILED else logging.INFO,
+            "%s %s %s: %s (%s)", entry.kind, entry.decision_id, how, result.value, detail,
+        )  # fmt: skip
+        self._audit_settled(entry, how, result, detail)
         return outcome
 
     def _audit_settled(

@@ -3,7 +3,8 @@
 SQLite (stdlib), one file. Before calling Pulsar the controller commits an "intent" row; after
 Pulsar answers it commits the outcome. On restart, intents without an outcome are
 reconciled against Pulsar's state (never blindly re-applied); so are outcomes recorded as
-`unknown` (sent, no answer), which are rechecked until Pulsar's state settles them. Handled
+`unknown` (sent, no answer), which are rechecked until Pulsar's state settles them, and
+offloads recorded `started` (Pulsar runs them), followed until their status settles. Handled
 batch ids are kept too, so a replayed batch is recognised. Each write is its own transaction,
 fsynced (`synchronous=FULL`), so a crash loses at most the step in progress.
 """
@@ -35,6 +36,7 @@ CREATE TABLE IF NOT EXISTS actions (
 CREATE INDEX IF NOT EXISTS actions_pending ON actions (result) WHERE result IS NULL;
 CREATE INDEX IF NOT EXISTS actions_key ON actions (action_key);
 CREATE INDEX IF NOT EXISTS actions_unknown ON actions (result) WHERE result = 'unknown';
+CREATE INDEX IF NOT EXISTS actions_started ON actions (result) WHERE result = 'started';
 CREATE INDEX IF NOT EXISTS actions_target ON actions (target);
 CREATE TABLE IF NOT EXISTS batches (
     batch_id      TEXT PRIMARY KEY,
@@ -174,34 +176,45 @@ class Journal:
             ).fetchall()
         return [e for e in (self._row(r) for r in rows) if e is not None]
 
+    def started(self) -> list[JournalEntry]:
+        """Offloads Pulsar accepted and runs: followed until SUCCESS or ERROR."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {self._COLUMNS} FROM actions WHERE result = 'started' "
+                "ORDER BY intent_at_ms"
+            ).fetchall()
+        return [e for e in (self._row(r) for r in rows) if e is not None]
+
     def has_unsettled(self) -> bool:
-        """Any intent without outcome or any `unknown` outcome: something to check in Pulsar."""
+        """Any intent without outcome, `unknown` or `started` outcome: something to check in
+        Pulsar."""
         with self._lock:
             # One query per partial index: each stays an index lookup as the journal grows.
             return any(
                 self._conn.execute(f"SELECT 1 FROM actions WHERE {where} LIMIT 1").fetchone()
-                for where in ("result IS NULL", "result = 'unknown'")
+                for where in ("result IS NULL", "result = 'unknown'", "result = 'started'")
             )
 
     def applied_with_key(self, action_key: str) -> JournalEntry | None:
-        """An earlier decision that already did exactly this action (or may have: pending or
-        unknown)."""
+        """An earlier decision that already did exactly this action (or may have: pending,
+        unknown or started)."""
         with self._lock:
             row = self._conn.execute(
                 f"SELECT {self._COLUMNS} FROM actions WHERE action_key = ? "
-                "AND (result IN ('applied', 'unknown') OR result IS NULL) "
+                "AND (result IN ('applied', 'unknown', 'started') OR result IS NULL) "
                 "ORDER BY intent_at_ms LIMIT 1",
                 (action_key,),
             ).fetchone()
         return self._row(row)
 
     def unsettled_for(self, kind: str, target: str) -> JournalEntry | None:
-        """An earlier action on this bundle or topic whose outcome is not known (pending or
-        unknown): any new action there waits until it is rechecked."""
+        """An earlier action on this bundle or topic whose outcome is not known (pending,
+        unknown, or an offload still started): any new action there waits until it settles."""
         with self._lock:
             row = self._conn.execute(
                 f"SELECT {self._COLUMNS} FROM actions WHERE kind = ? AND target = ? "
-                "AND (result = 'unknown' OR result IS NULL) ORDER BY intent_at_ms LIMIT 1",
+                "AND (result IN ('unknown', 'started') OR result IS NULL) "
+                "ORDER BY intent_at_ms LIMIT 1",
                 (kind, target),
             ).fetchone()
         return self._row(row)

@@ -19,12 +19,12 @@ from balancer.core.decisions import DecisionKind
 SPLIT_RESULTS: dict[ActionResult, str] = {
     r: r.value
     for r in ActionResult
-    if r not in (ActionResult.ALREADY_RUNNING, ActionResult.NOTHING_TO_OFFLOAD)
+    if r
+    not in (ActionResult.ALREADY_RUNNING, ActionResult.NOTHING_TO_OFFLOAD, ActionResult.STARTED)
 }
+# An offload's 204 is `started`; `applied` only once Pulsar's status says SUCCESS.
 OFFLOAD_RESULTS: dict[ActionResult, str] = {
-    r: ("triggered" if r is ActionResult.APPLIED else r.value)
-    for r in ActionResult
-    if r is not ActionResult.STALE
+    r: r.value for r in ActionResult if r is not ActionResult.STALE
 }
 
 

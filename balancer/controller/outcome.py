@@ -34,7 +34,9 @@ class Outcome:
     duration_s: float
     pulsar: dict[str, Any] = field(default_factory=dict)  # what Pulsar answered, for the audit
     children: int = 0  # bundles created by an applied split
-    bytes_offloaded: int = 0  # bytes a triggered offload moves (closed ledgers before the point)
+    # Bytes an applied offload moved (closed ledgers before the point): set only once Pulsar
+    # shows it done (status SUCCESS or the ledgers offloaded), never on the 204 alone.
+    bytes_offloaded: int = 0
     # The decision itself, for listeners that report what was done (e.g. the run summary).
     decision: Decision | None = field(default=None, compare=False, repr=False)
     # A later recheck settling an earlier `unknown` outcome (not a new decision).
@@ -73,6 +75,15 @@ def read_back_needed(step: Step) -> bool:
     """Unanswered (unknown), a 5xx or a 404 (after a retried 5xx): Pulsar may have acted."""
     status = step.pulsar.get("status")
     return step.result is ActionResult.UNKNOWN or status == 404 or (status or 0) >= 500
+
+
+def split_read_back_needed(step: Step) -> bool:
+    """A split to read back: as `read_back_needed`, or a 412 (a bundle not in the layout,
+    `NamespaceBundles.validateBundle`: split by Pulsar's own auto-split or by our own earlier
+    attempt). A split's 404 is the namespace gone: nothing to read."""
+    return step.pulsar.get("status") == 412 or (
+        read_back_needed(step) and step.pulsar.get("status") != 404
+    )
 
 
 # Pulsar's 412 when `supportedNamespaceBundleSplitAlgorithms` lacks the algorithm sent
@@ -128,8 +139,10 @@ def rechecked_outcome(
     *,
     age_s: float,
     decision: Decision | None,
+    bytes_offloaded: int = 0,
 ) -> Outcome:
-    """The Outcome that settles an earlier `unknown` one (`decision` None after a restart)."""
+    """The Outcome that settles an earlier `unknown` or `started` one (`decision` None after
+    a restart); `bytes_offloaded` only for an applied offload."""
     call = entry.payload.get("call", {})
     if entry.kind == DecisionKind.SPLIT.value:
         reasons = entry.payload.get("decision", {}).get("reasons") or ["Unknown"]
@@ -147,6 +160,7 @@ def rechecked_outcome(
         duration_s=age_s,
         pulsar={"rechecked": True},
         children=children if result is ActionResult.APPLIED else 0,
+        bytes_offloaded=bytes_offloaded if result is ActionResult.APPLIED else 0,
         decision=decision,
         rechecked=True,
     )

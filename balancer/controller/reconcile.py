@@ -2,8 +2,9 @@
 or whose call was sent and got no answer (a timeout or reset: outcome `unknown`).
 
 Pulsar's state is the only witness: a split is done when the parent is gone and every decided
-boundary is in the layout; an offload is done (or under way) when the ledgers before its
-point are offloaded or an offload is running. Nothing here ever re-applies an action.
+boundary is in the layout; an offload is done when the ledgers before its point are
+offloaded or its status says SUCCESS, and only `started` while it is RUNNING (then followed
+by `follow_verdict` until SUCCESS or ERROR). Nothing here ever re-applies an action.
 
 An unanswered call may still be in flight inside Pulsar, so "not visible" stays `unknown`
 until the call is `settled` (old enough that Pulsar has surely answered it); only then is it
@@ -53,11 +54,10 @@ def offload_verdict(
     stats: InternalStats, status: OffloadStatus, point: MessageId, *, settled: bool
 ) -> tuple[ActionResult, str]:
     """What the ledgers and the offload status say of a trigger sent without an answer."""
-    before = [lg for lg in stats.ledgers if lg.ledger_id < point.ledger_id and lg.entries > 0]
-    if before and all(lg.offloaded for lg in before):
+    if _offloaded(stats, point):
         return ActionResult.APPLIED, "ledgers before the point are offloaded"
     if status.state is OffloadState.RUNNING:
-        return ActionResult.APPLIED, "offload running"
+        return ActionResult.STARTED, "offload running"
     seen = f"offload status {status.state.value}"
     if status.last_error:
         seen += f" ({status.last_error})"
@@ -114,9 +114,58 @@ def reconcile_entry(
         status = admin.offload_status(topic)
     except NotFoundError:
         return ActionResult.STALE, "topic gone"
-    before = [lg for lg in stats.ledgers if lg.ledger_id < point.ledger_id and lg.entries > 0]
-    if before and all(lg.offloaded for lg in before):
+    if _offloaded(stats, point):
         return ActionResult.APPLIED, "ledgers before the point are offloaded"
     if status.state is OffloadState.RUNNING:
-        return ActionResult.APPLIED, "offload running"
+        return ActionResult.STARTED, "offload running"
     return ActionResult.ABANDONED, f"offload status {status.state.value}, ledgers not offloaded"
+
+
+def follow_verdict(
+    stats: InternalStats, status: OffloadStatus, point: MessageId, *, age_s: float, follow_s: float
+) -> tuple[ActionResult, str]:
+    """What the offload status says of an offload Pulsar accepted (`started`).
+
+    SUCCESS -> applied; ERROR -> failed with Pulsar's lastError; RUNNING -> still started
+    until `follow_s` after the call, then failed (no longer followed; Pulsar answers 409 to a
+    new trigger while it runs on). NOT_RUN: the status lives in the broker's memory and an
+    unload or a broker restart resets it, so the ledgers decide.
+    """
+    if status.state is OffloadState.SUCCESS:
+        return ActionResult.APPLIED, "offload status SUCCESS"
+    if status.state is OffloadState.ERROR:
+        return ActionResult.FAILED, f"offload status ERROR: {status.last_error or 'no lastError'}"
+    if _offloaded(stats, point):
+        return ActionResult.APPLIED, "ledgers before the point are offloaded"
+    if status.state is OffloadState.RUNNING:
+        if age_s < follow_s:
+            return ActionResult.STARTED, f"offload running for {age_s:.0f} s"
+        return ActionResult.FAILED, (
+            f"offload still RUNNING after {age_s:.0f} s, past controller.offload_follow_s "
+            f"({follow_s:.0f} s): no longer followed, its bytes not counted"
+        )
+    return ActionResult.FAILED, (
+        f"offload status {status.state.value} (reset by an unload or a broker restart) and "
+        f"the ledgers before ledger {point.ledger_id} are not offloaded"
+    )
+
+
+def follow_entry(
+    admin: AdminPort, entry: JournalEntry, *, age_s: float, follow_s: float
+) -> tuple[ActionResult, str]:
+    """The state of a `started` offload, read from Pulsar (PulsarAdminError if it cannot be)."""
+    call = entry.payload.get("call", {})
+    topic = call["topic"]
+    try:
+        status = admin.offload_status(topic)
+        stats = admin.internal_stats(topic)
+    except NotFoundError:
+        return ActionResult.FAILED, "topic deleted while its offload ran"
+    point = parse_message_id(call["message_id"])
+    return follow_verdict(stats, status, point, age_s=age_s, follow_s=follow_s)
+
+
+def _offloaded(stats: InternalStats, point: MessageId) -> bool:
+    """Every non-empty ledger before the point is offloaded (and there is one)."""
+    before = [lg for lg in stats.ledgers if lg.ledger_id < point.ledger_id and lg.entries > 0]
+    return bool(before) and all(lg.offloaded for lg in before)

@@ -18,6 +18,10 @@ class ControllerSettings:
     # How long after the call an unanswered action that Pulsar does not show is taken as
     # never applied (`failed`); before that it stays `unknown`, as it may still be in flight.
     unknown_settle_s: float = 60.0
+    # How long a started offload is followed (its status read each batch) before one still
+    # RUNNING is given up on and recorded `failed` (Pulsar refuses a new one with 409 while it
+    # runs on). Offloads of a few GiB to object storage take minutes.
+    offload_follow_s: float = 1800.0
 
     def allows(self, namespace: str) -> bool:
         """Allow-listed and not deny-listed (fnmatch globs over `tenant/namespace`)."""

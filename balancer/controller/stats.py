@@ -32,6 +32,10 @@ class ActionResult(StrEnum):
     # Sent, no answer (timeout, reset), and Pulsar's state does not show it yet: rechecked
     # on the next batch and after a restart, never re-sent; settles as applied or failed.
     UNKNOWN = "unknown"
+    # An offload Pulsar accepted (204 = started, `PersistentTopic.triggerOffload`): followed
+    # by reconcile() through the offload status until SUCCESS (`applied`, bytes counted) or
+    # ERROR (`failed` with lastError); never re-sent, no new offload of the topic meanwhile.
+    STARTED = "started"
 
 
 OFFLOAD_REASON = "Size"

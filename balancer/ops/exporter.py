@@ -56,9 +56,11 @@ class SplitResult(StrEnum):
 
 
 class OffloadResult(StrEnum):
-    TRIGGERED = "triggered"
+    # Pulsar accepted the trigger (204): the offload runs; followed until it settles.
+    STARTED = "started"
+    APPLIED = "applied"  # the offload status said SUCCESS (or the ledgers are offloaded)
     ALREADY_RUNNING = "already_running"
-    FAILED = "failed"
+    FAILED = "failed"  # refused, or its status said ERROR (lastError in the audit log)
     DRY_RUN = "dry_run"
     NOTHING_TO_OFFLOAD = "nothing_to_offload"
     DENIED = "denied"
@@ -195,7 +197,8 @@ class BalancerMetrics:
             ["cluster", "result"], registry=reg,
         )  # fmt: skip
         self._offloaded_bytes = Counter(
-            f"{PREFIX}_offloaded_bytes", "Bytes moved to tiered storage by triggered offloads.",
+            f"{PREFIX}_offloaded_bytes",
+            "Bytes moved to tiered storage by offloads Pulsar reported done (SUCCESS).",
             ["cluster"], registry=reg,
         )  # fmt: skip
         self._events_consumed = Counter(
@@ -398,12 +401,12 @@ class BalancerMetrics:
         self._split_algorithm_refused.labels(cluster=cluster, algorithm=algorithm).inc()
 
     def record_offload(self, cluster: str, result: str, bytes_offloaded: int = 0) -> None:
-        """Count an offload's outcome; `bytes_offloaded` is what a triggered offload moves."""
+        """Count an offload's outcome; `bytes_offloaded` is what an applied offload moved."""
         result = OffloadResult(result).value
         if bytes_offloaded < 0:
             raise ValueError(f"bytes_offloaded must be >= 0, got {bytes_offloaded}")
         self._offloads.labels(cluster=cluster, result=result).inc()
-        if bytes_offloaded and result == OffloadResult.TRIGGERED:
+        if bytes_offloaded and result == OffloadResult.APPLIED:
             self._offloaded_bytes.labels(cluster=cluster).inc(bytes_offloaded)
 
     def set_lone_hot_topics(self, topics: Iterable[LoneHotTopic]) -> None:

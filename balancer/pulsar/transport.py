@@ -1,7 +1,8 @@
 """The HTTP engine under the admin client: timeouts, retries, peer redirects, counting.
 
 One logical call = one or more hops (a 307 moves it to a peer cluster with the same method
-and body); each hop = one or more attempts (retried with backoff on no answer, 429 and 5xx).
+and body); each hop = one or more attempts (retried with backoff on no answer, 429 and 5xx;
+a non-idempotent call only on 429 and on failures before the request left this host).
 Every attempt is counted per (cluster, method, path template) and reported to `on_request`.
 Nothing here logs or raises the token: errors carry URLs without credentials and Pulsar's
 message with the token redacted.
@@ -95,8 +96,9 @@ class Call:
     # Configuration-store data (clusters, tenants, peers) that every cluster answers alike:
     # when the first cluster gives no answer, ask the next one.
     any_cluster: bool = False
-    # False for calls that must not run twice (split): after a timeout or reset once the
-    # request was sent, no retry; OutcomeUnknownError tells the caller to read the state back.
+    # False for calls that must not run twice (split, offload trigger): after a timeout or
+    # reset once the request was sent, no retry (OutcomeUnknownError), nor after a 5xx (the
+    # error is raised at once): the caller reads the state back.
     idempotent: bool = True
 
 
@@ -397,7 +399,11 @@ class AdminTransport:
                 elapsed * 1000,
                 attempt,
             )
-            if is_retryable_status(status) and attempt < policy.max_attempts:
+            # A 5xx may come after Pulsar acted (a split applied, then a failing unload or a
+            # proxy timeout): a non-idempotent call is not sent again; the caller reads the
+            # state back. A 429 is a refusal before acting: safe to send again.
+            retryable = is_retryable_status(status) and (call.idempotent or status == 429)
+            if retryable and attempt < policy.max_attempts:
                 delay = policy.delay_s(
                     attempt,
                     self._rng,

@@ -26,7 +26,12 @@ from balancer.sim.faults import FaultInjector
 from balancer.sim.ownership import initial_owner as _initial_owner
 from balancer.sim.scenarios import Scenario
 from balancer.sim.sim_clock import SimClock
-from balancer.sim.splitting import check_positions, choose_algorithm, split_options
+from balancer.sim.splitting import (
+    check_positions,
+    choose_algorithm,
+    split_options,
+    validate_bundle,
+)
 from balancer.sim.state import (
     ClusterState,
     NamespaceState,
@@ -230,7 +235,12 @@ class SimModel:
         return ns.topic_indices[lo:hi]
 
     def resolve_bundle(
-        self, ns: NamespaceState, text: str, *, allow_special: bool = False
+        self,
+        ns: NamespaceState,
+        text: str,
+        *,
+        allow_special: bool = False,
+        absent_status: int = 412,
     ) -> BundleRange:
         with self.lock:
             if allow_special and text in SPECIAL_BUNDLES:
@@ -239,8 +249,11 @@ class SimModel:
                 bundle = BundleRange.parse(text)
             except InvalidBundle as exc:
                 raise SimError(412, f"Invalid bundle range {text!r}: {exc}") from None
-            if not ns.layout.has(bundle):
-                raise SimError(404, f"Namespace bundle {ns.name}/{bundle} not found")
+            if absent_status == 404:  # the topic list's bundle filter (not validateBundle)
+                if not ns.layout.has(bundle):
+                    raise SimError(404, f"Namespace bundle {ns.name}/{bundle} not found")
+            else:
+                validate_bundle(ns.layout, bundle)  # 412, as NamespaceBundles.validateBundle
             return bundle
 
     def _special_bundle(self, ns: NamespaceState, which: str) -> BundleRange:
@@ -356,6 +369,9 @@ class SimModel:
             except InvalidBundle as exc:
                 raise SimError(412, str(exc)) from None
             owner = ns.owners.pop(parent)
+            if unload:  # NamespaceService.splitAndOwnBundle unloads the children's topics
+                self._settle()
+                self.storage.unload(self._bundle_slice(ns, parent))
             brokers = self.clusters[ns.cluster].broker_count
             for child in children:
                 ns.owners[child] = _initial_owner(ns.name, child, brokers) if unload else owner
@@ -381,6 +397,8 @@ class SimModel:
             brokers = self.clusters[ns.cluster].broker_count
             before = ns.owners[bundle]
             ns.owners[bundle] = (before + 1) % brokers
+            self._settle()
+            self.storage.unload(self._bundle_slice(ns, bundle))  # statuses back to NOT_RUN
             self._layout_version += 1
             record = UnloadRecord(self.now_ms(), ns.name, bundle, before, ns.owners[bundle])
             self.unloads.append(record)
@@ -541,16 +559,20 @@ class SimModel:
 
     # ----- offload ---------------------------------------------------------------------------
 
-    def trigger_offload(self, i: int, ledger_id: int) -> OffloadState:
+    def trigger_offload(self, i: int, ledger_id: int, *, ns: NamespaceState) -> OffloadState:
         """Offload every closed, non-empty, not yet offloaded ledger with id < `ledger_id`;
-        done after `offload_duration_s` of simulated time. 409 while one is running."""
+        done after `offload_duration_s` of simulated time. 409 while one is running. Without
+        an offloader (broker or namespace) it ends in ERROR at once, after the 204."""
         with self.lock:
+            spec = next((s for s in self.scenario.namespaces if s.name == ns.name), None)
+            offloader = self.scenario.broker.offloader and (spec is None or spec.offloader)
             return self.storage.trigger(
                 i,
                 ledger_id,
                 written_bytes=self._written(i),
                 now_s=self.elapsed_s(),
                 will_fail=self.faults.offload_fails(),
+                offloader=offloader,
             )
 
     def offload_status(self, i: int) -> dict[str, Any]:

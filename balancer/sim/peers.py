@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from balancer.core.bundles import BundleRange, InvalidBundle, NamespaceBundles
 from balancer.sim.model import SimModel
+from balancer.sim.splitting import validate_bundle
 from balancer.sim.state import NamespaceState, SimError
 
 
@@ -84,6 +85,5 @@ def stale_bundle(m: SimModel, namespace: str, text: str) -> BundleRange:
         bundle = BundleRange.parse(text)
     except InvalidBundle as exc:
         raise SimError(412, str(exc)) from None
-    if not config_store_layout(m, namespace).has(bundle):
-        raise SimError(404, f"Bundle {namespace}/{bundle} does not exist")
+    validate_bundle(config_store_layout(m, namespace), bundle)  # 412: validateBundle
     return bundle

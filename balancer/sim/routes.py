@@ -254,14 +254,14 @@ def _internal_stats(m: SimModel, r: Request) -> Response:
 
 
 def _trigger_offload(m: SimModel, r: Request) -> Response:
-    _, i = _topic(m, r)
+    ns, i = _topic(m, r)
     body = r.json_body()
     ledger_id = body.get("ledgerId") if isinstance(body, dict) else None
     entry_id = body.get("entryId") if isinstance(body, dict) else None
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in (ledger_id, entry_id)):
         raise SimError(400, "Offload needs a message id {ledgerId, entryId, partitionIndex}")
     assert isinstance(ledger_id, int)
-    m.trigger_offload(i, ledger_id)
+    m.trigger_offload(i, ledger_id, ns=ns)
     return _no_content()
 
 

@@ -75,6 +75,10 @@ class BrokerSettings(_Strict):
     # .healthCheck): V2 writes to the V2 heartbeat namespace `pulsar/<host:port>`
     # (NamespaceService.getHeartbeatNamespaceV2) instead of the V1 one.
     heartbeat_topic_version: Literal["V1", "V2"] = "V1"
+    # A tiered-storage offloader (managedLedgerOffloadDriver). Without one the managed ledger
+    # has Pulsar's NullLedgerOffloader: a trigger answers 204 and the offload ends in ERROR
+    # "NullLedgerOffloader" (ManagedLedgerImpl.asyncOffloadPrefix).
+    offloader: bool = True
 
 
 class ClusterSpec(_Strict):
@@ -179,6 +183,9 @@ class NamespaceSpec(_Strict):
     outstanding: list[OutstandingTopicSpec] = Field(default_factory=list)
     changes: list[Change] = Field(default_factory=list)
     daily_cycle: DailyCycle | None = None
+    # False: no offloader for this namespace (no offload policies, none on the broker):
+    # offloads end in ERROR "NullLedgerOffloader", as with broker.offloader false.
+    offloader: bool = True
 
     @property
     def tenant(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from balancer.core.bundles import BundleRange, format_position
+from balancer.core.bundles import BundleRange, NamespaceBundles, format_position
 from balancer.core.split import SplitAlgorithm, SplitOptions
 from balancer.sim.scenarios import BrokerSettings
 from balancer.sim.state import SimError
@@ -95,3 +95,14 @@ def split_options(broker: BrokerSettings, boundaries: Sequence[int]) -> SplitOpt
         difference_threshold_pct=broker.flow_or_qps_difference_threshold_pct,
         positions=tuple(boundaries),
     )
+
+
+def validate_bundle(layout: NamespaceBundles, bundle: BundleRange) -> None:
+    """412 unless `bundle` is one of the layout's bundles, with Pulsar's reasons: split, unload
+    and topicHashPositions go through `PulsarWebResource.validateNamespaceBundleRange` ->
+    `NamespaceBundles.validateBundle` (binary search of the lower bound, then the upper one);
+    404 is left for a missing namespace. A stale parent (already split) lands here."""
+    if bundle.lower not in layout.boundaries:
+        raise SimError(412, "Cannot find bundle in the bundles list")
+    if not layout.has(bundle):
+        raise SimError(412, "Invalid upper boundary for bundle")

@@ -6,6 +6,7 @@ Bookkeeping only: bytes written and simulated times are passed in.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,9 @@ from balancer.sim.traffic import FloatArray
 # Ledger ids of topic i are LEDGER_ID_STRIDE * i + k: unique in the group, increasing per topic.
 LEDGER_ID_STRIDE = 1_000_000
 INJECTED_OFFLOAD_ERROR = "Injected fault: offload to tiered storage failed"
+# The ManagedLedgerException message ManagedLedgerImpl.asyncOffloadPrefix fails with when the
+# ledger's offloader is the NullLedgerOffloader (no offload driver configured).
+NO_OFFLOADER_ERROR = "NullLedgerOffloader"
 
 
 @dataclass
@@ -83,14 +87,27 @@ class LedgerStore:
         return i * LEDGER_ID_STRIDE + prefix - 1 if prefix else 0
 
     def trigger(
-        self, i: int, ledger_id: int, *, written_bytes: float, now_s: float, will_fail: bool
+        self,
+        i: int,
+        ledger_id: int,
+        *,
+        written_bytes: float,
+        now_s: float,
+        will_fail: bool,
+        offloader: bool = True,
     ) -> OffloadState:
         """Offload every closed, non-empty, not yet offloaded ledger with id < `ledger_id`
-        (never the current one); done `offload_duration_s` later. 409 while one runs."""
+        (never the current one); done `offload_duration_s` later. 409 while one runs
+        (PersistentTopic.triggerOffload: AlreadyRunningException)."""
         self.settle(now_s)
         state = self.offloads.setdefault(i, OffloadState())
         if state.status == "RUNNING":
             raise SimError(409, "Offload already in progress")
+        if not offloader:
+            # The 204 is still sent: triggerOffload starts asyncOffloadPrefix, which fails at
+            # once; OffloadProcessStatus.forError carries the exception's message.
+            state.status, state.last_error, state.will_fail = "ERROR", NO_OFFLOADER_ERROR, True
+            return state
         closed = int(written_bytes) // self._limit
         wanted = min(closed, max(ledger_id - i * LEDGER_ID_STRIDE, 0))
         state.last_error = ""
@@ -101,15 +118,27 @@ class LedgerStore:
         self.settle(now_s)
         return state
 
+    def unload(self, topics: Iterable[int]) -> None:
+        """The topics were unloaded: the offload status lives in the loaded PersistentTopic
+        (its `currentOffload` promise), so the reloaded topic answers NOT_RUN. A running
+        offload is dropped with its managed ledger (simplified: its ledgers stay in
+        BookKeeper); offloaded ledgers stay offloaded (they are in the ledger metadata)."""
+        for i in topics:
+            self.offloads.pop(int(i), None)
+
     def status(self, i: int) -> dict[str, Any]:
-        """`GET .../offload`: status, last error and the first message not offloaded."""
+        """`GET .../offload`: status, last error and the first message not offloaded.
+        ERROR carries MessageId.earliest, as `OffloadProcessStatus.forError` builds it."""
         state = self.offloads.get(i, OffloadState())
+        first = {
+            "ledgerId": i * LEDGER_ID_STRIDE + int(self.offloaded_prefix[i]),
+            "entryId": 0,
+            "partitionIndex": -1,
+        }
+        if state.status == "ERROR":
+            first = {"ledgerId": -1, "entryId": -1, "partitionIndex": -1}
         return {
             "status": state.status,
             "lastError": state.last_error,
-            "firstUnoffloadedMessage": {
-                "ledgerId": i * LEDGER_ID_STRIDE + int(self.offloaded_prefix[i]),
-                "entryId": 0,
-                "partitionIndex": -1,
-            },
+            "firstUnoffloadedMessage": first,
         }

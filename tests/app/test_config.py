@@ -86,6 +86,7 @@ def test_minimal_config_has_pulsars_defaults(tmp_path: Path) -> None:
         ({}, "clusters"),
         ({"clusters": [MINIMAL["clusters"][0], MINIMAL["clusters"][0]]}, "clusters"),
         (with_("kafka.bootstrap_servers", ["no-port"]), "kafka.bootstrap_servers"),
+        (with_("controller.offload_follow_s", 0), "controller.offload_follow_s"),
     ],
     ids=[
         "unknown-key",
@@ -104,12 +105,22 @@ def test_minimal_config_has_pulsars_defaults(tmp_path: Path) -> None:
         "clusters-missing",
         "duplicate-cluster",
         "server-without-port",
+        "offload-follow-zero",
     ],
 )
 def test_invalid_config_names_the_key(tmp_path: Path, data: dict[str, Any], named: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(write(tmp_path, data))
     assert f"  {named}" in str(info.value)
+
+
+def test_offload_follow_reaches_the_controller(tmp_path: Path) -> None:
+    from balancer.app.controller_wiring import controller_settings
+
+    config = load_config(write(tmp_path, with_("controller.offload_follow_s", 90)))
+    assert controller_settings(config).offload_follow_s == 90.0
+    default = load_config(write(tmp_path, MINIMAL))
+    assert controller_settings(default).offload_follow_s == 1800.0
 
 
 def test_error_never_echoes_a_pasted_secret(tmp_path: Path) -> None:

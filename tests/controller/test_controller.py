@@ -166,11 +166,16 @@ def load_of(
 
 
 def report(
-    sim: RunningPeerGroup, batch_id: int, window_end_ms: int,
+    sim: RunningPeerGroup,
+    batch_id: int,
+    window_end_ms: int,
     bundles: Sequence[tuple[str, BundleRange, str]] = ((HOT_NS, FIRST, "east"),),
 ) -> BatchReport:
-    return batch_report(batch_id, window_end_ms,
-                        tuple(load_of(sim, ns, b, window_end_ms, c) for ns, b, c in bundles))
+    return batch_report(
+        batch_id,
+        window_end_ms,
+        tuple(load_of(sim, ns, b, window_end_ms, c) for ns, b, c in bundles),
+    )
 
 
 def decide(
@@ -280,7 +285,9 @@ def test_offload_applies_the_size_rule(
     assert len(ledgers) > 4
     controller = rig.controller(client)
     outcome = controller.apply_offload(_offload_decision(topic))
-    assert outcome.result is ActionResult.APPLIED, outcome.detail
+    # 204 = started (PersistentTopic.triggerOffload): no bytes until the status says SUCCESS.
+    assert outcome.result is ActionResult.STARTED, outcome.detail
+    assert outcome.bytes_offloaded == 0
     assert client.offload_status(topic).state is OffloadState.RUNNING
     # Keep 2 ledgers' worth: the point is the newest closed ledger that must stay.
     assert outcome.pulsar["message_id"]["ledgerId"] == ledgers[-2].ledger_id
@@ -288,6 +295,12 @@ def test_offload_applies_the_size_rule(
     again = controller.apply_offload(_offload_decision(topic, 120_000))
     assert again.result is ActionResult.ALREADY_RUNNING
     assert sim.model.requests(route="offload") == 1
+    assert controller.reconcile() == []  # still RUNNING in the simulator
+    sim.clock.advance(sim.model.scenario.broker.offload_duration_s + 1)
+    settled: list[Any] = []
+    controller.add_listener(settled.append)
+    assert controller.reconcile() == [(outcome.decision_id, ActionResult.APPLIED)]
+    assert settled[0].bytes_offloaded == outcome.pulsar["bytes_to_offload"] > 0
     controller.close()
 
 

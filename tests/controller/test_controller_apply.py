@@ -157,12 +157,14 @@ def test_split_uses_specified_positions_and_unload(tmp_path: Path) -> None:
     assert controller.known_bundle_counts() == {("east", NS): 5}
 
 
-def test_split_answered_204_without_effect_is_failed(tmp_path: Path) -> None:
+def test_split_answered_204_without_effect_is_rechecked(tmp_path: Path) -> None:
+    """Not failed at once: a layout read through a load balancer may still show the parent
+    (test_controller_stale settles it)."""
     controller = make(tmp_path, FakeAdmin(apply_splits=False))
     outcome = controller.apply_split(split_decision())
-    assert outcome.result is ActionResult.FAILED and "lacks the boundaries" in outcome.detail
+    assert outcome.result is ActionResult.UNKNOWN and "lacks the boundaries" in outcome.detail
     entry = controller.journal.get("split-1")
-    assert entry is not None and entry.result == "failed"
+    assert entry is not None and entry.result == "unknown"
 
 
 @pytest.mark.parametrize(
@@ -222,11 +224,16 @@ def test_offload_paths(tmp_path: Path) -> None:
     nothing = controller.apply_offload(offload_decision(threshold=6000))
     assert nothing.result is ActionResult.NOTHING_TO_OFFLOAD
     done = controller.apply_offload(offload_decision(threshold=1000))
-    assert done.result is ActionResult.APPLIED and done.bytes_offloaded == 3000
+    assert done.result is ActionResult.STARTED and done.pulsar["bytes_to_offload"] == 3000
     assert "offload:2" in admin.calls
     # The same point decided again (a later window) is the same action: not sent twice.
     later = replace(offload_decision(), decision_id="offload-later", window_end_ms=2)
     assert controller.apply_offload(later).result is ActionResult.DUPLICATE
+    assert admin.calls.count("offload:2") == 1
+    admin.status = OffloadState.SUCCESS  # settled: the same point is still not sent twice
+    assert controller.reconcile() == [(done.decision_id, ActionResult.APPLIED)]
+    later2 = replace(offload_decision(), decision_id="offload-later-2", window_end_ms=3)
+    assert controller.apply_offload(later2).result is ActionResult.DUPLICATE
     assert admin.calls.count("offload:2") == 1
     admin.status = OffloadState.RUNNING
     running = controller.apply_offload(replace(offload_decision(), decision_id="offload-3"))
@@ -292,7 +299,7 @@ def test_metrics_bridge_maps_outcomes(tmp_path: Path) -> None:
         ("east", "decided", "MsgRate", 0),
         ("east", "duplicate", "MsgRate", 0),
     ]
-    assert sink.offloads == [("east", "triggered", 1000)]
+    assert sink.offloads == [("east", "started", 0)]  # bytes once its status says SUCCESS
     assert sink.breakers == [("east", False)] * 3
 
 
@@ -332,8 +339,9 @@ def test_handler_waits_for_hysteresis_and_counts_skips(tmp_path: Path) -> None:
         for i in range(5)
     )
     for i in range(3):
-        load = roll_up(cluster="east", namespace=NS, bundle=PARENT, window_end_ms=(i + 1) * 1000,
-                       topics=topics)
+        load = roll_up(
+            cluster="east", namespace=NS, bundle=PARENT, window_end_ms=(i + 1) * 1000, topics=topics
+        )
         handler.handle(batch_report(i, (i + 1) * 1000, (load,)))
     assert [o.result for o in handler.last_outcomes] == [ActionResult.APPLIED]
     counters = handler.stats.snapshot().counters
@@ -407,11 +415,17 @@ def test_handler_retries_reconciliation_until_pulsar_answers(tmp_path: Path) -> 
     admin = FakeAdmin(error=UnavailableError("down"))
     controller = make(tmp_path, admin)
     controller.journal.record_intent(
-        decision_id="d", kind="split", cluster="east", namespace=NS, target="t", action_key="k",
-        payload={"call": {"bundle": str(PARENT), "boundaries": [0x20000000]}}, batch_id=None,
-        at_ms=1)
-    handler = ControllerHandler(controller, thresholds=Thresholds(),
-                                detection=DetectionSettings())
+        decision_id="d",
+        kind="split",
+        cluster="east",
+        namespace=NS,
+        target="t",
+        action_key="k",
+        payload={"call": {"bundle": str(PARENT), "boundaries": [0x20000000]}},
+        batch_id=None,
+        at_ms=1,
+    )
+    handler = ControllerHandler(controller, thresholds=Thresholds(), detection=DetectionSettings())
     handler.handle(batch_report(1, 0, ()))
     assert [e.decision_id for e in controller.journal.pending()] == ["d"]
     admin.error = None
@@ -427,7 +441,10 @@ def test_every_controller_result_has_a_metric_label() -> None:
     from balancer.ops.exporter import OffloadResult, SplitResult
 
     assert {SplitResult(v) for v in SPLIT_RESULTS.values()} >= {SplitResult.APPLIED}
-    assert {OffloadResult(v) for v in OFFLOAD_RESULTS.values()} >= {OffloadResult.TRIGGERED}
+    assert {OffloadResult(v) for v in OFFLOAD_RESULTS.values()} >= {
+        OffloadResult.APPLIED,
+        OffloadResult.STARTED,
+    }
     # No controller result is silently dropped by both maps.
     assert set(SPLIT_RESULTS) | set(OFFLOAD_RESULTS) == set(ActionResult)
 
@@ -448,8 +465,10 @@ def test_an_offloaded_topic_is_not_offloaded_again_while_bookkeeper_is_under(
     )
     admin = FakeAdmin(ledgers=(*closed, LedgerInfo(13, 0, 0, False)), current_ledger_size=1000)
     handler = ControllerHandler(
-        make(tmp_path, admin), detection=DetectionSettings(),
-        thresholds=Thresholds(NamespacePolicy(offload_threshold_bytes=10_000)))
+        make(tmp_path, admin),
+        detection=DetectionSettings(),
+        thresholds=Thresholds(NamespacePolicy(offload_threshold_bytes=10_000)),
+    )
     handler.handle(batch_report(1, 1000, (), _archive(13_000)))  # 5000 bytes left in BookKeeper
     assert handler.last_outcomes == ()
     assert admin.calls == ["internal_stats"]  # read once, nothing decided, nothing triggered
@@ -457,20 +476,26 @@ def test_an_offloaded_topic_is_not_offloaded_again_while_bookkeeper_is_under(
     handler.handle(batch_report(2, 2000, (), _archive(9_000)))
     assert admin.calls == ["internal_stats"]
     # Newer ledgers push BookKeeper over the threshold: offload what is over, and only that.
-    admin.ledgers = (*closed, *(LedgerInfo(i, 5, 4000, False) for i in (13, 14)),
-                     LedgerInfo(15, 0, 0, False))
+    admin.ledgers = (
+        *closed,
+        *(LedgerInfo(i, 5, 4000, False) for i in (13, 14)),
+        LedgerInfo(15, 0, 0, False),
+    )
     handler.handle(batch_report(3, 3000, (), _archive(21_000)))  # 13000 in BookKeeper
     [outcome] = handler.last_outcomes
-    assert outcome.result is ActionResult.APPLIED and "offload:13" in admin.calls
-    assert outcome.bytes_offloaded == 4000  # ledger 12: the offloaded ones are not counted
+    assert outcome.result is ActionResult.STARTED and "offload:13" in admin.calls
+    # ledger 12: the offloaded ones are not counted
+    assert outcome.pulsar["bytes_to_offload"] == 4000
     handler.close()
 
 
 def test_an_unread_bookkeeper_size_decides_nothing_this_window(tmp_path: Path) -> None:
     admin = FakeAdmin(error=UnavailableError("down"))
     handler = ControllerHandler(
-        make(tmp_path, admin), detection=DetectionSettings(),
-        thresholds=Thresholds(NamespacePolicy(offload_threshold_bytes=10_000)))
+        make(tmp_path, admin),
+        detection=DetectionSettings(),
+        thresholds=Thresholds(NamespacePolicy(offload_threshold_bytes=10_000)),
+    )
     handler.handle(batch_report(1, 1000, (), _archive(13_000)))
     assert handler.last_outcomes == () and admin.calls == ["internal_stats"]
     assert (handler.bookkeeper.reads, handler.bookkeeper.failures) == (1, 1)

@@ -216,13 +216,17 @@ def test_offload_trigger_that_times_out_is_read_back_from_the_status(
     )
     sim.faults.clear()
     rig.clock.advance(5)
-    assert dict(controller.reconcile()) == {decision.decision_id: ActionResult.APPLIED}
+    assert controller.reconcile() == []  # read back RUNNING: started, followed on
     entry = controller.journal.get(decision.decision_id)
-    assert entry is not None and entry.result == "applied"
+    assert entry is not None and entry.result == "started"
     assert sim.model.requests(route="offload") == 1  # the trigger went out once
     # The next window's decision finds it running.
     again = controller.apply_offload(_offload_decision(topic, 120_000))
     assert again.result is ActionResult.ALREADY_RUNNING
+    sim.clock.advance(sim.model.scenario.broker.offload_duration_s + 1)
+    assert dict(controller.reconcile()) == {decision.decision_id: ActionResult.APPLIED}
+    entry = controller.journal.get(decision.decision_id)
+    assert entry is not None and entry.result == "applied"
     controller.close()
 
 

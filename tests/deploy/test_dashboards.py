@@ -142,7 +142,7 @@ def feed(metrics: BalancerMetrics, batch_id: int) -> None:
     metrics.record_split("east", "decided", "MsgRate")
     metrics.record_split("east", "applied", "MsgRate", children=2)
     metrics.record_split("west", "failed", "Topics")
-    metrics.record_offload("east", "triggered", bytes_offloaded=512 * 1024 * 1024)
+    metrics.record_offload("east", "applied", bytes_offloaded=512 * 1024 * 1024)
     metrics.record_offload("west", "already_running")
     metrics.observe_admin_request("east", "PUT", 204, 0.12)
     metrics.observe_admin_request("west", "PUT", 500, 0.8)

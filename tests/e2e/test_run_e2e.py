@@ -320,9 +320,16 @@ def test_an_offloaded_topic_is_not_offloaded_again(applied_run: Run) -> None:
         for r in audit_records(applied_run.tmp)
         if r.get("decision", {}).get("kind") == "offload"
     )
-    # Only the offload itself and, while it runs, "already running": no repeats after it.
-    assert set(results) <= {"applied", "already_running"}, results
-    assert results["applied"] == len(offloads)
+    # Only the offload itself (`started`: a 204 only starts it) and, while it runs, "already
+    # running": no repeats after it. Its status followed to SUCCESS makes it `applied`.
+    assert set(results) <= {"started", "already_running"}, results
+    assert results["started"] == len(offloads)
+    followed = [
+        r["result"]
+        for r in audit_records(applied_run.tmp)
+        if r.get("followed") and r.get("kind") == "offload"
+    ]
+    assert followed == ["applied"] * len(offloads)
 
 
 def test_namespace_on_a_peer_cluster_is_acted_on_where_its_stats_came_from(

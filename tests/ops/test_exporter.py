@@ -227,9 +227,10 @@ def test_record_split(result: str, children: int, counted_children: float | None
 
 @pytest.mark.parametrize(
     ("result", "nbytes", "counted"),
-    [("triggered", 4096, 4096), ("already_running", 0, None), ("failed", 0, None),
-     ("dry_run", 100, None), ("nothing_to_offload", 0, None)],
-    ids=["triggered", "already-running", "failed", "dry-run-moves-nothing", "nothing"],
+    [("applied", 4096, 4096), ("started", 4096, None), ("already_running", 0, None),
+     ("failed", 0, None), ("dry_run", 100, None), ("nothing_to_offload", 0, None)],
+    ids=["applied", "started-moved-nothing-yet", "already-running", "failed",
+         "dry-run-moves-nothing", "nothing"],
 )  # fmt: skip
 def test_record_offload(result: str, nbytes: int, counted: float | None) -> None:
     metrics, registry, _ = make()
@@ -252,7 +253,7 @@ def test_record_offload(result: str, nbytes: int, counted: float | None) -> None
         lambda m: m.record_split("east", "exploded", "topics"),
         lambda m: m.record_split("east", "applied", "topics", children=-1),
         lambda m: m.record_offload("east", "maybe"),
-        lambda m: m.record_offload("east", "triggered", bytes_offloaded=-5),
+        lambda m: m.record_offload("east", "applied", bytes_offloaded=-5),
     ],
     ids=["unknown-split-result", "negative-children", "unknown-offload-result", "negative-bytes"],
 )
@@ -421,4 +422,3 @@ def test_skipped_kafka_offsets_are_counted_by_reason() -> None:
     metrics.observe_batch(batch_report(offsets_skipped={"partition_gone": 1}))
     assert registry.get_sample_value(name, {"reason": "partition_gone"}) == 6
     assert registry.get_sample_value(name, {"reason": "records_lost"}) == 2
-

@@ -92,9 +92,9 @@ def _client(sim: RunningPeerGroup, rec: Recorder, **kwargs: Any) -> PulsarPeerGr
             lambda c: c.split_bundle(
                 "t/ns", "0x00000000_0x20000000", algorithm="range_equally_divide"
             ),
-            404,
-            NotFoundError,
-            "Namespace bundle t/ns/0x00000000_0x20000000 not found",
+            412,  # a bundle not in the layout (NamespaceBundles.validateBundle), never 404
+            PreconditionFailedError,
+            "Invalid upper boundary for bundle",
         ),
         (lambda c: c.topic_stats("t/ns/no-such-topic"), 404, NotFoundError, "not found"),
         (lambda c: c.get_bundles("t/missing"), 404, NotFoundError, "Namespace does not exist"),

@@ -17,6 +17,7 @@ from balancer.pulsar import (
     ClientSettings,
     ClusterEndpoint,
     InvalidResponseError,
+    MessageId,
     PulsarPeerGroup,
     RetryPolicy,
     ServerError,
@@ -62,6 +63,10 @@ class Scripted:
                 self.send_header("Content-Length", str(len(answer.body)))
                 self.end_headers()
                 self.wfile.write(answer.body)
+
+            def do_PUT(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.do_GET()
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
@@ -115,6 +120,40 @@ def test_429_is_retried_and_retry_after_is_honoured(scripted: Scripted) -> None:
         assert client.get_bundles("t/ns").num_bundles == 2
         assert client.request_count() == 2
     assert sleeps == [2.0]  # the server's Retry-After beats the 10 ms jitter ceiling
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_a_split_answered_5xx_is_not_sent_again(scripted: Scripted, status: int) -> None:
+    """A split is not idempotent: a 5xx may come after Pulsar applied it, and a second send
+    would name a parent that no longer exists (412). The caller reads the layout back."""
+    scripted.script = [Answer(status, _json({"reason": "boom"})), Answer(204)]
+    sleeps: list[float] = []
+    with _client(scripted, sleeps) as client, pytest.raises(ServerError) as info:
+        client.split_bundle(
+            "t/ns", "0x00000000_0x80000000",
+            algorithm="specified_positions_divide", boundaries=[0x40000000],
+        )  # fmt: skip
+    assert info.value.status == status and info.value.attempts == 1
+    assert len(scripted.paths) == 1 and sleeps == []
+
+
+def test_an_offload_trigger_answered_5xx_is_not_sent_again(scripted: Scripted) -> None:
+    scripted.script = [Answer(503, _json({"reason": "busy"})), Answer(204)]
+    with _client(scripted, []) as client, pytest.raises(ServerError):
+        client.trigger_offload("persistent://t/ns/x", MessageId(5, 0))
+    assert len(scripted.paths) == 1
+
+
+def test_a_split_answered_429_is_retried(scripted: Scripted) -> None:
+    """429 is Pulsar refusing before acting: sending the split again is safe."""
+    scripted.script = [Answer(429, _json({"reason": "Too many requests"})), Answer(204)]
+    sleeps: list[float] = []
+    with _client(scripted, sleeps) as client:
+        client.split_bundle(
+            "t/ns", "0x00000000_0x80000000",
+            algorithm="specified_positions_divide", boundaries=[0x40000000],
+        )  # fmt: skip
+    assert len(scripted.paths) == 2 and len(sleeps) == 1
 
 
 def test_429_after_every_retry_is_its_own_error(scripted: Scripted) -> None:

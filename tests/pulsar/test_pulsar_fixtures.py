@@ -187,3 +187,18 @@ def test_a_namespace_that_only_looks_like_a_heartbeat_is_kept(namespace: str) ->
     body = json.loads(json.dumps(body).replace(f"://{NS}/", f"://{namespace}/"))
     parsed = BrokerTopicStats.from_json("east", body)
     assert parsed.skipped_namespaces == () and parsed.namespaces() == {namespace}
+
+
+def test_offload_status_error_carries_pulsars_last_error() -> None:
+    """A 204 only started the offload; its failure shows here: ERROR with lastError."""
+    from balancer.controller.reconcile import follow_verdict
+    from balancer.controller.stats import ActionResult
+    from balancer.pulsar.models import MessageId, OffloadState, OffloadStatus
+
+    status = OffloadStatus.from_json(fixture("offload-status-error.json"))
+    assert status.state is OffloadState.ERROR and status.last_error == "NullLedgerOffloader"
+    assert status.first_unoffloaded == MessageId(-1, -1, -1)  # MessageId.earliest
+    stats = InternalStats.from_json(fixture("internal-stats.json"))
+    point = MessageId(stats.ledgers[-1].ledger_id, 0)
+    result, detail = follow_verdict(stats, status, point, age_s=5, follow_s=600)
+    assert result is ActionResult.FAILED and "NullLedgerOffloader" in detail

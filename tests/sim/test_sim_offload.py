@@ -156,3 +156,51 @@ def test_an_injected_offload_failure_ends_in_error_and_offloads_nothing(
         "lastError": "",
         "firstUnoffloadedMessage": {"ledgerId": ids[4], "entryId": 0, "partitionIndex": -1},
     }
+
+
+def _no_offloader(where: str) -> dict[str, Any]:
+    import copy
+
+    doc = copy.deepcopy(SCENARIO)
+    if where == "namespace":
+        doc["namespaces"][0]["offloader"] = False
+    else:
+        doc["broker"]["offloader"] = False
+    return doc
+
+
+@pytest.mark.parametrize("where", ["namespace", "broker"])
+def test_no_offloader_configured_ends_in_error(http: httpx.Client, where: str) -> None:
+    """PersistentTopic.triggerOffload answers 204 and ManagedLedgerImpl.asyncOffloadPrefix
+    fails at once with the NullLedgerOffloader: status ERROR, lastError "NullLedgerOffloader",
+    nothing offloaded."""
+    with start_peer_group(parse_scenario(_no_offloader(where))) as group:
+        ids = [x["ledgerId"] for x in get(http, group, "internalStats")["ledgers"]]
+        body = {"ledgerId": ids[6], "entryId": 0, "partitionIndex": -1}
+        assert http.put(topic_url(group, "offload"), json=body).status_code == 204
+        status = get(http, group, "offload")
+        assert status["status"] == "ERROR" and status["lastError"] == "NullLedgerOffloader"
+        assert not any(x["offloaded"] for x in get(http, group, "internalStats")["ledgers"])
+        # Not running: a new trigger is accepted (and fails the same way), never 409.
+        assert http.put(topic_url(group, "offload"), json=body).status_code == 204
+
+
+def test_unloading_the_bundle_resets_the_status_to_not_run(
+    group: RunningPeerGroup, http: httpx.Client
+) -> None:
+    """The status lives in the loaded PersistentTopic: an unload drops it (NOT_RUN again);
+    the offloaded ledgers stay offloaded."""
+    ids = [x["ledgerId"] for x in get(http, group, "internalStats")["ledgers"]]
+    body = {"ledgerId": ids[6], "entryId": 0, "partitionIndex": -1}
+    assert http.put(topic_url(group, "offload"), json=body).status_code == 204
+    group.clock.advance(30)
+    assert get(http, group, "offload")["status"] == "SUCCESS"
+    (bundle,) = [
+        b
+        for b in group.model.namespaces["public/archive"].layout.bundles
+        if group.model.topic_loads(group.model.namespaces["public/archive"], b)
+    ]
+    unload = f"{group.admin_urls['c1']}/admin/v2/namespaces/public/archive/{bundle}/unload"
+    assert http.put(unload).status_code == 204
+    assert get(http, group, "offload")["status"] == "NOT_RUN"
+    assert sum(x["offloaded"] for x in get(http, group, "internalStats")["ledgers"]) == 6

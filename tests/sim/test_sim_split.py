@@ -192,7 +192,7 @@ def test_precondition_failures_are_412_and_change_nothing(
 @pytest.mark.parametrize(
     ("bundle", "ns", "status"),
     [
-        ("0x00000000_0x20000000", NS, 404),
+        ("0x00000000_0x20000000", NS, 412),
         (FIRST, "acme/nowhere", 404),
         ("garbage", NS, 412),
     ],
@@ -201,7 +201,30 @@ def test_precondition_failures_are_412_and_change_nothing(
 def test_unknown_bundle_or_namespace(
     group: RunningPeerGroup, http: httpx.Client, bundle: str, ns: str, status: int
 ) -> None:
+    """404 is a missing namespace only; a bundle not in the layout is 412 (Pulsar's
+    PulsarWebResource.validateNamespaceBundleRange -> NamespaceBundles.validateBundle)."""
     assert http.put(split_url(group, bundle, ns)).status_code == status
+
+
+@pytest.mark.parametrize(
+    ("route", "method"),
+    [("split", "PUT"), ("unload", "PUT"), ("topicHashPositions", "GET")],
+)
+@pytest.mark.parametrize(
+    ("bundle", "reason"),
+    [
+        ("0x10000000_0x40000000", "Cannot find bundle in the bundles list"),
+        ("0x00000000_0x20000000", "Invalid upper boundary for bundle"),
+    ],
+    ids=["unknown-lower", "wrong-upper"],
+)
+def test_a_bundle_not_in_the_layout_is_412_with_pulsars_reason(
+    group: RunningPeerGroup, http: httpx.Client, route: str, method: str, bundle: str, reason: str
+) -> None:
+    base = f"{group.admin_urls['east']}/admin/v2/namespaces/{NS}/{bundle}/{route}"
+    r = http.request(method, base)
+    assert r.status_code == 412, r.text
+    assert reason in r.json()["reason"]
 
 
 def test_bad_body_is_400(group: RunningPeerGroup, http: httpx.Client) -> None:
@@ -214,7 +237,9 @@ def test_bad_body_is_400(group: RunningPeerGroup, http: httpx.Client) -> None:
 
 def test_the_parent_is_gone_after_a_split(group: RunningPeerGroup, http: httpx.Client) -> None:
     assert http.put(split_url(group, FIRST)).status_code == 204
-    assert http.put(split_url(group, FIRST)).status_code == 404
+    again = http.put(split_url(group, FIRST))  # the parent is stale: 412, never 404
+    assert again.status_code == 412
+    assert "Invalid upper boundary for bundle" in again.json()["reason"]
     assert len(group.model.splits) == 1
 
 
