@@ -8,7 +8,6 @@ method holds the model's lock. Time comes from the `SimClock` only.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from balancer.sim.faults import FaultInjector
 from balancer.sim.ownership import initial_owner as _initial_owner
 from balancer.sim.scenarios import Scenario
 from balancer.sim.sim_clock import SimClock
+from balancer.sim.snapshots import BrokerStatsView, topic_snapshot
 from balancer.sim.splitting import (
     check_positions,
     choose_algorithm,
@@ -44,9 +44,6 @@ from balancer.sim.state import (
 )
 from balancer.sim.stats import (
     Ledger,
-    TopicSnapshot,
-    broker_topic_stats,
-    heartbeat_stats,
     internal_stats,
     topic_stats,
 )
@@ -121,9 +118,9 @@ class SimModel:
         self.request_counts: Counter[tuple[str, str]] = Counter()  # (cluster, route) -> n
         # (cluster, broker index, route) -> n: who of a cluster's brokers was asked
         self.broker_request_counts: Counter[tuple[str, int, str]] = Counter()
-        self._broker_stats_cache: dict[tuple[str, int], tuple[tuple[int, int], dict[str, Any]]] = {}
-        self._broker_stats_bytes: dict[tuple[str, int], tuple[dict[str, Any], bytes]] = {}
-        self._layout_version = 0
+        # Bumped by every layout or ownership change: broker-stats snapshots are rebuilt.
+        self.layout_version = 0
+        self.broker_stats = BrokerStatsView(self)
 
     # ----- time and bookkeeping -------------------------------------------------------
 
@@ -156,7 +153,7 @@ class SimModel:
                 if (route is None or r == route) and (cluster is None or c == cluster)
             )
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         self.storage.settle(self.elapsed_s())
 
     # ----- clusters and namespaces ------------------------------------------------------
@@ -226,7 +223,7 @@ class SimModel:
 
     # ----- bundles ------------------------------------------------------------------------
 
-    def _bundle_slice(self, ns: NamespaceState, bundle: BundleRange) -> IntArray:
+    def bundle_slice(self, ns: NamespaceState, bundle: BundleRange) -> IntArray:
         lo = int(np.searchsorted(ns.sorted_positions, bundle.lower, side="left"))
         if bundle.is_last:  # 0xffffffff itself belongs to the last bundle
             hi = int(np.searchsorted(ns.sorted_positions, bundle.upper, side="right"))
@@ -261,7 +258,7 @@ class SimModel:
         rates = self.traffic.rates(self.elapsed_s())
         best: tuple[float, float, BundleRange] | None = None
         for b in ns.layout.bundles:
-            idx = self._bundle_slice(ns, b)
+            idx = self.bundle_slice(ns, b)
             if which == "LARGEST":
                 key: tuple[float, float] = (float(len(idx)), 0.0)
             else:
@@ -277,7 +274,7 @@ class SimModel:
     def topics_of_bundle(self, ns: NamespaceState, bundle: BundleRange | None) -> list[str]:
         with self.lock:
             names = self.traffic.table.full_names
-            idx = ns.topic_indices if bundle is None else self._bundle_slice(ns, bundle)
+            idx = ns.topic_indices if bundle is None else self.bundle_slice(ns, bundle)
             return [names[int(i)] for i in idx]
 
     def owner_of(self, ns: NamespaceState, position: int) -> int:
@@ -306,7 +303,7 @@ class SimModel:
                 read_only=read_only,
             )
             if taken:
-                self._layout_version += 1
+                self.layout_version += 1
 
     def release_bundle(self, ns: NamespaceState, bundle: BundleRange) -> None:
         """No broker owns `bundle` now (as after its broker restarted: Pulsar's
@@ -315,7 +312,7 @@ class SimModel:
             if not ns.layout.has(bundle):
                 raise SimError(412, f"Bundle {ns.name}/{bundle} is not in the layout")
             ns.unowned.add(bundle)
-            self._layout_version += 1
+            self.layout_version += 1
 
     def topic_loads(self, ns: NamespaceState, bundle: BundleRange) -> list[TopicLoad]:
         """The bundle's topics with their load now, as the split algorithms take them."""
@@ -325,7 +322,7 @@ class SimModel:
     def _topic_loads(self, ns: NamespaceState, bundle: BundleRange) -> list[TopicLoad]:
         t = self.traffic.table
         rates = self.traffic.rates(self.elapsed_s())
-        idx = self._bundle_slice(ns, bundle)
+        idx = self.bundle_slice(ns, bundle)
         return [
             TopicLoad(
                 topic=t.full_names[i],
@@ -370,13 +367,13 @@ class SimModel:
                 raise SimError(412, str(exc)) from None
             owner = ns.owners.pop(parent)
             if unload:  # NamespaceService.splitAndOwnBundle unloads the children's topics
-                self._settle()
-                self.storage.unload(self._bundle_slice(ns, parent))
+                self.settle()
+                self.storage.unload(self.bundle_slice(ns, parent))
             brokers = self.clusters[ns.cluster].broker_count
             for child in children:
                 ns.owners[child] = _initial_owner(ns.name, child, brokers) if unload else owner
             ns.layout = layout
-            self._layout_version += 1
+            self.layout_version += 1
             record = SplitRecord(
                 time_ms=now_ms,
                 cluster=ns.cluster,
@@ -397,9 +394,9 @@ class SimModel:
             brokers = self.clusters[ns.cluster].broker_count
             before = ns.owners[bundle]
             ns.owners[bundle] = (before + 1) % brokers
-            self._settle()
-            self.storage.unload(self._bundle_slice(ns, bundle))  # statuses back to NOT_RUN
-            self._layout_version += 1
+            self.settle()
+            self.storage.unload(self.bundle_slice(ns, bundle))  # statuses back to NOT_RUN
+            self.layout_version += 1
             record = UnloadRecord(self.now_ms(), ns.name, bundle, before, ns.owners[bundle])
             self.unloads.append(record)
             return record
@@ -443,49 +440,18 @@ class SimModel:
         """The topic's ledgers oldest first (the last is the current one) and the current
         ledger's size in bytes."""
         with self.lock:
-            self._settle()
+            self.settle()
             return self.storage.ledgers(i, self._written(i))
 
     def _written(self, i: int) -> float:
         return float(self.traffic.bytes_written(self.elapsed_s())[i])
 
-    def _snapshot(self, i: int, elapsed_s: float, written: float) -> TopicSnapshot:
-        t = self.traffic.table
-        rates = self.traffic.rates(elapsed_s)
-        ns = self.namespaces[self.scenario.namespaces[int(t.namespace_index[i])].name]
-        offloaded_bytes = self.storage.offloaded_bytes(i)
-        # ManagedLedgerImpl.getTotalSize: offloaded ledgers stay counted until retention
-        # deletes them (the simulator never trims), so an offload does not lower it.
-        storage = int(written)
-        backlog = int(min(float(rates.throughput_in[i] * t.backlog_s[i]), float(storage)))
-        broker = ns.owners[ns.layout.find(int(t.positions[i]))]
-        return TopicSnapshot(
-            full_name=t.full_names[i],
-            now_ms=self.scenario.start_ms + int(elapsed_s * 1000),
-            start_ms=self.scenario.start_ms,
-            owner_broker=self.clusters[ns.cluster].broker_address(broker),
-            msg_rate_in=float(rates.msg_rate_in[i]),
-            msg_rate_out=float(rates.msg_rate_out[i]),
-            throughput_in=float(rates.throughput_in[i]),
-            throughput_out=float(rates.throughput_out[i]),
-            msg_size_bytes=float(t.msg_size_bytes[i]),
-            producers=int(t.producers[i]),
-            subscriptions=int(t.subscriptions[i]),
-            consumers_per_subscription=int(t.consumers_per_subscription[i]),
-            bytes_in_total=max(int(written - t.initial_storage_bytes[i]), 0),
-            storage_size_bytes=storage,
-            offloaded_size_bytes=offloaded_bytes,
-            backlog_size_bytes=backlog,
-            last_offload_ledger_id=self.storage.last_offloaded_ledger_id(i),
-            last_offload_success_ms=int(self.storage.last_offload_success_ms[i]),
-        )
-
     def topic_stats(self, i: int) -> dict[str, Any]:
         with self.lock:
-            self._settle()
+            self.settle()
             elapsed = self.elapsed_s()
             written = float(self.traffic.bytes_written(elapsed)[i])
-            return topic_stats(self._snapshot(i, elapsed, written))
+            return topic_stats(topic_snapshot(self, i, elapsed, written))
 
     def internal_stats(self, i: int) -> dict[str, Any]:
         with self.lock:
@@ -496,66 +462,6 @@ class SimModel:
                 now_ms=self.now_ms(),
                 subscriptions=int(self.traffic.table.subscriptions[i]),
             )
-
-    def broker_stats(self, cluster: str, broker: int) -> dict[str, Any] | None:
-        """`broker-stats/topics` of one broker: the topics of the bundles it owns, nested
-        namespace -> bundle -> "persistent" -> topic, as of the last stats refresh
-        (PulsarStats.updateStats, every statsUpdateFrequencyInSecs); None before the first
-        refresh (statsUpdateInitialDelayInSecs), when Pulsar answers with an empty body."""
-        with self.lock:
-            self._settle()
-            settings = self.scenario.broker
-            interval = settings.stats_update_interval_s
-            elapsed = self.elapsed_s()
-            if elapsed < settings.stats_initial_delay_s:
-                return None
-            if interval > 0:
-                elapsed = (elapsed // interval) * interval
-            key = (int(elapsed * 1000), self._layout_version)
-            cached = self._broker_stats_cache.get((cluster, broker))
-            if cached is not None and cached[0] == key:
-                return cached[1]
-            written = self.traffic.bytes_written(elapsed)
-            out: dict[str, Any] = {}
-            for ns in self.namespaces.values():
-                if ns.cluster != cluster:
-                    continue
-                by_bundle: dict[str, Any] = {}
-                for bundle in ns.layout.bundles:
-                    if ns.owners[bundle] != broker or bundle in ns.unowned:
-                        continue
-                    topics = {}
-                    for i in (int(x) for x in self._bundle_slice(ns, bundle)):
-                        snap = self._snapshot(i, elapsed, float(written[i]))
-                        topics[snap.full_name] = broker_topic_stats(
-                            snap, expose_publishers=settings.expose_publisher_stats
-                        )
-                    if topics:
-                        by_bundle[str(bundle)] = {"persistent": topics}
-                if by_bundle:
-                    out[ns.name] = by_bundle
-            if settings.heartbeat_namespace:
-                address = self.clusters[cluster].broker_address(broker)
-                version = settings.heartbeat_topic_version
-                out.update(heartbeat_stats(cluster, address, version))
-            self._broker_stats_cache[(cluster, broker)] = (key, out)
-            return out
-
-    def broker_stats_json(self, cluster: str, broker: int) -> bytes:
-        """`broker_stats` serialised, cached with the snapshot (it can be tens of MB)."""
-        with self.lock:
-            document = self.broker_stats(cluster, broker)
-            if document is None:
-                return b""  # no stats snapshot yet: an empty body, as Pulsar sends
-            malformed = self.faults.malform_broker_stats(document)
-            if malformed is not None:  # an injected fault: not cached, it may be cleared
-                return json.dumps(malformed, separators=(",", ":")).encode("utf-8")
-            cached = self._broker_stats_bytes.get((cluster, broker))
-            if cached is not None and cached[0] is document:
-                return cached[1]
-            payload = json.dumps(document, separators=(",", ":")).encode("utf-8")
-            self._broker_stats_bytes[(cluster, broker)] = (document, payload)
-            return payload
 
     # ----- offload ---------------------------------------------------------------------------
 
@@ -577,5 +483,5 @@ class SimModel:
 
     def offload_status(self, i: int) -> dict[str, Any]:
         with self.lock:
-            self._settle()
+            self.settle()
             return self.storage.status(i)

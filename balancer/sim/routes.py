@@ -287,7 +287,7 @@ def _partitions(m: SimModel, r: Request) -> Response:
 
 
 def _broker_stats(m: SimModel, r: Request) -> Response:
-    return Response(200, RawJson(m.broker_stats_json(r.cluster, r.broker)))
+    return Response(200, RawJson(m.broker_stats.payload(r.cluster, r.broker)))
 
 
 def _lookup_bundle(m: SimModel, r: Request) -> Response:

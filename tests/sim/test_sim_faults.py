@@ -166,8 +166,8 @@ def test_a_malformed_topic_entry_is_served_and_the_client_rejects_it_alone(
         healed = client.broker_topic_stats("c1")
     assert {e.topic for e in healed} == topics and healed.rejected == ()
     assert group.faults.injected["malformed_topic_entry"] == 2
-    assert group.model.broker_stats("c1", 0) is not None  # the cached snapshot kept clean
-    assert "NaN" not in json.dumps(group.model.broker_stats("c1", 0))
+    assert group.model.broker_stats.document("c1", 0) is not None  # the cached snapshot kept clean
+    assert "NaN" not in json.dumps(group.model.broker_stats.document("c1", 0))
 
 
 def test_malformed_topics_must_map_names_to_fields(group: RunningPeerGroup) -> None:

@@ -83,7 +83,7 @@ def test_any_split_sequence_keeps_the_books(ops: list[tuple[str, int, list[int],
     seen = [
         t
         for broker in range(3)
-        for bundle_stats in model.broker_stats("a", broker).get(NS, {}).values()
+        for bundle_stats in model.broker_stats.document("a", broker).get(NS, {}).values()
         for t in bundle_stats["persistent"]
     ]
     assert sorted(seen) == sorted(every)
