@@ -15,8 +15,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from balancer.app.config_base import FrozenModel as _Model
+from balancer.app.config_base import env_name as _env_name
+from balancer.app.kafka_config import KafkaConfig
 from balancer.app.lease_config import WriterLeaseConfig
 from balancer.collector.rounds import DEFAULT_MAX_PARALLEL_PER_CLUSTER
 from balancer.core.detect import DetectionSettings
@@ -39,10 +42,8 @@ from balancer.core.thresholds import (
 )
 from balancer.core.window_rules import check_hit_count, check_windows
 from balancer.support.yamlfile import read_yaml
-from streaming.kafka_connector import KafkaSource
 from streaming.spark_master import SparkMasterError, check_master
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens.
 _HOSTNAME = re.compile(
     r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -57,17 +58,6 @@ MIN_ENVELOPE_MAX_BYTES = 4096
 
 class ConfigError(ValueError):
     """The config file cannot be read or is invalid; the message names every bad key."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
-
-
-def _env_name(value: str | None) -> str | None:
-    if value is not None and not _ENV_NAME.match(value):
-        # Never echo the value: it may be the secret itself pasted by mistake.
-        raise ValueError("must be the NAME of an environment variable (letters, digits, _)")
-    return value
 
 
 def _parse_size(value: str | int | None) -> int | None:
@@ -98,77 +88,6 @@ def _not_specified_positions(value: SplitAlgorithm) -> SplitAlgorithm:
         # The detector has no positions to give it; the controller uses it to APPLY splits.
         raise ValueError("specified_positions_divide cannot be a detection algorithm")
     return value
-
-
-class KafkaSecurity(_Model):
-    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
-    username: str | None = None
-    password_file: Path | None = None
-    password_env: str | None = None
-    ssl_ca_file: Path | None = None
-
-    check_env = field_validator("password_env")(_env_name)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.password_file is not None and self.password_env is not None:
-            raise ValueError("give password_file or password_env, not both")
-        if self.protocol.startswith("SASL"):
-            # What the Kafka clients need to log in (balancer.kafka.security refuses less).
-            missing = [
-                name
-                for name, value in (
-                    ("kafka.security.sasl_mechanism", self.sasl_mechanism),
-                    ("kafka.security.username", self.username),
-                    (
-                        "kafka.security.password_file or password_env",
-                        self.password_file or self.password_env,
-                    ),
-                )
-                if value is None
-            ]
-            if missing:
-                raise ValueError(f"protocol {self.protocol} needs {' and '.join(missing)}")
-        return self
-
-
-class KafkaConfig(_Model):
-    bootstrap_servers: tuple[str, ...] = Field(default=("127.0.0.1:9092",), min_length=1)
-    stats_topic: str = Field(default="pulsar-topic-stats", min_length=1)
-    dead_letter_topic: str = Field(default="pulsar-topic-stats-dlq", min_length=1)
-    security: KafkaSecurity = KafkaSecurity()
-    # How the stream reads stats_topic: "python", the kafka-python source parsing in its read
-    # tasks (works everywhere); "native", Spark's own `kafka` format, which needs the
-    # spark-sql-kafka-0-10 jars in Spark's jars directory (checked by validate-config).
-    source: KafkaSource = "python"
-
-    @field_validator("bootstrap_servers", mode="before")
-    @classmethod
-    def _split_servers(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(s.strip() for s in value.split(",") if s.strip())
-        return value
-
-    @field_validator("bootstrap_servers")
-    @classmethod
-    def _host_port(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for server in value:
-            host, sep, port = server.rpartition(":")
-            if not sep or not host or not port.isdigit() or "@" in host:
-                raise ValueError(f"{server!r} is not host:port")
-        return value
-
-    @model_validator(mode="after")
-    def _dead_letters_elsewhere(self) -> Self:
-        # The stream reads stats_topic; a rejected message written back there would be read
-        # and rejected again, forever.
-        if self.dead_letter_topic == self.stats_topic:
-            raise ValueError(
-                f"kafka.dead_letter_topic must differ from kafka.stats_topic "
-                f"({self.stats_topic!r}): a rejected message would be read again forever"
-            )
-        return self
 
 
 class SparkConfig(_Model):
