@@ -7,31 +7,18 @@ read: asked there, a namespace split at its home shows its created layout foreve
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from balancer.app.summary import census
 from balancer.pulsar import ClusterEndpoint, PulsarPeerGroup
-from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
-
-SCENARIO: dict[str, Any] = {
-    "name": "census",
-    "seed": 1,
-    "clusters": [
-        {"name": "east", "peers": ["west"]},
-        {"name": "west", "peers": ["east"]},
-    ],
-    "namespaces": [
-        {"name": "acme/orders", "cluster": "east", "bundles": 2, "topic_groups": [{"name": "o"}]},
-        {"name": "acme/audit", "cluster": "west", "bundles": 2, "topic_groups": [{"name": "a"}]},
-    ],
-}
+from balancer.sim import RunningPeerGroup
+from tests.sim.two_homes import two_homes
 
 
 @pytest.fixture
 def group() -> Iterator[RunningPeerGroup]:
-    with start_peer_group(parse_scenario(SCENARIO)) as running:
+    with two_homes() as running:
         yield running
 
 

@@ -36,6 +36,7 @@ from balancer.pulsar.retry import RetryPolicy
 from balancer.pulsar.routing import ClusterEndpoint
 from balancer.pulsar.settings import ClientSettings
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
+from tests.kafka_broker import docker_available
 
 BUNDLES = 4  # every prepared namespace starts with Pulsar's default of 4 bundles
 TOPICS_PER_BUNDLE = 2  # specified_positions_divide splits nothing with <= 1 topic
@@ -228,15 +229,6 @@ def real_target_reason() -> str | None:
         "no real Pulsar given: set PULSAR_ADMIN_URL (and PULSAR_ADMIN_TOKEN_FILE), or "
         f"PULSAR_CONTRACT_CONTAINER=1 for a standalone container (Docker: {docker})"
     )
-
-
-def docker_available() -> bool:
-    with contextlib.suppress(Exception):
-        import docker
-
-        docker.from_env().ping()
-        return True
-    return False
 
 
 @contextlib.contextmanager
