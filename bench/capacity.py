@@ -10,7 +10,7 @@ steady rate once warm (window closes counted; `bench.pipeline --warmup-s`; a run
 within the warm-up is an error, not a rate: its rate would include the JIT's first minutes
 and understate that worker count against a longer run). It prints a
 table and the speedup of the largest worker count over the smallest; the target from 1 to 2
-workers is >= 1.7x (docs/benchmarks.md).
+workers is >= 1.7x (docs/benchmarks.md#capacity-on-a-standalone-cluster).
 
 Each worker, with its executor and Python workers, is pinned to a CPU of its own, as an
 executor pod with a 1-CPU limit is confined: Spark's one core is only a task slot, and

@@ -277,7 +277,8 @@ def warm_batches(
 
     The JVMs compile Spark's hot code while the first minutes run: on 2 cores the JIT
     compiler threads took ~22 % of the CPU in the first 20 s of a 500k-topic run and ~4 %
-    after two minutes (per-thread CPU from /proc; docs/benchmarks.md). A deployment runs for
+    after two minutes (per-thread CPU from /proc; docs/decisions.md#benchmarks-report-warm-rates).
+    A deployment runs for
     months, so its sustained rate is the warm one.
     """
     started_s = 0.0  # of each batch, from the start of `first`

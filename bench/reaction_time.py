@@ -79,7 +79,7 @@ CONTROLLER_SPLITS_PER_MINUTE = 10  # per cluster (the controller's default rate 
 CONTROLLER_SPLITS_PER_MINUTE_PER_NAMESPACE = 3
 # The second setting modelled by default: a 5-sample window (300 s sliding every 60 s,
 # 120 s watermark, 30 s trigger). The config refuses it with the default hit count
-# (docs/benchmarks.md, *Transients*, shows why).
+# (docs/decisions.md#window-defaults-and-the-hit-count-rule shows why).
 LONG_WINDOW = (300, 60, 120, 30)
 
 

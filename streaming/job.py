@@ -38,7 +38,8 @@ from streaming.spark_master import SparkMasterError, check_master
 from streaming.windows import WindowSpec, topic_windows
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-# Measured ~20 % less Spark time per batch at 250k topics (docs/benchmarks.md): no row count
+# Measured ~20 % less Spark time per batch at 250k topics
+# (docs/decisions.md#rocksdb-state-store-tuned): no row count
 # kept (it costs a read before every write; the job does not use the metric), and commits
 # write a changelog instead of uploading a snapshot every batch. extra_spark_conf overrides.
 ROCKSDB_TUNING = (

@@ -1,7 +1,8 @@
 """Event packs: a read task's events grouped by (PIP-157 bucket, pane), as Arrow IPC payloads.
 
 Spark's per-row cost, not the arithmetic, bounds a streaming aggregation over one row per
-event (measured ~45-50k events/s on 2 cores for the window stage alone, docs/benchmarks.md).
+event (measured ~45-50k events/s on 2 cores for the window stage alone,
+docs/decisions.md#event-packs-not-rows).
 So the read tasks hand Spark one row per (bucket, pane) instead: a *pack*, whose payload is
 the pane's events of that bucket as an Arrow table. A pane is one slide of event time
 (`[k * slide, (k+1) * slide)`); every window is a whole number of panes, so a pack belongs
@@ -92,11 +93,11 @@ _IPC_OPTIONS: Final = {
 
 # Below this many rows a zstd payload is one zstd frame over the uncompressed IPC stream,
 # not zstd per Arrow buffer: a pack has ~40 buffers, each compressed by a call of its own
-# whose fixed cost dominates a small pack. Measured (2026-11-25, a 2-core Intel Xeon), per
+# whose fixed cost dominates a small pack. Measured on a 2-core Intel Xeon, per
 # buffer against one frame: 600 events encode 0.57 / 0.26 ms, decode 0.45 / 0.16 ms, 46 / 54
 # bytes an event; 2,000 events 1.05 / 0.72 and 0.56 / 0.45 ms; 25,000 events 6.5 / 8.5 and
 # 2.5 / 4.4 ms (Arrow's threads compress buffers in parallel). Small packs are what a
-# backlog of one event per message makes (docs/benchmarks.md).
+# backlog of one event per message makes (docs/decisions.md#small-packs-as-one-zstd-frame).
 WHOLE_FRAME_MAX_ROWS: Final = 2_000
 # A zstd frame starts with this magic number; an Arrow IPC stream never does (it starts with
 # 0xFFFFFFFF, or with a non-negative length in the format before Arrow 0.15).

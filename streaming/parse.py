@@ -310,7 +310,8 @@ class RecordParser:
             self._dedupe.measured(topics.distinct, n)
         timestamps_ms = _numbers(events, "timestamp_ms", n)
         # map(attrgetter) keeps each column's loop in C; numbers go straight into numpy
-        # arrays (a list of Python numbers first took 3-4x as long, docs/benchmarks.md).
+        # arrays (a list of Python numbers first took 3-4x as long,
+        # docs/decisions.md#read-task-columns-straight-into-numpy).
         clusters = pa.array(list(map(attrgetter("cluster"), events))).dictionary_encode()
         columns: dict[str, list[object] | pa.Array] = {
             "cluster": clusters,

@@ -65,7 +65,7 @@ class SourceOptionError(ValueError):
 # Events a read task parses per flush (one Arrow batch of packs). A pack is one flush's
 # events of a (bucket, pane): with 20,000 a backlog spanning many panes gave packs of ~600
 # events, whose fixed cost to encode and decode (~0.9 ms a pack) took ~16 % of the
-# workers' time (docs/benchmarks.md, 2026-11-25 12:41 UTC). A flush holds its events as
+# workers' time (docs/decisions.md#flushes-of-100000-events). A flush holds its events as
 # objects until then.
 DEFAULT_BATCH_ROWS = 100_000
 

@@ -5,9 +5,10 @@ position (CRC-32 of the name), the topic's part of its key (`streaming.topic_key
 PIP-157 bucket (Java's `String.hashCode` of the local name). At 10M topics a read task meets
 nearly every name for the first time, so no cache of per-name results can help: an earlier
 cache of one struct per name spent ~2.4 us an event on lookups, inserts and struct fields
-(docs/benchmarks.md). Here a flush's names are hashed in one C loop per hash (once per
-distinct name when names repeat within the flush); the namespace and local name come from
-Arrow's string kernels, the bucket from numpy over the local names.
+(docs/decisions.md#topic-columns-per-flush-no-per-name-cache). Here a flush's names are
+hashed in one C loop per hash (once per distinct name when names repeat within the flush);
+the namespace and local name come from Arrow's string kernels, the bucket from numpy over
+the local names.
 
 Two steps, as a read task needs them:
 - `CanonicalNames.full_names`, when a run of events is accepted: each name as Pulsar's full

@@ -173,7 +173,7 @@ class CollectorConfig(_Model):
     # The codec of the collector's record batches. lz4: stats JSON shrinks ~10x, and the
     # readers (librdkafka in the read tasks, Spark's Kafka client) inflate it for far less
     # CPU than the broker and the fetch spend on the full bytes: +25-35 % events/s at 500k
-    # topics (docs/benchmarks.md).
+    # topics (docs/decisions.md#lz4-on-the-stats-topic).
     compression: Compression = "lz4"
     # Brokers of one cluster fetched at once (every answer is held until sent: memory).
     # Clusters never wait for each other.

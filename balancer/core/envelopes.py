@@ -24,7 +24,8 @@ from balancer.core.events import TopicStatsEvent
 # cuts envelopes of unusually long topic names. Per Kafka record the stream pays a fixed
 # cost (fetch, record framing, one JSON document); in envelopes that cost is spread over
 # hundreds of events (parsing ~5 us per event against ~10 us one per message,
-# docs/benchmarks.md), and 10M topics a minute are 20k records a minute.
+# docs/decisions.md#envelopes-from-the-collector), and 10M topics a minute are 20k records
+# a minute.
 DEFAULT_ENVELOPE_MAX_EVENTS = 500
 # Kafka's default max.message.bytes is 1 MiB + 12 B, and kafka-python's max_request_size
 # 1 MiB: a record of at most 1 MiB, framing included, passes both.

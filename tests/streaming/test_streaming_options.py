@@ -62,7 +62,7 @@ def test_options_round_trip_through_spark_option_strings() -> None:
 
 def test_a_flush_holds_the_default_events_unless_the_option_says_otherwise() -> None:
     """Spark's options and the dataclass agree on the flush size (packs of a backlog over
-    many panes stay large: docs/benchmarks.md, 2026-11-25 12:41 UTC)."""
+    many panes stay large: docs/decisions.md#flushes-of-100000-events)."""
     required = {"bootstrap_servers": "k:1", "topic": "t"}
     assert SourceOptions.from_options(required).batch_rows == DEFAULT_BATCH_ROWS
     assert SourceOptions("k:1", "t").batch_rows == DEFAULT_BATCH_ROWS == 100_000
