@@ -80,7 +80,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="with --bootstrap: produce to a topic named after the arguments that shape the "
         "data, and read it as it is when it exists (repeated runs of one shape skip producing)",
     )
-    p.add_argument("--num-buckets", type=int, default=4, help="PIP-157 buckets (state keys)")
+    p.add_argument(
+        "--num-buckets", type=int, default=SPARK.num_buckets, help="PIP-157 buckets (state keys)"
+    )
     p.add_argument("--ui", action="store_true", help="serve Spark's UI on 127.0.0.1:4040")
     p.add_argument(
         "--driver-memory",
@@ -320,6 +322,8 @@ def _run_job_in(work: str, bootstrap: str, topic: str, args: argparse.Namespace)
         dead_letter_dir=f"{work}/dead",
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         spark_master=args.master,
+        trigger_interval_s=float(SPARK.trigger_interval_s),  # unused: AvailableNow
+        max_future_skew_s=SPARK.max_future_skew_s,
         shuffle_partitions=args.shuffle_partitions,
         window_s=args.window_s,
         slide_s=args.slide_s,

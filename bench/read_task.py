@@ -25,9 +25,10 @@ import argparse
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from bench.common import add_compression_argument, machine, print_result
-from bench.pipeline import broker, consume_raw, parse_args, produce
+from bench.pipeline import SPARK, broker, consume_raw, parse_args, produce
 from streaming.parse import clear_topic_cache
 from streaming.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
 
@@ -44,6 +45,17 @@ def parse_own_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--bootstrap", help="an existing Kafka (default: embedded tansu)")
     return p.parse_args(argv)
+
+
+def _stream_options() -> dict[str, Any]:
+    """The stream's settings a read task takes: the config's defaults, as `run` passes them
+    (the task reads a given range: no limit per trigger)."""
+    return {
+        "num_buckets": SPARK.num_buckets,
+        "pane_ms": SPARK.slide_s * 1000,
+        "max_future_skew_ms": SPARK.max_future_skew_s * 1000,
+        "max_offsets_per_trigger": None,
+    }
 
 
 def time_task(
@@ -74,9 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"produced {args.events} events in {messages} messages in {produce_s:.1f} s")
         raw_s = consume_raw(bootstrap, topic, messages)
         task = KafkaRange(0, 0, messages)
-        parsed = SourceOptions(bootstrap, topic, num_buckets=4, pane_ms=60_000)
+        parsed = SourceOptions(bootstrap, topic, **_stream_options())
         parsed_s, parsed_rows = time_task(parsed, task, args.repeat, cold=args.cold)
-        raw_task_s, _ = time_task(SourceOptions(bootstrap, topic, raw=True), task, args.repeat)
+        raw = SourceOptions(bootstrap, topic, raw=True, **_stream_options())
+        raw_task_s, _ = time_task(raw, task, args.repeat)
     rates = {
         "task_events_per_s": args.events / parsed_s,
         "raw_records_per_s": messages / raw_s,

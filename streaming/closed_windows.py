@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.closing import CLOSED_SCHEMA
 from streaming.packing import decode, decode_windows
 from streaming.rollup import (
     PARTIAL_SCHEMA,
@@ -37,6 +36,7 @@ from streaming.rollup import (
     large_topics_row,
     topic_rows,
 )
+from streaming.schema import CLOSED_ARROW_SCHEMA
 
 if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in tests
     from pyspark.sql import DataFrame
@@ -179,10 +179,10 @@ def _in_layouts(table: pa.Table, layouts: Layouts) -> pa.Array:
 
 
 class LocalClosedWindows(ClosedWindows):
-    """Closed-window rows (CLOSED_SCHEMA) held in memory; the tasks run in-process."""
+    """Closed-window rows (CLOSED_ARROW_SCHEMA) held in memory; the tasks run in-process."""
 
     def __init__(self, closed: pa.Table, stage_layouts: StageLayouts | None = None) -> None:
-        self.closed = closed.cast(CLOSED_SCHEMA)
+        self.closed = closed.cast(CLOSED_ARROW_SCHEMA)
         self.stage_layouts = stage_layouts
 
     def heads(self) -> pa.Table:

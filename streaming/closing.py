@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Final, NamedTuple
 
 import numpy as np
@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from streaming.packing import KEYED_WINDOW_SCHEMA, TRANSIENT_CODEC, decode, encode
 from streaming.rollup_reference import TopicWindow
-from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
+from streaming.schema import CLOSED_ARROW_SCHEMA, LATEST_COLUMNS, RATE_COLUMNS
 from streaming.topic_keys import KEY_COLUMN, KEY_FIELD, topic_keys, topics_in
 
 # The bundle partials of a close (an Arrow payload) from its per-topic rows, its known
@@ -139,17 +139,10 @@ class ClosedWindow:
     partials: bytes | None = None
 
     def to_row(self) -> dict[str, object]:
-        return {
-            "window_start": self.window_start_ms,
-            "window_end": self.window_end_ms,
-            "bucket": self.bucket,
-            "part": self.part,
-            "topics": self.topics,
-            "namespaces": self.namespaces,
-            "payload": self.payload,
-            "known": self.known,
-            "partials": self.partials,
-        }
+        """The stage's output row: the fields are `CLOSED_COLUMNS`, in order (`_ms`: the
+        columns' unit)."""
+        values = (getattr(self, f.name) for f in fields(self))
+        return dict(zip(CLOSED_ARROW_SCHEMA.names, values, strict=True))
 
 
 def _namespaces(window: pa.Table) -> str:
@@ -292,24 +285,9 @@ def _positions(known: pa.Table) -> pa.Table:
     return known.select(list(KNOWN_POSITIONS_SCHEMA.names))
 
 
-# The stage's output rows as an Arrow table (what foreachBatch sees, column for column).
-CLOSED_SCHEMA: Final = pa.schema(
-    [
-        ("window_start", pa.int64()),  # epoch ms
-        ("window_end", pa.int64()),
-        ("bucket", pa.int32()),
-        ("part", pa.int32()),
-        ("topics", pa.int64()),
-        ("namespaces", pa.string()),
-        ("payload", pa.binary()),
-        ("known", pa.binary()),
-        ("partials", pa.binary()),
-    ]
-)
-
-
 def closed_table(rows: Iterable[ClosedWindow]) -> pa.Table:
-    return pa.Table.from_pylist([r.to_row() for r in rows], schema=CLOSED_SCHEMA)
+    """The stage's output rows as an Arrow table (what foreachBatch sees, column for column)."""
+    return pa.Table.from_pylist([r.to_row() for r in rows], schema=CLOSED_ARROW_SCHEMA)
 
 
 def window_rows(windows: Sequence[TopicWindow], *, bucket: int, window_ms: int) -> pa.Table:
@@ -397,7 +375,6 @@ class LocalStage:
 
 
 __all__ = [
-    "CLOSED_SCHEMA",
     "CLOSE_PART_ROWS",
     "KNOWN_POSITIONS_SCHEMA",
     "KNOWN_SCHEMA",

@@ -1,7 +1,6 @@
 """The streaming job: Kafka -> validated events -> per-topic windows -> per-bundle snapshots.
 
-    settings = StreamSettings(bootstrap_servers="127.0.0.1:9092", topic="pulsar-stats",
-                              checkpoint_dir="/var/lib/pulsar-balancer/checkpoint")
+    settings = stream_settings(config)  # balancer.app.stream_settings: the config's values
     spark = build_spark(settings)
     query = start_stream(spark, settings, handler, layouts)
 
@@ -57,32 +56,34 @@ class StreamSettings:
     bootstrap_servers: str
     topic: str
     checkpoint_dir: str
-    # No defaults: the deployed app passes the config's values (balancer.app.config.SparkConfig,
-    # the one set of defaults), tests and benchmarks say which windows they compute with.
+    # No defaults for what the config sets (balancer.app.config.SparkConfig, the one set of
+    # defaults; tests/app/test_stream_defaults.py): the deployed app passes the config's
+    # values, tests and benchmarks say which ones they run with.
     window_s: int
     slide_s: int
     watermark_s: int
+    max_offsets_per_trigger: int | None  # None: no limit
+    trigger_interval_s: float
+    spark_master: str
+    # PIP-157 topic buckets: the window state is kept per bucket. Each bucket costs 10-20 ms
+    # per batch in the stateful operator, so a few per shuffle partition (docs/pipeline.md).
+    num_buckets: int
+    shuffle_partitions: int
+    # Events stamped further ahead of the read task's wall clock are dead-lettered
+    # (timestamp_in_future).
+    max_future_skew_s: int
     dead_letter_topic: str | None = None  # default: "<topic>-dead-letters"
     dead_letter_dir: str | None = None  # when set, dead letters go to files instead
     starting_offsets: Literal["earliest", "latest"] = "earliest"
-    max_offsets_per_trigger: int | None = None
-    trigger_interval_s: float = 30.0
-    spark_master: str = "local[*]"
     # "python": our kafka-python source, parsing in its read tasks. "native": Spark's `kafka`
     # format (needs the connector jars, streaming.kafka_connector) + mapInArrow parsing.
     kafka_source: KafkaSource = "python"
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
-    # PIP-157 topic buckets: the state key is (bucket, window). Each key costs 10-20 ms per
-    # batch in the stateful operator, so a few per shuffle partition (docs/pipeline.md).
-    num_buckets: int = 4
-    shuffle_partitions: int = 4
     ui_enabled: bool = False
     loopback: bool = True  # bind the driver to 127.0.0.1 (local runs and tests)
     app_name: str = "pulsar-balancer-stream"
     extra_spark_conf: tuple[tuple[str, str], ...] = ()
-    # Events stamped further ahead of the read task's wall clock are dead-lettered
-    # (timestamp_in_future); events of other clusters too (unknown_cluster). () accepts all.
-    max_future_skew_s: int = 600
+    # Events of other clusters are dead-lettered (unknown_cluster); () accepts all.
     clusters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

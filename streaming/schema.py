@@ -10,6 +10,9 @@ The source emits three kinds of rows in one stream (column `kind`):
   reason, a detail and its Kafka partition/offset, for the dead-letter sink;
 - `SUMMARY`: one per Kafka partition range read, with the counts and the event-time
   histogram the job needs to report consumption, rejects by reason, late events and lag.
+
+The window stage emits one row per part of a closed (bucket, window): `CLOSED_COLUMNS`
+(`streaming.closing.ClosedWindow`).
 """
 
 from __future__ import annotations
@@ -75,6 +78,22 @@ def spark_schema(columns: tuple[_Column, ...]) -> StructType:
     return StructType([StructField(name, spark_type, True) for name, _, spark_type in columns])
 
 
+# The window stage's output: one row per part of a closed (bucket, window), as
+# `streaming.closing.ClosedWindow` gives it (its fields are these columns, in this order).
+CLOSED_COLUMNS: Final[tuple[_Column, ...]] = (
+    ("window_start", pa.int64(), LongType()),  # epoch ms
+    ("window_end", pa.int64(), LongType()),  # epoch ms
+    ("bucket", pa.int32(), IntegerType()),
+    ("part", pa.int32(), IntegerType()),
+    ("topics", pa.int64(), LongType()),
+    ("namespaces", pa.string(), StringType()),
+    ("payload", pa.binary(), BinaryType()),
+    ("known", pa.binary(), BinaryType()),
+    # the stage partials (part 0 of a close, when the stage was given layouts)
+    ("partials", pa.binary(), BinaryType()),
+)
+
+
 # Value columns by how the windows treat them: rates are averaged, the rest is the latest.
 RATE_COLUMNS: Final = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
 LATEST_COLUMNS: Final = (
@@ -85,3 +104,5 @@ PARSED_ARROW_SCHEMA: Final = arrow_schema(PARSED_COLUMNS)
 PARSED_SPARK_SCHEMA: Final = spark_schema(PARSED_COLUMNS)
 RAW_ARROW_SCHEMA: Final = arrow_schema(RAW_COLUMNS)
 RAW_SPARK_SCHEMA: Final = spark_schema(RAW_COLUMNS)
+CLOSED_ARROW_SCHEMA: Final = arrow_schema(CLOSED_COLUMNS)
+CLOSED_SPARK_SCHEMA: Final = spark_schema(CLOSED_COLUMNS)

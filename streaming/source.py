@@ -14,9 +14,10 @@ tasks (records; see `streaming.partition_range` for why). Design:
   records as (partition, offset, value) instead, the layout of Spark's native `kafka` source.
 - Rows are yielded as Arrow record batches (several times faster than tuples).
 
-Options (keys arrive lower-cased): bootstrap_servers, topic, starting_offsets
-(earliest|latest), max_offsets_per_trigger, raw, num_buckets, pane_ms, batch_rows,
-poll_timeout_ms, read_timeout_s, max_future_skew_ms, clusters (a JSON list), and the
+Options (keys arrive lower-cased): bootstrap_servers, topic, num_buckets, pane_ms and
+max_future_skew_ms (required: the stream's settings), starting_offsets (earliest|latest),
+max_offsets_per_trigger, raw, batch_rows, poll_timeout_ms, read_timeout_s, clusters (a JSON
+list), and the
 `KafkaSecurity` keys (security_protocol, sasl_mechanism, sasl_username, sasl_password_env,
 ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password_env).
 """
@@ -74,18 +75,20 @@ DEFAULT_BATCH_ROWS = 100_000
 class SourceOptions:
     bootstrap_servers: str
     topic: str
+    # The stream's settings (`streaming.job.StreamSettings.source_options`), without defaults
+    # here: the config's are the only ones (tests/app/test_stream_defaults.py).
+    num_buckets: int = field(kw_only=True)
+    pane_ms: int = field(kw_only=True)  # events are packed per (bucket, pane): the window slide
+    max_offsets_per_trigger: int | None = field(kw_only=True)  # None: no limit
+    # The reader's rules (docs/events.md): events stamped further ahead of the task's wall
+    # clock, or of a cluster outside `clusters` (when not empty), are dead-lettered.
+    max_future_skew_ms: int = field(kw_only=True)
     starting_offsets: Literal["earliest", "latest"] = "earliest"
-    max_offsets_per_trigger: int | None = None
     raw: bool = False
-    num_buckets: int = 64
-    pane_ms: int = 60_000  # events are packed per (bucket, pane): the window slide
     batch_rows: int = DEFAULT_BATCH_ROWS
     poll_timeout_ms: int = 500
     read_timeout_s: float = 60.0  # a read task fails after this long without a record
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
-    # The reader's rules (docs/events.md): events stamped further ahead of the task's wall
-    # clock, or of a cluster outside `clusters` (when not empty), are dead-lettered.
-    max_future_skew_ms: int = 600_000
     clusters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -123,6 +126,12 @@ class SourceOptions:
         def get_int_or_default(key: str) -> int:
             return get_int(key, None) or defaults[key]
 
+        def get_required_int(key: str) -> int:
+            value = get_int(key, None)
+            if value is None:  # the stream's settings always give it (`to_options`)
+                raise SourceOptionError(f"option {key} is required")
+            return value
+
         starting = opts.get("starting_offsets", opts.get("startingoffsets", "earliest"))
         return cls(
             bootstrap_servers=opts.get("bootstrap_servers", ""),
@@ -130,13 +139,13 @@ class SourceOptions:
             starting_offsets=starting,  # type: ignore[arg-type]  # checked in __post_init__
             max_offsets_per_trigger=get_int("max_offsets_per_trigger", None),
             raw=opts.get("raw", "false").lower() == "true",
-            num_buckets=get_int_or_default("num_buckets"),
-            pane_ms=get_int_or_default("pane_ms"),
+            num_buckets=get_required_int("num_buckets"),
+            pane_ms=get_required_int("pane_ms"),
             batch_rows=get_int_or_default("batch_rows"),
             poll_timeout_ms=get_int_or_default("poll_timeout_ms"),
             read_timeout_s=float(opts.get("read_timeout_s", defaults["read_timeout_s"])),
             security=KafkaSecurity.from_options(opts),
-            max_future_skew_ms=get_int_or_default("max_future_skew_ms"),
+            max_future_skew_ms=get_required_int("max_future_skew_ms"),
             clusters=tuple(json.loads(opts.get("clusters") or "[]")),
         )
 

@@ -2,7 +2,9 @@
 
     python -m streaming.standalone --bootstrap 127.0.0.1:9092 --topic pulsar-topic-stats \
         --checkpoint /tmp/ckpt --reports /tmp/reports.jsonl \
-        --window-s 120 --slide-s 60 --watermark-s 60 [--available-now]
+        --window-s 120 --slide-s 60 --watermark-s 60 --trigger-interval-s 30 \
+        --max-offsets-per-trigger 200000 --max-future-skew-s 600 \
+        --master 'local[2]' --num-buckets 4 --shuffle-partitions 2 [--available-now]
 
 For dry runs, debugging and the crash/restart test: the layouts are Pulsar's initial 4
 bundles per namespace (no admin API), the handler only records. The balancer itself wires
@@ -25,6 +27,10 @@ from streaming.job import StreamSettings, build_spark, dead_letter_sink, start_s
 from streaming.jsonl_reports import JsonlReportHandler
 
 
+def _limit(text: str) -> int | None:
+    return None if text.lower() == "none" else int(text)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m streaming.standalone", description=__doc__)
     p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
@@ -34,14 +40,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--dead-letter-dir", help="dead letters to files (default: a Kafka topic)")
     p.add_argument("--dead-letter-topic", help="dead-letter topic (default: <topic>-dead-letters)")
     p.add_argument("--starting-offsets", choices=("earliest", "latest"), default="earliest")
-    p.add_argument("--max-offsets-per-trigger", type=int)
-    # Required: the window defaults live in the balancer's config only.
+    # Required: the stream's defaults live in the balancer's config only (spark.*).
     p.add_argument("--window-s", type=int, required=True, help="window length (config: 120)")
     p.add_argument("--slide-s", type=int, required=True, help="window slide (config: 60)")
     p.add_argument("--watermark-s", type=int, required=True, help="lateness (config: 60)")
-    p.add_argument("--trigger-interval-s", type=float, default=30.0)
-    p.add_argument("--master", default="local[*]")
-    p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument(
+        "--trigger-interval-s", type=float, required=True, help="micro-batch interval (config: 30)"
+    )
+    p.add_argument(
+        "--max-offsets-per-trigger", type=_limit, required=True,
+        help="records per micro-batch, or 'none' (config: 200000)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-future-skew-s", type=int, required=True,
+        help="events stamped further ahead are dead-lettered (config: 600)",
+    )  # fmt: skip
+    p.add_argument("--master", required=True, help="Spark master (config: local[2])")
+    p.add_argument("--num-buckets", type=int, required=True, help="PIP-157 buckets (config: 4)")
+    p.add_argument(
+        "--shuffle-partitions", type=int, required=True, help="state partitions (config: 2)"
+    )
     p.add_argument("--topics-for-all", action="store_true", help="reports carry every topic")
     p.add_argument("--available-now", action="store_true", help="process what is there, stop")
     return p.parse_args(argv)
@@ -63,7 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         watermark_s=args.watermark_s,
         trigger_interval_s=args.trigger_interval_s,
         spark_master=args.master,
+        num_buckets=args.num_buckets,
         shuffle_partitions=args.shuffle_partitions,
+        max_future_skew_s=args.max_future_skew_s,
     )
     spark = build_spark(settings)
     spark.sparkContext.setLogLevel("WARN")

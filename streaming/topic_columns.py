@@ -120,8 +120,9 @@ class DedupeChoice:
 
 
 @dataclass(frozen=True, slots=True)
-class TopicColumns:
-    """One value per event, in the order of the names given."""
+class TopicNameColumns:
+    """What a flush derives from its events' topic names: one value per event, in the order
+    of the names given."""
 
     distinct: int | None  # distinct names, when deduplicated
     topic: pa.Array  # string: the full name
@@ -131,7 +132,7 @@ class TopicColumns:
     bucket: np.ndarray  # int64: the PIP-157 bucket (balancer.core.buckets.topic_bucket)
 
 
-def topic_columns(full_names: Sequence[str], num_buckets: int, *, dedupe: bool) -> TopicColumns:
+def topic_columns(full_names: Sequence[str], num_buckets: int, *, dedupe: bool) -> TopicNameColumns:
     """The columns of events whose topics have these full names (as `CanonicalNames` or
     `parse_topic` gives them).
 
@@ -153,9 +154,9 @@ def topic_columns(full_names: Sequence[str], num_buckets: int, *, dedupe: bool) 
     buckets = np.abs(codes) % num_buckets
     namespaces = parts.field("namespace").dictionary_encode()
     if rows is None:
-        return TopicColumns(None, names, namespaces, positions, key_parts, buckets)
+        return TopicNameColumns(None, names, namespaces, positions, key_parts, buckets)
     namespace_rows = namespaces.indices.take(pa.array(rows))
-    return TopicColumns(
+    return TopicNameColumns(
         distinct=count,
         topic=names,
         namespace=pa.DictionaryArray.from_arrays(namespace_rows, namespaces.dictionary),
@@ -197,7 +198,7 @@ def java_hash_codes(texts: Sequence[str]) -> np.ndarray:
 __all__ = [
     "CanonicalNames",
     "DedupeChoice",
-    "TopicColumns",
+    "TopicNameColumns",
     "full_name",
     "java_hash_codes",
     "topic_columns",

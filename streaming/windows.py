@@ -32,9 +32,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import (
     BinaryType,
-    IntegerType,
     LongType,
-    StringType,
     StructField,
     StructType,
 )
@@ -53,7 +51,7 @@ from streaming.closing import (
 from streaming.packing import PACK_SCHEMA, aggregate_window, decode
 from streaming.rollup import STAGE_LAYOUTS_PROPERTY, StageLayouts, stage_roll_up
 from streaming.routing import bucket_of_route, bucket_routes
-from streaming.schema import RowKind
+from streaming.schema import CLOSED_SPARK_SCHEMA, RowKind
 
 # Window, slide and watermark lengths that do not fit together.
 WindowConfigError = WindowRuleError
@@ -101,21 +99,6 @@ def late_events(event_times: Mapping[int, int], watermark_ms: int, spec: WindowS
     return sum(n for t, n in event_times.items() if first_window_end_ms(t, spec) <= watermark_ms)
 
 
-# Output of the window stage (what foreachBatch receives): one row per part of a closed
-# (bucket, window), as `streaming.closing.ClosedWindow`.
-WINDOW_OUTPUT_SCHEMA = StructType(
-    [
-        StructField("window_start", LongType()),  # epoch ms
-        StructField("window_end", LongType()),
-        StructField("bucket", IntegerType()),
-        StructField("part", IntegerType()),
-        StructField("topics", LongType()),
-        StructField("namespaces", StringType()),
-        StructField("payload", BinaryType()),
-        StructField("known", BinaryType()),
-        StructField("partials", BinaryType()),
-    ]
-)
 # A pack waiting for its windows, in the bucket's list of packs (arrival order), stored once
 # for every window holding its pane. Its event count also gives the list a layout Spark tells
 # apart from the per-window packs of checkpoints before 2026-11-24 (same field types: Spark
@@ -374,7 +357,7 @@ def topic_windows(
     )
     return windows.groupBy("route").transformWithStateInPandas(
         WindowPacks(spec, known_ttl_ms=KNOWN_TTL_WINDOWS * spec.window_ms, num_buckets=num_buckets),
-        outputStructType=WINDOW_OUTPUT_SCHEMA,
+        outputStructType=CLOSED_SPARK_SCHEMA,  # what foreachBatch receives
         outputMode="append",
         timeMode="EventTime",
     )

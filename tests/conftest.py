@@ -34,7 +34,11 @@ def spark() -> Iterator[Any]:
         slide_s=60,
         watermark_s=0,
         spark_master=os.environ.get("TEST_SPARK_MASTER", "local[2]"),
+        num_buckets=4,
         shuffle_partitions=2,
+        max_offsets_per_trigger=None,
+        trigger_interval_s=30.0,
+        max_future_skew_s=600,
         extra_spark_conf=(
             ("spark.driver.memory", "1g"),
             ("spark.sql.streaming.minBatchesToRetain", "10"),

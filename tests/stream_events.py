@@ -65,7 +65,11 @@ def local_settings(
         "checkpoint_dir": str(work / "checkpoint"),
         "dead_letter_dir": str(work / "dead"),
         "spark_master": "local[2]",
+        "num_buckets": 4,
         "shuffle_partitions": 2,
+        "max_offsets_per_trigger": None,
+        "trigger_interval_s": 30.0,
+        "max_future_skew_s": 600,
         **overrides,
     }
     return StreamSettings(**values)

@@ -26,8 +26,6 @@ JAR_FILES = (
 )
 
 
-
-
 def spark_home(tmp_path: Path, jars: tuple[str, ...]) -> Path:
     home = tmp_path / "spark-home"
     (home / "jars").mkdir(parents=True)
@@ -72,6 +70,12 @@ def test_the_stream_settings_refuse_an_unknown_source() -> None:
             window_s=120,
             slide_s=60,
             watermark_s=60,
+            max_offsets_per_trigger=None,
+            trigger_interval_s=30.0,
+            spark_master="local[2]",
+            num_buckets=4,
+            shuffle_partitions=2,
+            max_future_skew_s=600,
             kafka_source="spark",  # type: ignore[arg-type]
         )
 
@@ -140,6 +144,12 @@ def test_the_native_reader_refuses_to_start_without_the_connector(
         window_s=120,
         slide_s=60,
         watermark_s=60,
+        max_offsets_per_trigger=None,
+        trigger_interval_s=30.0,
+        spark_master="local[2]",
+        num_buckets=4,
+        shuffle_partitions=2,
+        max_future_skew_s=600,
         kafka_source="native",
     )
     with pytest.raises(StreamConfigError, match="kafka_source 'native' needs Spark's Kafka"):

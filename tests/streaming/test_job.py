@@ -111,7 +111,11 @@ def scenario(kafka: Broker, spark: Any, tmp_path_factory: pytest.TempPathFactory
         topic=topic,
         checkpoint_dir=str(work / "checkpoint"),
         spark_master="local[2]",
+        num_buckets=4,
         shuffle_partitions=2,
+        max_offsets_per_trigger=None,
+        trigger_interval_s=30.0,
+        max_future_skew_s=600,
         # The expected values below are computed with these windows, not the defaults.
         window_s=WINDOW_MS // 1000,
         slide_s=SLIDE_MS // 1000,

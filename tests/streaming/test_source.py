@@ -28,8 +28,19 @@ from tests.stream_events import BASE_MS, encode, event
 pytestmark = pytest.mark.kafka
 
 
+# The stream's settings the source takes (the app passes the config's).
+STREAM: dict[str, Any] = {
+    "num_buckets": 64, "pane_ms": 60_000, "max_future_skew_ms": 600_000,
+    "max_offsets_per_trigger": None,
+}  # fmt: skip
+
+
+def _options(kafka: Broker, topic: str, **options: Any) -> SourceOptions:
+    return SourceOptions(kafka.bootstrap_servers, topic, **{**STREAM, **options})
+
+
 def _reader(kafka: Broker, topic: str, **options: Any) -> KafkaStatsStreamReader:
-    return KafkaStatsStreamReader(SourceOptions(kafka.bootstrap_servers, topic, **options))
+    return KafkaStatsStreamReader(_options(kafka, topic, **options))
 
 
 def _produce_in_batches(kafka: Broker, topic: str, counts: dict[int, int]) -> None:
@@ -305,7 +316,7 @@ def _produce_with_markers(
     finally:
         producer.close()
     kafka.produce(topic, after, partition=0)
-    consumer = SourceOptions(kafka.bootstrap_servers, topic).consumer()
+    consumer = _options(kafka, topic).consumer()
     try:
         end = fetch_high_watermarks(consumer, topic, {0: 0})[0]
     finally:
@@ -356,7 +367,7 @@ def test_a_read_task_gives_the_rows_of_the_record_by_record_reference(kafka: Bro
     assert records == len(before) + 2 + len(after)
     if kafka.kind == "tansu":
         assert end > records  # the gaps this test is about are really there
-    options = SourceOptions(kafka.bootstrap_servers, topic, batch_rows=4, num_buckets=4)
+    options = _options(kafka, topic, batch_rows=4, num_buckets=4)
     for task in (KafkaRange(0, 0, end), KafkaRange(0, 5, end - 3), KafkaRange(0, 24, end)):
         got = list(KafkaStatsStreamReader(options).read(task))
         want, want_summary, want_mark = _reference(kafka, topic, task, options)
@@ -384,7 +395,7 @@ def test_a_read_task_reads_compressed_batches_as_the_reference_does(
     events_per_record = [1] * len(singles) + [25] * len(envelopes) + [0]
     kafka.produce(topic, records, partition=0, compression_type=codec)
     end = len(records)
-    options = SourceOptions(kafka.bootstrap_servers, topic, batch_rows=16, num_buckets=4)
+    options = _options(kafka, topic, batch_rows=16, num_buckets=4)
     for task in (KafkaRange(0, 0, end), KafkaRange(0, 33, end - 1)):
         got = list(KafkaStatsStreamReader(options).read(task))
         want, want_summary, _ = _reference(kafka, topic, task, options)

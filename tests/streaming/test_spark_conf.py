@@ -16,7 +16,9 @@ from streaming.job import (
 def settings(**kwargs: object) -> StreamSettings:
     values: dict[str, object] = {
         "bootstrap_servers": "127.0.0.1:9092", "topic": "stats", "checkpoint_dir": "/tmp/ck",
-        "window_s": 120, "slide_s": 60, "watermark_s": 60,
+        "window_s": 120, "slide_s": 60, "watermark_s": 60, "max_offsets_per_trigger": None,
+        "trigger_interval_s": 30.0, "spark_master": "local[*]", "num_buckets": 4,
+        "shuffle_partitions": 4, "max_future_skew_s": 600,
         **kwargs,
     }  # fmt: skip
     return StreamSettings(**values)  # type: ignore[arg-type]

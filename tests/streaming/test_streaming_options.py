@@ -13,6 +13,9 @@ from streaming.kafka_offsets import split_limit
 from streaming.partition_range import PartitionRange, consumer_config
 from streaming.source import DEFAULT_BATCH_ROWS, SourceOptionError, SourceOptions
 
+# The stream's settings as Spark options (the job passes the config's).
+STREAM_OPTIONS = {"num_buckets": "4", "pane_ms": "60000", "max_future_skew_ms": "600000"}
+
 
 @given(
     backlog=st.dictionaries(
@@ -48,6 +51,7 @@ def test_options_round_trip_through_spark_option_strings() -> None:
         starting_offsets="latest",
         max_offsets_per_trigger=500,
         num_buckets=32,
+        pane_ms=30_000,
         max_future_skew_ms=5_000,
         clusters=("east", "odd,name"),
         security=KafkaSecurity(
@@ -63,9 +67,13 @@ def test_options_round_trip_through_spark_option_strings() -> None:
 def test_a_flush_holds_the_default_events_unless_the_option_says_otherwise() -> None:
     """Spark's options and the dataclass agree on the flush size (packs of a backlog over
     many panes stay large: docs/decisions.md#flushes-of-100000-events)."""
-    required = {"bootstrap_servers": "k:1", "topic": "t"}
+    required = {"bootstrap_servers": "k:1", "topic": "t", **STREAM_OPTIONS}
     assert SourceOptions.from_options(required).batch_rows == DEFAULT_BATCH_ROWS
-    assert SourceOptions("k:1", "t").batch_rows == DEFAULT_BATCH_ROWS == 100_000
+    options = SourceOptions(
+        "k:1", "t", num_buckets=4, pane_ms=60_000, max_future_skew_ms=600_000,
+        max_offsets_per_trigger=None,
+    )  # fmt: skip
+    assert options.batch_rows == DEFAULT_BATCH_ROWS == 100_000
     assert SourceOptions.from_options({**required, "batch_rows": "7"}).batch_rows == 7
 
 
@@ -76,12 +84,18 @@ def test_a_flush_holds_the_default_events_unless_the_option_says_otherwise() -> 
         ({"bootstrap_servers": "k:1", "topic": "t", "starting_offsets": "middle"}, "earliest"),
         ({"bootstrap_servers": "k:1", "topic": "t", "max_offsets_per_trigger": "x"}, "integer"),
         ({"bootstrap_servers": "k:1", "topic": "t", "max_offsets_per_trigger": "0"}, ">= 1"),
+        ({"bootstrap_servers": "k:1", "topic": "t", "num_buckets": ""}, "num_buckets is required"),
+        ({"bootstrap_servers": "k:1", "topic": "t", "pane_ms": None}, "pane_ms is required"),
     ],
-    ids=["missing", "bad-start", "not-a-number", "zero-limit"],
+    ids=["missing", "bad-start", "not-a-number", "zero-limit", "no-buckets", "no-pane"],
 )
-def test_bad_options_fail_with_a_clear_message(options: dict[str, str], message: str) -> None:
+def test_bad_options_fail_with_a_clear_message(
+    options: dict[str, str | None], message: str
+) -> None:
+    # The stream's settings are required options: it always gives them (`to_options`).
+    given = {**STREAM_OPTIONS, **options}
     with pytest.raises(SourceOptionError, match=message):
-        SourceOptions.from_options(options)
+        SourceOptions.from_options({k: v for k, v in given.items() if v is not None})
 
 
 def test_passwords_are_read_from_the_environment_only_when_a_client_is_built() -> None:

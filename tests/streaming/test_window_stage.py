@@ -39,7 +39,7 @@ def minutes(first: int, count: int, seed: int) -> list[dict[str, Any]]:
 def run(
     spark: Any, settings: StreamSettings, closed: list[pa.Table], *, newest_only: bool = False
 ) -> None:
-    """Runs the stage on what Kafka holds; `closed` gets each batch's rows (CLOSED_SCHEMA).
+    """Runs the stage on what Kafka holds; `closed` gets each batch's rows (CLOSED_ARROW_SCHEMA).
     `newest_only`: as the driver's BatchProcessor, which reads each batch's newest window."""
 
     def collect(batch: Any, batch_id: int) -> None:
