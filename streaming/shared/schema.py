@@ -5,7 +5,7 @@ and the Spark schema (what the planner sees), so the two cannot drift apart.
 
 The source emits three kinds of rows in one stream (column `kind`):
 - `PACK`: validated topic-stats events of one PIP-157 bucket and one pane (a slide of event
-  time), as an Arrow payload (`streaming.packing`);
+  time), as an Arrow payload (`streaming.shared.packing`);
 - `REJECT`: a message or envelope entry that failed validation: the original bytes, the
   reason, a detail and its Kafka partition/offset, for the dead-letter sink;
 - `SUMMARY`: one per Kafka partition range read, with the counts and the event-time
@@ -49,12 +49,12 @@ RAW_COLUMNS: Final[tuple[_Column, ...]] = (
 PARSED_COLUMNS: Final[tuple[_Column, ...]] = (
     ("kind", pa.int32(), IntegerType()),
     # pack columns (null on other kinds): the events of one bucket and pane, see
-    # streaming.packing
+    # streaming.shared.packing
     ("bucket", pa.int32(), IntegerType()),  # PIP-157 topic bucket
     ("event_time", pa.timestamp("us", tz="UTC"), TimestampType()),  # newest event of the pack
     ("pane_start", pa.int64(), LongType()),  # epoch ms
     ("events", pa.int64(), LongType()),
-    ("payload", pa.binary(), BinaryType()),  # Arrow IPC, streaming.packing.PACK_SCHEMA
+    ("payload", pa.binary(), BinaryType()),  # Arrow IPC, streaming.shared.packing.PACK_SCHEMA
     # where the row came from (all kinds)
     ("kafka_partition", pa.int32(), IntegerType()),
     ("kafka_offset", pa.int64(), LongType()),
@@ -62,7 +62,7 @@ PARSED_COLUMNS: Final[tuple[_Column, ...]] = (
     ("reason", pa.string(), StringType()),
     ("detail", pa.string(), StringType()),
     ("raw", pa.binary(), BinaryType()),
-    # summary column: JSON of `streaming.parse.ReadSummary`
+    # summary column: JSON of `streaming.read.parse.ReadSummary`
     ("summary", pa.string(), StringType()),
 )
 
