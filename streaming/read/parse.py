@@ -1,9 +1,11 @@
 """Kafka records -> typed Arrow rows, through the domain core's single validator.
 
-`parse_records` turns a run of Kafka records of one partition into one Arrow batch holding a
-row per valid event and a row per rejected message/envelope entry (never raising for bad
-input), and counts what it saw in a `ReadSummary`. The Python Kafka source calls it inside
-its read tasks; the native-Kafka path calls it from `mapInArrow`: the same code either way.
+`RecordParser` turns the Kafka records of one partition range into Arrow batches holding a
+`PACK` row per (bucket, pane) of a flush's valid events (`streaming.shared.packing`) and a
+`REJECT` row per rejected message/envelope entry (never raising for bad input), and counts
+what it saw in a `ReadSummary` (its `SUMMARY` row). The Python Kafka source runs it inside
+its read tasks; the native-Kafka path through `parse_records`, from `mapInArrow`: the same
+code either way.
 """
 
 from __future__ import annotations

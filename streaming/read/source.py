@@ -9,9 +9,10 @@ tasks (records; see `streaming.read.partition_range` for why). Design:
 - The end of a partition is the high-water mark from *fetch* responses: some brokers (tansu)
   answer ListOffsets "latest" wrongly, the fetch high-water mark is always right.
 - By default rows are parsed and validated in the read task itself with the domain core's
-  validator (`streaming.read.parse`), so Spark gets typed columns, rejects become rows for the
-  dead-letter sink, and one bad record never fails a batch. Option `raw=true` yields the
-  records as (partition, offset, value) instead, the layout of Spark's native `kafka` source.
+  validator (`streaming.read.parse`), so Spark gets packs (one row per bucket and pane, its
+  valid events as an Arrow payload), rejects become rows for the dead-letter sink, and one
+  bad record never fails a batch. Option `raw=true` yields the records as (partition,
+  offset, value) instead, the layout of Spark's native `kafka` source.
 - Rows are yielded as Arrow record batches (several times faster than tuples).
 
 Options (keys arrive lower-cased): bootstrap_servers, topic, starting_offsets

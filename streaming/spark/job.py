@@ -71,8 +71,9 @@ class StreamSettings:
     # format (needs the connector jars, streaming.spark.kafka_connector) + mapInArrow parsing.
     kafka_source: KafkaSource = "python"
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
-    # PIP-157 topic buckets: the state key is (bucket, window). Each key costs 10-20 ms per
-    # batch in the stateful operator, so a few per shuffle partition (docs/pipeline.md).
+    # PIP-157 topic buckets: the state key is the bucket (its route, streaming.stage.routing),
+    # its open windows live in its state. Each key costs 10-20 ms per batch in the stateful
+    # operator, so a few per shuffle partition (docs/pipeline.md).
     num_buckets: int = 4
     shuffle_partitions: int = 4
     ui_enabled: bool = False

@@ -90,15 +90,16 @@ def first_window_end_ms(event_ms: int, spec: WindowSpec) -> int:
     return window_starts_ms(event_ms, spec)[0] + spec.window_ms
 
 
-def late_events(event_times: Mapping[int, int], watermark_ms: int, spec: WindowSpec) -> int:
-    """Events (event time -> count) that missed a window because it had already closed.
+def late_events(pane_events: Mapping[int, int], watermark_ms: int, spec: WindowSpec) -> int:
+    """Events (pane start -> count) that missed a window because it had already closed.
 
     Spark drops an event from every window whose end is <= the watermark; an event is late
-    when the first of its windows was already closed. Pure.
+    when the first of its windows was already closed. An event's pane decides its first
+    window, so any time in the pane (an event time too) gives the same verdict. Pure.
     """
     if watermark_ms <= 0:
         return 0
-    return sum(n for t, n in event_times.items() if first_window_end_ms(t, spec) <= watermark_ms)
+    return sum(n for t, n in pane_events.items() if first_window_end_ms(t, spec) <= watermark_ms)
 
 
 # Output of the window stage (what foreachBatch receives): one row per part of a closed
