@@ -312,8 +312,8 @@ def run_job(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, A
 
 
 def _run_job_in(work: str, bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
-    from streaming.deadletters import DirectoryDeadLetters
-    from streaming.job import StreamSettings, build_spark, run_available
+    from streaming.driver.deadletters import DirectoryDeadLetters
+    from streaming.spark.job import StreamSettings, build_spark, run_available
 
     settings = StreamSettings(
         bootstrap_servers=bootstrap,

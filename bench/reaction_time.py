@@ -14,7 +14,7 @@ Two settings of our pipeline are modelled by default: the config defaults
 (`balancer.app.config.SparkConfig`, the only window defaults, which the deployed app passes to
 the stream) and a 300 s window sliding every 60 s (`LONG_WINDOW`).
 
-Our pipeline (modelled on the streaming job, `streaming/batch.py`, and the real detector,
+Our pipeline (modelled on the streaming job, `streaming/driver/batch.py`, and the real detector,
 `balancer.core.detect.detect`):
 - the stats sample at event time t reaches the stream and its windows are closed by the
   micro-batches that follow, modelled as one trigger interval later (t + trigger; Spark's

@@ -7,7 +7,7 @@ Produces N events (bench.pipeline's), one per message or `--envelope` per messag
 one-partition topic on an embedded tansu broker (or `--bootstrap`), then times, in one
 process and one at a time:
 1. raw: every record read once with kafka-python, nothing else (bench.pipeline's raw side);
-2. read task, parsed: `streaming.source`'s read task over the whole partition with the
+2. read task, parsed: `streaming.read.source`'s read task over the whole partition with the
    job's defaults (4 PIP-157 buckets, 60 s panes), to its last Arrow batch and summary;
 3. read task, raw (`raw=true`): records to Arrow batches, no parsing.
 Each read task runs `--repeat` times; the best run counts (the first pays for imports and
@@ -29,8 +29,8 @@ from typing import Any
 
 from bench.common import add_compression_argument, machine, print_result
 from bench.pipeline import SPARK, broker, consume_raw, parse_args, produce
-from streaming.parse import clear_topic_cache
-from streaming.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
+from streaming.read.parse import clear_topic_cache
+from streaming.read.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
 
 
 def parse_own_args(argv: Sequence[str] | None) -> argparse.Namespace:

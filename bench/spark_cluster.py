@@ -12,7 +12,7 @@ Executors import this source tree: the workers run with PYTHONPATH starting at t
 and executors and their Python workers inherit the workers' environment. (An editable install
 would also do on a clean clone; with several checkouts sharing one venv it points at one of
 them only.) The Python interpreter of the executors' workers is the driver's PYSPARK_PYTHON,
-which `streaming.job.build_spark` sets to the driver's own interpreter.
+which `streaming.spark.job.build_spark` sets to the driver's own interpreter.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def kafka() -> Iterator[Broker]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local SparkSession (2 cores, loopback, no UI) shared by every Spark test."""
-    from streaming.job import StreamSettings, build_spark
+    from streaming.spark.job import StreamSettings, build_spark
 
     settings = StreamSettings(
         bootstrap_servers="unused:9092",

@@ -1,4 +1,5 @@
-"""Test helper: the streaming job as a separate driver process (`python -m streaming.standalone`).
+"""Test helper: the streaming job as a separate driver process
+(`python -m streaming.spark.standalone`).
 
 Shared by the crash/restart tests in local mode and on a standalone cluster: start the job,
 SIGKILL it (driver and its JVM) once it has written some reports, restart it from the same
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from streaming.jsonl_reports import read_reports
+from streaming.driver.jsonl_reports import read_reports
 from tests.kafka_broker import Broker
 from tests.stream_events import BASE_MS, encode, event, expected_windows
 
@@ -53,7 +54,7 @@ def start_job(
 ) -> subprocess.Popen[bytes]:
     """The job on `topic`, checkpoint/reports/dead letters/log in `work`."""
     args = [
-        sys.executable, "-m", "streaming.standalone",
+        sys.executable, "-m", "streaming.spark.standalone",
         "--bootstrap", kafka.bootstrap_servers,
         "--topic", topic,
         "--checkpoint", str(work / "checkpoint"),

@@ -1,7 +1,7 @@
 """Test helper: topic-stats events for the stream tests, a plain-Python reference, settings.
 
 `expected_windows` computes per (cluster, topic, window end) what the job must output,
-written independently of `streaming.windows`: rates averaged, sizes and counts taken from
+written independently of `streaming.stage.windows`: rates averaged, sizes and counts taken from
 the newest sample (the test data has no two samples of a topic in one millisecond), over
 windows `[start, start + window)` with starts on multiples of the slide.
 """
@@ -19,7 +19,7 @@ import pytest
 
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.hashing import hash_position
-from streaming.job import StreamSettings
+from streaming.spark.job import StreamSettings
 
 BASE_MS = 1_700_000_040_000  # a multiple of 60 s
 

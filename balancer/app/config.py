@@ -42,7 +42,7 @@ from balancer.core.thresholds import (
 )
 from balancer.core.window_rules import check_hit_count, check_windows
 from balancer.support.yamlfile import read_yaml
-from streaming.spark_master import SparkMasterError, check_master
+from streaming.spark.master import SparkMasterError, check_master
 
 # RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens.
 _HOSTNAME = re.compile(
@@ -119,7 +119,7 @@ class SparkConfig(_Model):
 
     @model_validator(mode="after")
     def _windows_fit(self) -> Self:
-        # The stream's own rule (streaming.windows.WindowSpec checks the same function).
+        # The stream's own rule (streaming.stage.windows.WindowSpec checks the same function).
         check_windows(self.window_s, self.slide_s, self.watermark_s, prefix="spark.")
         return self
 

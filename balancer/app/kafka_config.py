@@ -9,7 +9,7 @@ from typing import Any, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from balancer.app.config_base import FrozenModel, env_name
-from streaming.kafka_connector import KafkaSource
+from streaming.spark.kafka_connector import KafkaSource
 
 
 class KafkaSecurity(FrozenModel):

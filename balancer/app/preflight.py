@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from balancer.app.config import BalancerConfig, ConfigError
-from streaming.kafka_connector import connector_problem
+from streaming.spark.kafka_connector import connector_problem
 
 _SEARCH = os.W_OK | os.X_OK  # create entries in a directory
 

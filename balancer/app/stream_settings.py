@@ -13,7 +13,7 @@ from balancer.app.config import BalancerConfig
 from balancer.kafka.security import KafkaSecurity
 
 if TYPE_CHECKING:
-    from streaming.job import StreamSettings
+    from streaming.spark.job import StreamSettings
 
 
 def kafka_security(config: BalancerConfig) -> KafkaSecurity:
@@ -30,7 +30,7 @@ def kafka_security(config: BalancerConfig) -> KafkaSecurity:
 
 
 def stream_settings(config: BalancerConfig, *, loopback: bool = True) -> StreamSettings:
-    from streaming.job import StreamSettings  # imports pyspark: only when a stream is built
+    from streaming.spark.job import StreamSettings  # imports pyspark: only when a stream is built
 
     spark = config.spark
     kafka = config.kafka

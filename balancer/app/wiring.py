@@ -41,14 +41,14 @@ from balancer.ops.health import HealthServer, standard_checks
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.settings import ClientSettings
 from balancer.pulsar.transport import RequestRecord
-from streaming.errors import root_cause
+from streaming.spark.errors import root_cause
 
 if TYPE_CHECKING:  # Spark is imported when the stream starts, not with the app
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from streaming.deadletters import DeadLetterSink
-    from streaming.job import StreamSettings
+    from streaming.driver.deadletters import DeadLetterSink
+    from streaming.spark.job import StreamSettings
 
 log = logging.getLogger(__name__)
 
@@ -232,8 +232,8 @@ class BalancerApp:
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
-        from streaming.checkpoint import check_watermark
-        from streaming.job import build_spark, dead_letter_sink, start_stream
+        from streaming.spark.checkpoint import check_watermark
+        from streaming.spark.job import build_spark, dead_letter_sink, start_stream
 
         settings = self.stream_settings()
         try:

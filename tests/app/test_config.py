@@ -220,8 +220,8 @@ def test_window_must_be_a_multiple_of_the_slide(tmp_path: Path) -> None:
 
 
 def test_the_stream_has_no_window_defaults_of_its_own() -> None:
-    from streaming.job import StreamSettings
-    from streaming.windows import WindowSpec
+    from streaming.spark.job import StreamSettings
+    from streaming.stage.windows import WindowSpec
 
     with pytest.raises(TypeError, match="window_s"):
         StreamSettings(bootstrap_servers="h:1", topic="t", checkpoint_dir="c")  # type: ignore[call-arg]

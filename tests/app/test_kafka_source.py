@@ -12,8 +12,8 @@ import yaml
 from balancer.app.cli import main
 from balancer.app.config import BalancerConfig, ConfigError
 from balancer.app.stream_settings import stream_settings
-from streaming.job import StreamConfigError, StreamSettings, read_native_raw
-from streaming.kafka_connector import CONNECTOR_JARS, connector_problem, spark_jars_dir
+from streaming.spark.job import StreamConfigError, StreamSettings, read_native_raw
+from streaming.spark.kafka_connector import CONNECTOR_JARS, connector_problem, spark_jars_dir
 from tests.configs import machine_ok_config as base
 from tests.configs import with_setting
 

@@ -13,9 +13,9 @@ import pytest
 
 from balancer.app.config import BalancerConfig, SparkConfig, load_config
 from balancer.app.stream_settings import stream_settings
-from streaming.job import StreamSettings, spark_conf
-from streaming.source import SourceOptions
-from streaming.standalone import parse_args
+from streaming.read.source import SourceOptions
+from streaming.spark.job import StreamSettings, spark_conf
+from streaming.spark.standalone import parse_args
 
 ROOT = Path(__file__).resolve().parents[2]
 MINIMAL: dict[str, Any] = {"clusters": [{"name": "c1", "admin_url": "http://127.0.0.1:8080"}]}

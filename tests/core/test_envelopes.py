@@ -19,7 +19,7 @@ from balancer.core.envelopes import (
     record_bytes,
 )
 from balancer.core.events import TopicStatsEvent, parse_message
-from streaming.fastparse import decode_fast
+from streaming.read.fastparse import decode_fast
 
 
 def event(topic: str, i: int = 0) -> TopicStatsEvent:

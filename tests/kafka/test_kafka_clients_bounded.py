@@ -10,7 +10,7 @@ from kafka.errors import KafkaError
 
 from balancer.kafka.clients import close_producer
 from balancer.kafka.embedded import EmbeddedKafka
-from streaming.deadletters import DeadLetter, KafkaDeadLetters
+from streaming.driver.deadletters import DeadLetter, KafkaDeadLetters
 
 pytestmark = pytest.mark.kafka
 

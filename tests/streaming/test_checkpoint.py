@@ -16,7 +16,7 @@ import pytest
 from balancer.app.cli import main
 from balancer.app.config import BalancerConfig
 from balancer.app.wiring import BalancerApp
-from streaming.checkpoint import (
+from streaming.spark.checkpoint import (
     FutureWatermarkError,
     StoredWatermark,
     check_watermark,

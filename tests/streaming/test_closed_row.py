@@ -1,4 +1,4 @@
-"""The window stage's output row is declared once (`streaming.schema.CLOSED_COLUMNS`): the
+"""The window stage's output row is declared once (`streaming.shared.schema.CLOSED_COLUMNS`): the
 dataclass, the Arrow and the Spark schemas and the driver's reads all follow it (pure)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from dataclasses import fields
 import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from streaming.closed_windows import HEAD_COLUMNS
-from streaming.closing import ClosedWindow, closed_table
-from streaming.schema import CLOSED_ARROW_SCHEMA, CLOSED_COLUMNS, CLOSED_SPARK_SCHEMA
+from streaming.driver.closed_windows import HEAD_COLUMNS
+from streaming.shared.schema import CLOSED_ARROW_SCHEMA, CLOSED_COLUMNS, CLOSED_SPARK_SCHEMA
+from streaming.stage.closing import ClosedWindow, closed_table
 
 
 def test_the_closed_window_fields_are_the_columns_in_order() -> None:

@@ -1,4 +1,4 @@
-"""The fast path (`streaming.fastparse`) agrees with the one definition of a valid event.
+"""The fast path (`streaming.read.fastparse`) agrees with the one definition of a valid event.
 
 When `decode_fast(raw)` returns a list, `parse_message(raw)` returns as many results with the
 same values (typed: a count stays an int, a rate keeps the sign of its zero), the topic seen
@@ -26,12 +26,12 @@ from balancer.core.events import MIN_TIMESTAMP_MS as MIN_TS
 from balancer.core.events import REQUIRED_FIELDS as REQUIRED
 from balancer.core.hashing import topic_position
 from balancer.core.topics import parse_topic
-from streaming.fastparse import FastEvent, decode_fast
-from streaming.packing import PACK_SCHEMA, decode, events_of
-from streaming.parse import MAX_DEAD_LETTER_RAW_BYTES, ReadSummary, RecordParser
-from streaming.schema import RowKind
-from streaming.topic_columns import CanonicalNames, DedupeChoice, full_name
-from streaming.topic_keys import topic_keys
+from streaming.read.fastparse import FastEvent, decode_fast
+from streaming.read.parse import MAX_DEAD_LETTER_RAW_BYTES, ReadSummary, RecordParser
+from streaming.read.topic_columns import CanonicalNames, DedupeChoice, full_name
+from streaming.shared.packing import PACK_SCHEMA, decode, events_of
+from streaming.shared.schema import RowKind
+from streaming.shared.topic_keys import topic_keys
 
 VALUE_FIELDS = (*(f for f in REQUIRED if f != "topic"), "broker")
 MAX_FLOAT_INT = int(sys.float_info.max)

@@ -21,8 +21,8 @@ import pytest
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.hashing import hash_position
 from balancer.core.report import StaticLayouts
-from streaming.job import StreamSettings, run_available
-from streaming.jsonl_reports import JsonlReportHandler, read_reports
+from streaming.driver.jsonl_reports import JsonlReportHandler, read_reports
+from streaming.spark.job import StreamSettings, run_available
 from tests.kafka_broker import Broker
 from tests.stream_events import (
     BASE_MS,
@@ -260,7 +260,7 @@ def test_large_topics_are_reported_with_their_cluster(scenario: Scenario) -> Non
 
 
 def test_dead_letter_directory_is_replaced_not_appended(tmp_path: Path) -> None:
-    from streaming.deadletters import DeadLetter, DirectoryDeadLetters, read_directory
+    from streaming.driver.deadletters import DeadLetter, DirectoryDeadLetters, read_directory
 
     sink = DirectoryDeadLetters(tmp_path, source_topic="s")
     letter = DeadLetter(b"\x00raw", "bad_json", "detail", 1, 42)

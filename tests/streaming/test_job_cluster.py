@@ -1,7 +1,7 @@
 """The streaming job on a real Spark standalone cluster: one master, two 1-core workers.
 
 The cluster (bench/spark_cluster.py) runs from the installed pyspark on 127.0.0.1; the job
-is a separate driver process (`python -m streaming.standalone --master spark://...`) whose
+is a separate driver process (`python -m streaming.spark.standalone --master spark://...`) whose
 executors run on the two workers. Checkpoints are in the test's tmp dir, which every
 executor sees (they all run on this machine), as a shared volume would be on Kubernetes.
 
@@ -21,7 +21,7 @@ import pytest
 
 from balancer.core.bundles import NamespaceBundles
 from bench.spark_cluster import SparkCluster, spark_cluster
-from streaming.jsonl_reports import read_reports
+from streaming.driver.jsonl_reports import read_reports
 from tests.job_process import (
     SLIDE_S,
     WINDOW_S,

@@ -1,7 +1,7 @@
 """`kafka.source: native`: raw records -> mapInArrow parsing -> the same job and results.
 
 Spark's own `kafka` format needs the spark-sql-kafka connector jars, which are not installed
-here (streaming.kafka_connector says which); with them, `kafka_source="native"` reads
+here (streaming.spark.kafka_connector says which); with them, `kafka_source="native"` reads
 through it. Without them, the native path's own code after the reader (raw rows, parsed by
 `mapInArrow` with the same validator) runs over the Python source in raw mode, swapped in
 for Spark's reader, and must give the same results as parsing in the reader.
@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-import streaming.job
+import streaming.spark.job
 from balancer.core.report import StaticLayouts
-from streaming.job import StreamSettings, run_available
-from streaming.jsonl_reports import JsonlReportHandler, read_reports
-from streaming.kafka_connector import connector_problem
-from streaming.source import SOURCE_NAME
+from streaming.driver.jsonl_reports import JsonlReportHandler, read_reports
+from streaming.read.source import SOURCE_NAME
+from streaming.spark.job import StreamSettings, run_available
+from streaming.spark.kafka_connector import connector_problem
 from tests.kafka_broker import Broker
 from tests.stream_events import BASE_MS, encode, event, expected_windows, local_settings
 
@@ -77,7 +77,7 @@ def _python_source_raw(spark: Any, settings: StreamSettings) -> Any:
 def test_raw_records_parsed_by_map_in_arrow_give_the_same_results(
     kafka: Broker, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(streaming.job, "read_native_raw", _python_source_raw)
+    monkeypatch.setattr(streaming.spark.job, "read_native_raw", _python_source_raw)
     _run(kafka, spark, tmp_path, kafka_source="native")
 
 

@@ -1,7 +1,7 @@
 """SIGKILL the job mid-stream, restart it from its checkpoint: every event counts exactly once.
 
-The job runs as a subprocess (`python -m streaming.standalone`, its own JVM, RocksDB state store)
-writing each batch report as a JSON line. Small micro-batches (max offsets per trigger) make
+The job runs as a subprocess (`python -m streaming.spark.standalone`, its own JVM, RocksDB state
+store) writing each batch report as a JSON line. Small micro-batches (max offsets per trigger) make
 the kill land while batches are still being processed. After the restart (Trigger.AvailableNow) the
 reports of the distinct batch ids must add up to exactly the events produced, and every
 closed window's per-topic values must equal the plain-Python computation: an event read

@@ -16,9 +16,9 @@ import pytest
 
 from balancer.app.cli import main
 from balancer.core.report import StaticLayouts
-from streaming.checkpoint import FutureWatermarkError, check_watermark, reset_watermark
-from streaming.job import StreamSettings, run_available
-from streaming.jsonl_reports import JsonlReportHandler, read_reports
+from streaming.driver.jsonl_reports import JsonlReportHandler, read_reports
+from streaming.spark.checkpoint import FutureWatermarkError, check_watermark, reset_watermark
+from streaming.spark.job import StreamSettings, run_available
 from tests.kafka_broker import Broker
 from tests.stream_events import encode, event, local_settings
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.packing import (
+from streaming.shared.packing import (
     KEYED_WINDOW_SCHEMA,
     PACK_SCHEMA,
     WHOLE_FRAME_MAX_ROWS,
@@ -21,8 +21,8 @@ from streaming.packing import (
     encode,
     pack_events,
 )
-from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
-from streaming.topic_keys import KEY_COLUMN, with_topic_keys
+from streaming.shared.schema import LATEST_COLUMNS, RATE_COLUMNS
+from streaming.shared.topic_keys import KEY_COLUMN, with_topic_keys
 
 SLIDE_MS = 60_000
 BASE_MS = 1_700_000_040_000  # a multiple of SLIDE_MS

@@ -9,9 +9,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.fastparse import decode_fast, decode_single_events
-from streaming.parse import ReadSummary, RecordParser
-from streaming.topic_columns import CanonicalNames
+from streaming.read.fastparse import decode_fast, decode_single_events
+from streaming.read.parse import ReadSummary, RecordParser
+from streaming.read.topic_columns import CanonicalNames
 from tests.streaming.test_fastparse import CASES, GOOD, MESSAGES, NO_BROKER, enc, values
 
 # Mostly well-formed single events (so that runs take the fast path), some of any kind.

@@ -1,5 +1,5 @@
 """The bundle roll-up (partials on the executors, merged by the driver) equals the plain-Python
-definition (streaming.rollup_reference), exactly: whatever the buckets, floats included."""
+definition (tests.streaming.rollup_reference), exactly: whatever the buckets, floats included."""
 
 from __future__ import annotations
 
@@ -17,14 +17,15 @@ from balancer.core.bundles import NamespaceBundles
 from balancer.core.hashing import hash_position
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.report import BatchReport, StaticLayouts
-from streaming.batch import BatchObservations, BatchProcessor
-from streaming.closed_windows import LocalClosedWindows, Task
-from streaming.closing import KNOWN_SCHEMA, LocalStage, remember, window_rows
-from streaming.deadletters import DeadLetter
-from streaming.rollup import StageLayouts, bundle_index, stable_order, stage_roll_up
-from streaming.rollup_reference import SeenTopics, TopicWindow, roll_up_window
-from streaming.topic_keys import KEY_COLUMN
-from streaming.windows import WindowSpec
+from streaming.driver.batch import BatchObservations, BatchProcessor
+from streaming.driver.closed_windows import Task
+from streaming.driver.deadletters import DeadLetter
+from streaming.driver.rollup import StageLayouts, bundle_index, stable_order, stage_roll_up
+from streaming.shared.topic_keys import KEY_COLUMN
+from streaming.stage.closing import KNOWN_SCHEMA, remember
+from streaming.stage.windows import WindowSpec
+from tests.streaming.local_stage import LocalClosedWindows, LocalStage, window_rows
+from tests.streaming.rollup_reference import SeenTopics, TopicWindow, roll_up_window
 
 END = 1_700_000_100_000
 NAMESPACES = [("c1", "t/a"), ("c1", "t/b"), ("c2", "t/a")]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.hashing import hash_position
 from balancer.core.load import TopicLoad
-from streaming.rollup_reference import SeenTopics, TopicWindow, newest_window, roll_up_window
+from tests.streaming.rollup_reference import SeenTopics, TopicWindow, newest_window, roll_up_window
 
 NS = "t/ns"
 END = 1_700_000_100_000

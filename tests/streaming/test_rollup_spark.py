@@ -3,10 +3,11 @@
 A property test: topics of two namespaces on two clusters report in some minutes and are
 silent in others, and one bucket goes silent altogether (so windows close in a bucket with
 no packs of its own, whose known topics still count), with random layouts, bucket counts,
-batch sizes and namespace totals. For every report, the reference (`streaming.rollup_reference`) is
-computed from the report's own per-topic rows (exact floats) and the topics known by then
-(every window with data that ended within the TTL before the reported one), and must equal
-what the executors' partials merged in the driver gave, field for field.
+batch sizes and namespace totals. For every report, the reference
+(`tests.streaming.rollup_reference`) is computed from the report's own per-topic rows (exact
+floats) and the topics known by then (every window with data that ended within the TTL before
+the reported one), and must equal what the executors' partials merged in the driver gave, field
+for field.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from balancer.core.hashing import hash_position
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.report import BatchReport, StaticLayouts
 from balancer.core.topics import parse_topic
-from streaming.closing import KNOWN_TTL_WINDOWS
-from streaming.job import run_available
-from streaming.rollup_reference import SeenTopics, TopicWindow, roll_up_window
+from streaming.spark.job import run_available
+from streaming.stage.closing import KNOWN_TTL_WINDOWS
 from tests.kafka_broker import Broker
 from tests.stream_events import BASE_MS, encode, event, expected_windows, local_settings
+from tests.streaming.rollup_reference import SeenTopics, TopicWindow, roll_up_window
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

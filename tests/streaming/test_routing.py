@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.routing import bucket_of_route, bucket_routes, spark_partition_of_long
+from streaming.stage.routing import bucket_of_route, bucket_routes, spark_partition_of_long
 
 
 @given(st.integers(1, 64), st.integers(1, 64))

@@ -16,12 +16,12 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from streaming.kafka_offsets import fetch_high_watermarks
-from streaming.packing import events_of
-from streaming.parse import ReadSummary
-from streaming.partition_range import PartitionRange, consumer_config
-from streaming.schema import PARSED_ARROW_SCHEMA, RAW_ARROW_SCHEMA, RowKind
-from streaming.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
+from streaming.read.kafka_offsets import fetch_high_watermarks
+from streaming.read.parse import ReadSummary
+from streaming.read.partition_range import PartitionRange, consumer_config
+from streaming.read.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
+from streaming.shared.packing import events_of
+from streaming.shared.schema import PARSED_ARROW_SCHEMA, RAW_ARROW_SCHEMA, RowKind
 from tests.kafka_broker import Broker
 from tests.stream_events import BASE_MS, encode, event
 
@@ -328,7 +328,7 @@ def _reference(
     kafka: Broker, topic: str, task: KafkaRange, options: SourceOptions
 ) -> tuple[list[pa.RecordBatch], ReadSummary, int | None]:
     """The read task's output built record by record from kafka-python's records."""
-    from streaming.parse import RecordParser
+    from streaming.read.parse import RecordParser
 
     consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers, group_id=None)
     tp = TopicPartition(topic, task.partition)
@@ -357,7 +357,7 @@ def _reference(
 
 
 def test_a_read_task_gives_the_rows_of_the_record_by_record_reference(kafka: Broker) -> None:
-    """librdkafka in the read task (streaming.partition_range) against kafka-python read
+    """librdkafka in the read task (streaming.read.partition_range) against kafka-python read
     record by record: the same rows and summary, over offsets with transaction markers."""
     topic = kafka.new_topic(prefix="src")
     before = [encode(event(f"t/ns/a{i % 5}", BASE_MS + i * 1000)) for i in range(23)]

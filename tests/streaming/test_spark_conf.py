@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.job import (
+from streaming.spark.job import (
     ROCKSDB_PROVIDER,
     ROCKSDB_TUNING,
     StreamConfigError,
@@ -44,7 +44,7 @@ def test_no_row_checksum_on_the_shuffle_of_packs() -> None:
 
 def test_python_workers_fork_from_the_jobs_daemon() -> None:
     conf = effective(spark_conf(settings()))
-    assert conf["spark.python.daemon.module"] == "streaming.spark_daemon"
+    assert conf["spark.python.daemon.module"] == "streaming.spark.daemon"
 
 
 def test_extra_settings_override_the_defaults_and_loopback_binds_to_127_0_0_1() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from streaming.spark_daemon import compiled_first, freezing_after, installed_version, zip_version
+from streaming.spark.daemon import compiled_first, freezing_after, installed_version, zip_version
 
 
 def spark_zip(directory: Path, version_line: str | None) -> str:
@@ -94,7 +94,7 @@ def worker_facts(_: int) -> tuple[str, int, int]:
 def test_spark_workers_load_compiled_pyspark_and_freeze_between_tasks(spark: Any) -> None:
     assert installed_version() is not None
     context = spark.sparkContext
-    assert context.getConf().get("spark.python.daemon.module") == "streaming.spark_daemon"
+    assert context.getConf().get("spark.python.daemon.module") == "streaming.spark.daemon"
     first = context.parallelize(range(4), 4).map(worker_facts).collect()
     second = context.parallelize(range(4), 4).map(worker_facts).collect()
     assert all(".zip" not in file and file.endswith("__init__.py") for file, _, _ in first + second)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.spark_master import SparkMasterError, check_master
+from streaming.spark.master import SparkMasterError, check_master
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""streaming.errors.root_cause: Spark's multi-line failure text -> the cause in one line.
+"""streaming.spark.errors.root_cause: Spark's multi-line failure text -> the cause in one line.
 
 The texts keep the structure of real failures (frames trimmed): a read task failing while
 Kafka is down (seen in tests/kafka/test_kafka_outage.py), the latestOffset timeout
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streaming.errors import MAX_CAUSE_CHARS, STATE_LAYOUT_HINT, root_cause
+from streaming.spark.errors import MAX_CAUSE_CHARS, STATE_LAYOUT_HINT, root_cause
 
 FIXTURES = Path(__file__).with_name("fixtures")
 

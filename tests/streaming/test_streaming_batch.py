@@ -13,13 +13,12 @@ from balancer.core.bundles import NamespaceBundles
 from balancer.core.hashing import hash_position
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.report import BatchReport, StaticLayouts
-from streaming.batch import BatchObservations, BatchProcessor
-from streaming.closed_windows import LocalClosedWindows
-from streaming.closing import LocalStage
-from streaming.deadletters import DeadLetter
-from streaming.parse import ReadSummary
-from streaming.rollup_reference import TopicWindow
-from streaming.windows import WindowSpec
+from streaming.driver.batch import BatchObservations, BatchProcessor
+from streaming.driver.deadletters import DeadLetter
+from streaming.read.parse import ReadSummary
+from streaming.stage.windows import WindowSpec
+from tests.streaming.local_stage import LocalClosedWindows, LocalStage
+from tests.streaming.rollup_reference import TopicWindow
 
 NS = "t/ns"
 END = 1_700_000_100_000
@@ -145,7 +144,7 @@ def test_offsets_the_read_tasks_skipped_are_logged_with_their_cause(
     summaries = tuple(ReadSummary.from_json(s.to_json()) for s in [*gone, lost])
     assert summaries == (*gone, lost)
     proc = processor(RecordingHandler(), RecordingSink())
-    with caplog.at_level("WARNING", logger="streaming.batch"):
+    with caplog.at_level("WARNING", logger="streaming.driver.batch"):
         report = proc.report(8, closing([]), observations(summaries=summaries), 0.0)
     # ... and the report counts them by cause, for the metric.
     assert report.offsets_skipped == {"partition_gone": 5, "records_lost": 2}

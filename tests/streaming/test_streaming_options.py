@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from balancer.kafka.security import KafkaConfigError, KafkaSecurity
-from streaming.kafka_offsets import split_limit
-from streaming.partition_range import PartitionRange, consumer_config
-from streaming.source import DEFAULT_BATCH_ROWS, SourceOptionError, SourceOptions
+from streaming.read.kafka_offsets import split_limit
+from streaming.read.partition_range import PartitionRange, consumer_config
+from streaming.read.source import DEFAULT_BATCH_ROWS, SourceOptionError, SourceOptions
 
 # The stream's settings as Spark options (the job passes the config's).
 STREAM_OPTIONS = {"num_buckets": "4", "pane_ms": "60000", "max_future_skew_ms": "600000"}

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.windows import (
+from streaming.stage.windows import (
     WindowConfigError,
     WindowSpec,
     first_window_end_ms,

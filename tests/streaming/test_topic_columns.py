@@ -1,4 +1,4 @@
-"""A flush's topic columns (`streaming.topic_columns`) agree with the per-name reference:
+"""A flush's topic columns (`streaming.read.topic_columns`) agree with the per-name reference:
 `parse_topic` for the full name and namespace, `topic_position`, `topic_hash` and
 `topic_bucket`, whatever the names, their repeats and what was seen before."""
 
@@ -11,14 +11,14 @@ from hypothesis import strategies as st
 from balancer.core.buckets import java_string_hash_code, topic_bucket
 from balancer.core.hashing import topic_position
 from balancer.core.topics import InvalidTopicName, parse_topic
-from streaming.topic_columns import (
+from streaming.read.topic_columns import (
     CanonicalNames,
     DedupeChoice,
     full_name,
     java_hash_codes,
     topic_columns,
 )
-from streaming.topic_keys import topic_hash
+from streaming.shared.topic_keys import topic_hash
 from tests.streaming.test_fastparse import TOPICS, VALID_TOPICS
 
 

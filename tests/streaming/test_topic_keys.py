@@ -11,10 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from balancer.core.hashing import hash_position
-from streaming.closing import KNOWN_SCHEMA, remember
-from streaming.packing import KEYED_WINDOW_SCHEMA, PACK_SCHEMA, aggregate_window, decode, encode
-from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
-from streaming.topic_keys import (
+from streaming.shared.packing import (
+    KEYED_WINDOW_SCHEMA,
+    PACK_SCHEMA,
+    aggregate_window,
+    decode,
+    encode,
+)
+from streaming.shared.schema import LATEST_COLUMNS, RATE_COLUMNS
+from streaming.shared.topic_keys import (
     KEY_COLUMN,
     ClusterHashes,
     group_codes,
@@ -23,6 +28,7 @@ from streaming.topic_keys import (
     topics_in,
     with_topic_keys,
 )
+from streaming.stage.closing import KNOWN_SCHEMA, remember
 
 BASE_MS = 1_700_000_040_000
 

@@ -16,9 +16,9 @@ import pyarrow as pa
 import pytest
 
 from balancer.core.buckets import topic_bucket
-from streaming.closing import NEWEST_WINDOW_ONLY_PROPERTY
-from streaming.job import StreamSettings, build_pipeline
-from streaming.packing import decode_windows
+from streaming.shared.packing import decode_windows
+from streaming.spark.job import StreamSettings, build_pipeline
+from streaming.stage.closing import NEWEST_WINDOW_ONLY_PROPERTY
 from tests.kafka_broker import Broker
 from tests.stream_events import BASE_MS, encode, event, expected_windows, local_settings
 

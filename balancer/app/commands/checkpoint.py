@@ -34,7 +34,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streaming.checkpoint import reset_watermark, stored_watermark
+    from streaming.spark.checkpoint import reset_watermark, stored_watermark
 
     checkpoint = (
         args.checkpoint_dir

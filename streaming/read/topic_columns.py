@@ -1,7 +1,7 @@
 """A flush's topic columns, computed together from its topic names.
 
 Each event's topic gives a pack four columns besides its name: the namespace, Pulsar's hash
-position (CRC-32 of the name), the topic's part of its key (`streaming.topic_keys`) and its
+position (CRC-32 of the name), the topic's part of its key (`streaming.shared.topic_keys`) and its
 PIP-157 bucket (Java's `String.hashCode` of the local name). At 10M topics a read task meets
 nearly every name for the first time, so no cache of per-name results can help: an earlier
 cache of one struct per name spent ~2.4 us an event on lookups, inserts and struct fields
@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from balancer.core.hashing import hash_positions
 from balancer.core.topics import InvalidTopicName, parse_topic
-from streaming.topic_keys import topic_hashes
+from streaming.shared.topic_keys import topic_hashes
 
 # A canonical full name whose parts parse_topic accepts unchanged: domain, tenant and
 # namespace in Pulsar's NamedEntity alphabet, a non-empty local name without "/", no
@@ -128,7 +128,7 @@ class TopicNameColumns:
     topic: pa.Array  # string: the full name
     namespace: pa.DictionaryArray  # "tenant/namespace"
     position: np.ndarray  # int64: Pulsar's hash position (balancer.core.hashing)
-    key_part: np.ndarray  # int64: the topic's part of its key (streaming.topic_keys)
+    key_part: np.ndarray  # int64: the topic's part of its key (streaming.shared.topic_keys)
     bucket: np.ndarray  # int64: the PIP-157 bucket (balancer.core.buckets.topic_bucket)
 
 

@@ -1,11 +1,11 @@
 """What the window stage does when a window of one PIP-157 bucket closes (pure, Arrow).
 
-The stage's state is kept per bucket (`streaming.windows.WindowPacks`): the packs of the
+The stage's state is kept per bucket (`streaming.stage.windows.WindowPacks`): the packs of the
 bucket's open windows and the bucket's *known topics*, every topic that closed a window
 within the last `known_ttl_ms` of event time with the end of its newest window. When a
 window closes:
 
-1. its packs are aggregated into one row per topic (`streaming.packing.aggregate_window`);
+1. its packs are aggregated into one row per topic (`streaming.shared.packing.aggregate_window`);
 2. its topics join the known topics (a topic keeps its newest window end), and topics whose
    newest window ended `known_ttl_ms` or more before this window's end leave;
 3. the stage emits one `ClosedWindow` row: the per-topic rows and the known topics (cluster,
@@ -13,17 +13,14 @@ window closes:
    reads only a batch's newest window (`NEWEST_WINDOW_ONLY_PROPERTY`), a close that a later
    close of the same bucket and batch supersedes is a head only (`BucketCloses`).
 
-Everything after that runs on the executors (`streaming.rollup`): the driver sees bundles.
+Everything after that runs on the executors (`streaming.driver.rollup`): the driver sees bundles.
 A bucket with known topics but no packs in a window still closes it (the stage keeps a timer
 one slide ahead), so its known topics count toward the completeness of every window.
-
-`LocalStage` runs the same steps in-process over `TopicWindow`s, for tests and replays.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Final, NamedTuple
@@ -32,21 +29,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.packing import KEYED_WINDOW_SCHEMA, TRANSIENT_CODEC, decode, encode
-from streaming.rollup_reference import TopicWindow
-from streaming.schema import CLOSED_ARROW_SCHEMA, LATEST_COLUMNS, RATE_COLUMNS
-from streaming.topic_keys import KEY_COLUMN, KEY_FIELD, topic_keys, topics_in
+from streaming.shared.packing import TRANSIENT_CODEC, decode, encode
+from streaming.shared.schema import CLOSED_ARROW_SCHEMA
+from streaming.shared.topic_keys import KEY_COLUMN, KEY_FIELD, topics_in
 
 # The bundle partials of a close (an Arrow payload) from its per-topic rows, its known
-# topics' positions and its bucket: `streaming.rollup.close_partials` with the layouts the
+# topics' positions and its bucket: `streaming.driver.rollup.close_partials` with the layouts the
 # stage was given.
 PartialsOf = Callable[[pa.Table, pa.Table, int], bytes]
 
 # A bucket's known topics, as kept in the stage's state. Not their names: a topic's key and
-# position identify it (streaming.topic_keys), and the roll-up needs its cluster, namespace
+# position identify it (streaming.shared.topic_keys), and the roll-up needs its cluster, namespace
 # and position only (names took ~16 % of the known topics' bytes, read and written at each
 # close). Known topics stored with names, by earlier versions, lose them when read
-# (`streaming.packing.decode`).
+# (`streaming.shared.packing.decode`).
 KNOWN_SCHEMA: Final = pa.schema(
     [
         ("cluster", pa.string()),
@@ -68,9 +64,9 @@ KNOWN_CHUNK_ROWS: Final = 200_000
 # A close leaves the stage in parts of at most this many topics (and known topics).
 CLOSE_PART_ROWS: Final = 200_000
 # A Spark local property of the job that runs a batch: "true" when its reader reads only the
-# batch's newest window with topics (`streaming.batch.BatchProcessor`), so the stage leaves the
-# payloads of the closes a later close supersedes out (`BucketCloses`). A task sees its job's
-# properties; without it every close carries its rows.
+# batch's newest window with topics (`streaming.driver.batch.BatchProcessor`), so the stage
+# leaves the payloads of the closes a later close supersedes out (`BucketCloses`). A task sees
+# its job's properties; without it every close carries its rows.
 NEWEST_WINDOW_ONLY_PROPERTY: Final = "pulsar_balancer.newest_window_only"
 
 
@@ -134,7 +130,7 @@ class ClosedWindow:
     payload: bytes | None  # this part's per-topic rows (WINDOW_SCHEMA)
     known: bytes | None  # this part's known topics of the bucket (KNOWN_POSITIONS_SCHEMA)
     # Part 0 only, when the stage was given layouts: the whole close's bundle partials
-    # (streaming.rollup.close_partials, an Arrow payload of PARTIAL_SCHEMA rows); not on a
+    # (streaming.driver.rollup.close_partials, an Arrow payload of PARTIAL_SCHEMA rows); not on a
     # close with topics that a later close of the batch supersedes (`BucketCloses`).
     partials: bytes | None = None
 
@@ -202,7 +198,7 @@ class BucketCloses:
     the driver may read them from.
 
     The driver rolls up only the batch's newest window that some topic reported in
-    (`streaming.batch`), which is at least this bucket's newest close with topics. So a close
+    (`streaming.driver.batch`), which is at least this bucket's newest close with topics. So a close
     with topics leaves its partials out when a later close of the batch has topics too: in a
     backlog a bucket closes many windows a batch (25 in `bench.pipeline`'s default run, where
     rolling each of them up took ~17 % of the workers' time). A fill-in (no topics) gets its
@@ -290,90 +286,6 @@ def closed_table(rows: Iterable[ClosedWindow]) -> pa.Table:
     return pa.Table.from_pylist([r.to_row() for r in rows], schema=CLOSED_ARROW_SCHEMA)
 
 
-def window_rows(windows: Sequence[TopicWindow], *, bucket: int, window_ms: int) -> pa.Table:
-    """Per-topic rows (KEYED_WINDOW_SCHEMA) from `TopicWindow`s, as the aggregation gives."""
-    loads = [w.load for w in windows]
-    us = [w.window_end_ms * 1000 for w in windows]
-    keys = topic_keys([w.cluster for w in windows], [t.topic for t in loads])
-    columns: dict[str, pa.Array] = {
-        "window_start": pa.array([u - window_ms * 1000 for u in us], pa.timestamp("us", "UTC")),
-        "window_end": pa.array(us, pa.timestamp("us", "UTC")),
-        "bucket": pa.array([bucket] * len(windows), pa.int32()),
-        "cluster": pa.array([w.cluster for w in windows], pa.string()),
-        "namespace": pa.array([w.namespace for w in windows], pa.string()),
-        "topic": pa.array([t.topic for t in loads], pa.string()),
-        "position": pa.array([t.position for t in loads], pa.int64()),
-        **{n: pa.array([getattr(t, n) for t in loads], pa.float64()) for n in RATE_COLUMNS},
-        **{n: pa.array([getattr(t, n) for t in loads], pa.int64()) for n in LATEST_COLUMNS},
-        "samples": pa.array([w.samples for w in windows], pa.int64()),
-        KEY_COLUMN: pa.array(keys),
-    }
-    return pa.table(columns, schema=KEYED_WINDOW_SCHEMA)
-
-
-class LocalStage:
-    """The window stage's closing steps in-process: per-bucket known topics across batches.
-
-    `close` takes the per-topic windows that closed in one batch (each with its bucket) and
-    gives the stage's output rows as Spark gives them: each bucket's windows oldest first,
-    and while a bucket knows topics, every slide up to the batch's newest window closed too
-    (with no topics of its own: the stage's fill-in closes).
-    """
-
-    def __init__(
-        self,
-        *,
-        window_ms: int,
-        slide_ms: int,
-        known_ttl_ms: int,
-        part_rows: int = CLOSE_PART_ROWS,
-    ) -> None:
-        self.window_ms = window_ms
-        self.slide_ms = slide_ms
-        self.known_ttl_ms = known_ttl_ms
-        self.part_rows = part_rows
-        self._known: dict[int, pa.Table] = {}
-        self._last_end_ms: dict[int, int] = {}
-
-    def close(
-        self,
-        windows: Iterable[tuple[int, TopicWindow]],
-        partials_of: PartialsOf | None = None,
-        *,
-        newest_only: bool = False,
-    ) -> pa.Table:
-        by_key: dict[tuple[int, int], list[TopicWindow]] = defaultdict(list)
-        for bucket, w in windows:
-            by_key[(bucket, w.window_end_ms)].append(w)
-        newest_ms = max((end for _, end in by_key), default=0)
-        out: list[ClosedWindow] = []
-        for bucket in sorted({b for b, _ in by_key} | set(self._known)):
-            closes = BucketCloses(bucket=bucket, ttl_ms=self.known_ttl_ms,
-                                  part_rows=self.part_rows, partials_of=partials_of,
-                                  newest_only=newest_only)  # fmt: skip
-            pending = sorted(end for b, end in by_key if b == bucket)
-            last = self._last_end_ms.get(bucket)
-            fill = None if last is None else last + self.slide_ms
-            while True:
-                known = self._known.get(bucket, KNOWN_SCHEMA.empty_table())
-                can_fill = fill is not None and known.num_rows > 0 and fill <= newest_ms
-                if pending and (not can_fill or pending[0] <= fill):  # type: ignore[operator]
-                    end_ms = pending.pop(0)
-                elif can_fill:
-                    end_ms = fill  # type: ignore[assignment]
-                else:
-                    break
-                rows = window_rows(by_key.get((bucket, end_ms), []), bucket=bucket,
-                                   window_ms=self.window_ms)  # fmt: skip
-                self._known[bucket] = closes.close(
-                    rows, known, start_ms=end_ms - self.window_ms, end_ms=end_ms
-                )
-                self._last_end_ms[bucket] = end_ms
-                fill = end_ms + self.slide_ms
-            out.extend(closes.finish())
-        return closed_table(out)
-
-
 __all__ = [
     "CLOSE_PART_ROWS",
     "KNOWN_POSITIONS_SCHEMA",
@@ -382,12 +294,10 @@ __all__ = [
     "NEWEST_WINDOW_ONLY_PROPERTY",
     "BucketCloses",
     "ClosedWindow",
-    "LocalStage",
     "PartialsOf",
     "close_parts",
     "closed_table",
     "known_chunks",
     "known_of",
     "remember",
-    "window_rows",
 ]

@@ -6,7 +6,7 @@
 
 The plan is kept lean (fixed cost per micro-batch matters): one scan whose read tasks parse
 and validate, one `observe` gathering side rows (summaries and rejects) in the same pass,
-one windowed aggregation, and the foreachBatch step (`streaming.batch.BatchProcessor`).
+one windowed aggregation, and the foreachBatch step (`streaming.driver.batch.BatchProcessor`).
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from pyspark.sql.streaming import StreamingQuery
 
 from balancer.core.report import BatchHandler, LayoutProvider
 from balancer.kafka.security import KafkaSecurity
-from streaming import spark_daemon
-from streaming.batch import OBSERVATION_NAME, BatchProcessor
-from streaming.deadletters import DeadLetterSink, DirectoryDeadLetters, KafkaDeadLetters
-from streaming.kafka_connector import KAFKA_SOURCES, KafkaSource, connector_problem
-from streaming.parse import parse_records
-from streaming.schema import PARSED_SPARK_SCHEMA, RowKind
-from streaming.source import SOURCE_NAME, SourceOptions, register_source
-from streaming.spark_master import SparkMasterError, check_master
-from streaming.windows import WindowSpec, topic_windows
+from streaming.driver.batch import OBSERVATION_NAME, BatchProcessor
+from streaming.driver.deadletters import DeadLetterSink, DirectoryDeadLetters, KafkaDeadLetters
+from streaming.read.parse import parse_records
+from streaming.read.source import SOURCE_NAME, SourceOptions, register_source
+from streaming.shared.schema import PARSED_SPARK_SCHEMA, RowKind
+from streaming.spark import daemon
+from streaming.spark.kafka_connector import KAFKA_SOURCES, KafkaSource, connector_problem
+from streaming.spark.master import SparkMasterError, check_master
+from streaming.stage.windows import WindowSpec, topic_windows
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # Measured ~20 % less Spark time per batch at 250k topics
@@ -76,7 +76,7 @@ class StreamSettings:
     dead_letter_dir: str | None = None  # when set, dead letters go to files instead
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     # "python": our kafka-python source, parsing in its read tasks. "native": Spark's `kafka`
-    # format (needs the connector jars, streaming.kafka_connector) + mapInArrow parsing.
+    # format (needs the connector jars, streaming.spark.kafka_connector) + mapInArrow parsing.
     kafka_source: KafkaSource = "python"
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
     ui_enabled: bool = False
@@ -141,7 +141,7 @@ def spark_conf(settings: StreamSettings) -> list[tuple[str, str]]:
         # retried: ours is deterministic, and XXH64 over each pack cost ~30 % of the JVM.
         ("spark.sql.shuffle.orderIndependentChecksum.enabled", "false"),
         # pyspark's daemon, loading compiled pyspark and freezing what outlives a task.
-        ("spark.python.daemon.module", spark_daemon.__name__),
+        ("spark.python.daemon.module", daemon.__name__),
     ]
     if settings.loopback:
         conf += [("spark.driver.bindAddress", "127.0.0.1"), ("spark.driver.host", "127.0.0.1")]

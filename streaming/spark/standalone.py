@@ -1,6 +1,6 @@
 """Run the streaming job on its own, writing each `BatchReport` as a JSON line.
 
-    python -m streaming.standalone --bootstrap 127.0.0.1:9092 --topic pulsar-topic-stats \
+    python -m streaming.spark.standalone --bootstrap 127.0.0.1:9092 --topic pulsar-topic-stats \
         --checkpoint /tmp/ckpt --reports /tmp/reports.jsonl \
         --window-s 120 --slide-s 60 --watermark-s 60 --trigger-interval-s 30 \
         --max-offsets-per-trigger 200000 --max-future-skew-s 600 \
@@ -22,9 +22,9 @@ from pathlib import Path
 from types import FrameType
 
 from balancer.core.report import StaticLayouts
-from streaming.errors import root_cause
-from streaming.job import StreamSettings, build_spark, dead_letter_sink, start_stream
-from streaming.jsonl_reports import JsonlReportHandler
+from streaming.driver.jsonl_reports import JsonlReportHandler
+from streaming.spark.errors import root_cause
+from streaming.spark.job import StreamSettings, build_spark, dead_letter_sink, start_stream
 
 
 def _limit(text: str) -> int | None:
@@ -32,7 +32,7 @@ def _limit(text: str) -> int | None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m streaming.standalone", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m streaming.spark.standalone", description=__doc__)
     p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
     p.add_argument("--topic", required=True, help="Kafka topic of the stats events")
     p.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")

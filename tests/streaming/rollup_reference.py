@@ -1,8 +1,8 @@
 """Per-bundle roll-up of one window's per-topic values, with each namespace's current layout.
 
 This is the plain-Python definition, one object per topic. The job computes the same on
-Spark's executors in parts per PIP-157 bucket, merged by the driver (`streaming.rollup`,
-`streaming.closing`; equal results, floats included, checked by property tests against this
+Spark's executors in parts per PIP-157 bucket, merged by the driver (`streaming.driver.rollup`,
+`streaming.stage.closing`; equal results, floats included, checked by property tests against this
 module).
 
 Purely computational, with no side effects: the layouts and the namespace topic counts are

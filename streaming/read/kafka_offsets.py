@@ -1,7 +1,7 @@
 """The Kafka source's offsets on the driver: read limits and the topic's partitions and ends.
 
 Purely computational (`split_limit`), or a few metadata and fetch requests through the
-driver's kafka-python consumer; the read tasks' records are `streaming.partition_range`'s.
+driver's kafka-python consumer; the read tasks' records are `streaming.read.partition_range`'s.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ class KafkaDeadLetters:
             **client_kwargs,
         )
         # Not every broker auto-creates topics; the app creates this one too, but the stream
-        # can run on its own (`python -m streaming.standalone`).
+        # can run on its own (`python -m streaming.spark.standalone`).
         ensure_topics(bootstrap_servers, {topic: 1}, client_kwargs=client_kwargs)
         return cls(producer, topic=topic, source_topic=source_topic)
 

@@ -1,17 +1,18 @@
 """A Spark streaming source reading Kafka (PySpark's Python Data Source API).
 
 Spark's own Kafka connector is not available everywhere, so this source reads a topic itself:
-kafka-python on the driver (offsets; `streaming.kafka_offsets`), confluent-kafka in the read
-tasks (records; see `streaming.partition_range` for why). Design:
+kafka-python on the driver (offsets; `streaming.read.kafka_offsets`), confluent-kafka in the read
+tasks (records; see `streaming.read.partition_range` for why). Design:
 - Offsets are a JSON dict `{"<partition>": next_offset}` kept by Spark in the checkpoint, so a
   restart after a stop or a crash resumes exactly where the last committed batch ended.
 - No consumer group: each read task assigns its partition at its start offset.
 - The end of a partition is the high-water mark from *fetch* responses: some brokers (tansu)
   answer ListOffsets "latest" wrongly, the fetch high-water mark is always right.
 - By default rows are parsed and validated in the read task itself with the domain core's
-  validator (`streaming.parse`), so Spark gets typed columns, rejects become rows for the
-  dead-letter sink, and one bad record never fails a batch. Option `raw=true` yields the
-  records as (partition, offset, value) instead, the layout of Spark's native `kafka` source.
+  validator (`streaming.read.parse`), so Spark gets packs (one row per bucket and pane, its
+  valid events as an Arrow payload), rejects become rows for the dead-letter sink, and one
+  bad record never fails a batch. Option `raw=true` yields the records as (partition,
+  offset, value) instead, the layout of Spark's native `kafka` source.
 - Rows are yielded as Arrow record batches (several times faster than tuples).
 
 Options (keys arrive lower-cased): bootstrap_servers, topic, num_buckets, pane_ms and
@@ -43,10 +44,10 @@ from pyspark.sql.types import StructType
 
 from balancer.kafka.clients import close_consumer
 from balancer.kafka.security import KafkaSecurity
-from streaming.kafka_offsets import fetch_high_watermarks, split_limit, topic_partitions
-from streaming.parse import ReadSummary, RecordParser
-from streaming.partition_range import PartitionRange, consumer_config
-from streaming.schema import PARSED_SPARK_SCHEMA, RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA
+from streaming.read.kafka_offsets import fetch_high_watermarks, split_limit, topic_partitions
+from streaming.read.parse import ReadSummary, RecordParser
+from streaming.read.partition_range import PartitionRange, consumer_config
+from streaming.shared.schema import PARSED_SPARK_SCHEMA, RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA
 
 if TYPE_CHECKING:  # kafka-python is imported where a consumer is made
     from kafka import KafkaConsumer
@@ -75,7 +76,7 @@ DEFAULT_BATCH_ROWS = 100_000
 class SourceOptions:
     bootstrap_servers: str
     topic: str
-    # The stream's settings (`streaming.job.StreamSettings.source_options`), without defaults
+    # The stream's settings (`streaming.spark.job.StreamSettings.source_options`), without defaults
     # here: the config's are the only ones (tests/app/test_stream_defaults.py).
     num_buckets: int = field(kw_only=True)
     pane_ms: int = field(kw_only=True)  # events are packed per (bucket, pane): the window slide

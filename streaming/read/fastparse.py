@@ -10,7 +10,7 @@ refuses (a count written as `5.0`, a bad event inside an envelope, NaN, garbage.
 caller falls back to `parse_message`, which gives the exact verdict and reason. A shared
 test table and property tests keep the two in agreement (tests/streaming/test_fastparse.py).
 
-Topic names go through the same rule: `streaming.topic_columns.CanonicalNames` accepts a
+Topic names go through the same rule: `streaming.read.topic_columns.CanonicalNames` accepts a
 name on the fast path only in its canonical full form (`persistent://tenant/ns/local`, what
 collectors send); anything else is normalised by `balancer.core.topics.parse_topic`.
 """

@@ -1,6 +1,6 @@
 """A batch's closed windows, as the driver reads them: heads, bundle partials, topic rows.
 
-The window stage emits one row per closed (bucket, window) (`streaming.closing`). The
+The window stage emits one row per closed (bucket, window) (`streaming.stage.closing`). The
 driver never collects those rows whole: it reads their heads (window, bucket, how many
 topics reported, which namespaces, and the partials the stage rolled its closes up to when
 it was given layouts), takes those partials when their layouts are still in force
@@ -8,8 +8,8 @@ it was given layouts), takes those partials when their layouts are still in forc
 layouts in force (and the offload candidates with them), then, only when a bundle is near
 a limit, for that bundle's per-topic rows. The per-row work
 (`partials_task`, `topic_rows_task`) is the same code on Spark's executors
-(`SparkClosedWindows`, through `mapInArrow`) and in-process (`LocalClosedWindows`, for tests
-and replays).
+(`SparkClosedWindows`, through `mapInArrow`) and in-process in the tests
+(`tests/streaming/local_stage.py`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.packing import decode, decode_windows
-from streaming.rollup import (
+from streaming.driver.rollup import (
     PARTIAL_SCHEMA,
     TOPIC_ROWS_SCHEMA,
     BundleKey,
@@ -36,7 +35,7 @@ from streaming.rollup import (
     large_topics_row,
     topic_rows,
 )
-from streaming.schema import CLOSED_ARROW_SCHEMA
+from streaming.shared.packing import decode, decode_windows
 
 if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in tests
     from pyspark.sql import DataFrame
@@ -178,21 +177,6 @@ def _in_layouts(table: pa.Table, layouts: Layouts) -> pa.Array:
     return pa.array([pair in layouts for pair in pairs], pa.bool_())
 
 
-class LocalClosedWindows(ClosedWindows):
-    """Closed-window rows (CLOSED_ARROW_SCHEMA) held in memory; the tasks run in-process."""
-
-    def __init__(self, closed: pa.Table, stage_layouts: StageLayouts | None = None) -> None:
-        self.closed = closed.cast(CLOSED_ARROW_SCHEMA)
-        self.stage_layouts = stage_layouts
-
-    def heads(self) -> pa.Table:
-        return self.closed.select(list(HEAD_COLUMNS))
-
-    def _run(self, window_end_ms: int, task: Task, schema: pa.Schema) -> pa.Table:
-        rows = self.closed.filter(pc.equal(self.closed.column("window_end"), window_end_ms))
-        return pa.Table.from_batches(list(task(iter(rows.to_batches()))), schema=schema)
-
-
 class SparkClosedWindows(ClosedWindows):
     """A micro-batch's closed windows in Spark: persisted, so the stateful stage runs once
     however many times the driver reads it; `release` when the batch is done."""
@@ -232,7 +216,6 @@ class SparkClosedWindows(ClosedWindows):
 __all__ = [
     "HEAD_COLUMNS",
     "ClosedWindows",
-    "LocalClosedWindows",
     "SparkClosedWindows",
     "Task",
     "partials_task",

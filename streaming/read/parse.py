@@ -1,9 +1,11 @@
 """Kafka records -> typed Arrow rows, through the domain core's single validator.
 
-`parse_records` turns a run of Kafka records of one partition into one Arrow batch holding a
-row per valid event and a row per rejected message/envelope entry (never raising for bad
-input), and counts what it saw in a `ReadSummary`. The Python Kafka source calls it inside
-its read tasks; the native-Kafka path calls it from `mapInArrow`: the same code either way.
+`RecordParser` turns the Kafka records of one partition range into Arrow batches holding a
+`PACK` row per (bucket, pane) of a flush's valid events (`streaming.shared.packing`) and a
+`REJECT` row per rejected message/envelope entry (never raising for bad input), and counts
+what it saw in a `ReadSummary` (its `SUMMARY` row). The Python Kafka source runs it inside
+its read tasks; the native-Kafka path through `parse_records`, from `mapInArrow`: the same
+code either way.
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ from balancer.core.events import (
     TopicStatsEvent,
     parse_message,
 )
-from streaming.fastparse import FastEvent, decode_fast, decode_single_events
-from streaming.packing import PACK_SCHEMA, pack_events
-from streaming.schema import LATEST_COLUMNS, PARSED_ARROW_SCHEMA, RATE_COLUMNS, RowKind
-from streaming.topic_columns import CanonicalNames, DedupeChoice, topic_columns
-from streaming.topic_keys import KEY_COLUMN, ClusterHashes
+from streaming.read.fastparse import FastEvent, decode_fast, decode_single_events
+from streaming.read.topic_columns import CanonicalNames, DedupeChoice, topic_columns
+from streaming.shared.packing import PACK_SCHEMA, pack_events
+from streaming.shared.schema import LATEST_COLUMNS, PARSED_ARROW_SCHEMA, RATE_COLUMNS, RowKind
+from streaming.shared.topic_keys import KEY_COLUMN, ClusterHashes
 
 # A dead letter keeps at most this many bytes of the original message, so that a huge
 # rejected message still fits a Kafka dead-letter topic (default max message size 1 MiB).
@@ -161,7 +163,7 @@ def _numbers(
 class RecordParser:
     """Parses records into Arrow batches.
 
-    Well-formed messages take the fast path (`streaming.fastparse.decode_fast`); any other
+    Well-formed messages take the fast path (`streaming.read.fastparse.decode_fast`); any other
     message is judged by `balancer.core.events.parse_message`, which gives the exact reason.
     Accepted events are kept as objects until `flush` builds the columns in one go.
 
@@ -301,7 +303,7 @@ class RecordParser:
         return pa.concat_batches([events, rejects])
 
     def _event_batch(self) -> pa.RecordBatch:
-        """The accepted events as packs: one row per (bucket, pane) (`streaming.packing`)."""
+        """The accepted events as packs: one row per (bucket, pane) (`streaming.shared.packing`)."""
         events, n = self._events, len(self._events)
         if n == 0:
             return _to_batch([])

@@ -4,7 +4,7 @@ Grouping a window's events by topic name cost most of a close: Arrow's dictionar
 of 5M names took ~1.9 s of a 2.5M-topic bucket's ~4 s aggregation, and the known-topic
 merge another ~1.9 s of name joins and set lookups (docs/decisions.md#64-bit-topic-keys).
 So each event carries its topic's key, computed in the read task with the flush's other
-topic columns (`streaming.topic_columns`) and once per cluster:
+topic columns (`streaming.read.topic_columns`) and once per cluster:
 
     topic_key(cluster, topic) = murmur3_x64_128(topic)[:64] XOR murmur3_x64_128(cluster)[:64]
 

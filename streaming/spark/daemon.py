@@ -19,7 +19,7 @@ with py-spy over a 500,000-topic run, two costs of that were ~14 % of the worker
   last reference goes; only a reference cycle among them would stay, and what survives a
   task is the worker's modules and caches.
 
-Started by Spark as `python -m streaming.spark_daemon <worker module>`, like pyspark's.
+Started by Spark as `python -m streaming.spark.daemon <worker module>`, like pyspark's.
 """
 
 from __future__ import annotations

@@ -5,14 +5,14 @@ and the Spark schema (what the planner sees), so the two cannot drift apart.
 
 The source emits three kinds of rows in one stream (column `kind`):
 - `PACK`: validated topic-stats events of one PIP-157 bucket and one pane (a slide of event
-  time), as an Arrow payload (`streaming.packing`);
+  time), as an Arrow payload (`streaming.shared.packing`);
 - `REJECT`: a message or envelope entry that failed validation: the original bytes, the
   reason, a detail and its Kafka partition/offset, for the dead-letter sink;
 - `SUMMARY`: one per Kafka partition range read, with the counts and the event-time
   histogram the job needs to report consumption, rejects by reason, late events and lag.
 
 The window stage emits one row per part of a closed (bucket, window): `CLOSED_COLUMNS`
-(`streaming.closing.ClosedWindow`).
+(`streaming.stage.closing.ClosedWindow`).
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ RAW_COLUMNS: Final[tuple[_Column, ...]] = (
 PARSED_COLUMNS: Final[tuple[_Column, ...]] = (
     ("kind", pa.int32(), IntegerType()),
     # pack columns (null on other kinds): the events of one bucket and pane, see
-    # streaming.packing
+    # streaming.shared.packing
     ("bucket", pa.int32(), IntegerType()),  # PIP-157 topic bucket
     ("event_time", pa.timestamp("us", tz="UTC"), TimestampType()),  # newest event of the pack
     ("pane_start", pa.int64(), LongType()),  # epoch ms
     ("events", pa.int64(), LongType()),
-    ("payload", pa.binary(), BinaryType()),  # Arrow IPC, streaming.packing.PACK_SCHEMA
+    ("payload", pa.binary(), BinaryType()),  # Arrow IPC, streaming.shared.packing.PACK_SCHEMA
     # where the row came from (all kinds)
     ("kafka_partition", pa.int32(), IntegerType()),
     ("kafka_offset", pa.int64(), LongType()),
@@ -65,7 +65,7 @@ PARSED_COLUMNS: Final[tuple[_Column, ...]] = (
     ("reason", pa.string(), StringType()),
     ("detail", pa.string(), StringType()),
     ("raw", pa.binary(), BinaryType()),
-    # summary column: JSON of `streaming.parse.ReadSummary`
+    # summary column: JSON of `streaming.read.parse.ReadSummary`
     ("summary", pa.string(), StringType()),
 )
 
@@ -79,7 +79,7 @@ def spark_schema(columns: tuple[_Column, ...]) -> StructType:
 
 
 # The window stage's output: one row per part of a closed (bucket, window), as
-# `streaming.closing.ClosedWindow` gives it (its fields are these columns, in this order).
+# `streaming.stage.closing.ClosedWindow` gives it (its fields are these columns, in this order).
 CLOSED_COLUMNS: Final[tuple[_Column, ...]] = (
     ("window_start", pa.int64(), LongType()),  # epoch ms
     ("window_end", pa.int64(), LongType()),  # epoch ms

@@ -8,11 +8,11 @@ the pane's events of that bucket as an Arrow table. A pane is one slide of event
 (`[k * slide, (k+1) * slide)`); every window is a whole number of panes, so a pack belongs
 entirely to each of the `window / slide` windows that hold its pane.
 
-The window stage (`streaming.windows`) keeps the packs of each bucket's open windows in
+The window stage (`streaming.stage.windows`) keeps the packs of each bucket's open windows in
 Spark's state store and, when the watermark closes a window, aggregates them here
 (`aggregate_window`) into one row per topic: average rates, latest sizes and session counts,
 sample count. The result stays on the executors, one payload per (bucket, window), where it
-is rolled up to bundles (`streaming.rollup`).
+is rolled up to bundles (`streaming.driver.rollup`).
 
 Purely computational: Arrow tables in, Arrow tables and bytes out.
 """
@@ -26,8 +26,8 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
-from streaming.schema import LATEST_COLUMNS, RATE_COLUMNS
-from streaming.topic_keys import KEY_COLUMN, KEY_FIELD, group_codes, with_topic_keys
+from streaming.shared.schema import LATEST_COLUMNS, RATE_COLUMNS
+from streaming.shared.topic_keys import KEY_COLUMN, KEY_FIELD, group_codes, with_topic_keys
 
 # A string column that repeats a few values. In a pack, a plain string column costs ~3 bytes
 # an event after zstd (its offsets), a dictionary column almost nothing: cluster and
@@ -44,7 +44,7 @@ PACK_SCHEMA: Final = pa.schema(
         ("event_ms", pa.int64()),
         *((name, pa.float64()) for name in RATE_COLUMNS),
         *((name, pa.int64()) for name in LATEST_COLUMNS),
-        KEY_FIELD,  # the topic's key (streaming.topic_keys)
+        KEY_FIELD,  # the topic's key (streaming.shared.topic_keys)
     ]
 )
 
@@ -229,7 +229,7 @@ def aggregate_window(
     n_rows = events.num_rows
     if n_rows == 0:
         return KEYED_WINDOW_SCHEMA.empty_table()
-    # Grouped with numpy over codes of the topics' keys (streaming.topic_keys), not of
+    # Grouped with numpy over codes of the topics' keys (streaming.shared.topic_keys), not of
     # their names: Arrow's dictionary encoding of the names took half the aggregation.
     key = group_codes(events.column(KEY_COLUMN).to_numpy(), events.column("position").to_numpy())
     # By topic, then event time; stable, so equal times keep their arrival order.

@@ -4,7 +4,7 @@ kafka-python decodes every record in Python (~10 µs a record on this machine), 
 a read task when each event is a message of its own. confluent-kafka's consumer (librdkafka,
 in C) hands records over in batches for ~2 µs each
 (docs/decisions.md#kafka-read-tasks-on-librdkafka). The driver's offset logic stays on
-kafka-python (`streaming.source`): it reads a few high-water marks per trigger, not records.
+kafka-python (`streaming.read.source`): it reads a few high-water marks per trigger, not records.
 
 - No consumer group is joined and nothing is committed: the partition is `assign`ed at the
   start offset. librdkafka refuses to build a consumer without a `group.id`; with `assign`

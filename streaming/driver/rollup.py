@@ -1,10 +1,10 @@
 """Roll-up of closed windows to bundles: partial sums on the executors, merged by the driver.
 
-`streaming.rollup_reference` is the plain-Python definition (one object per topic). Here the
+`tests.streaming.rollup_reference` is the plain-Python definition (one object per topic). Here the
 same result is computed in two steps, so the driver's work grows with bundles, not topics:
 
 - on the executors, per closed (bucket, window) row of the window stage
-  (`streaming.closing.ClosedWindow`), `bundle_partials` maps each reporting topic and each
+  (`streaming.stage.closing.ClosedWindow`), `bundle_partials` maps each reporting topic and each
   known topic of the bucket to its bundle with the layouts in force for the batch and gives
   one row per (bundle, bucket): topic and session counts, known topics, and the exact parts
   of the four rate sums (`balancer.core.exact_sums`);
@@ -35,9 +35,15 @@ import pyarrow.compute as pc
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.exact_sums import grouped_exact_parts, total
 from balancer.core.load import BundleLoad, TopicLoad
-from streaming.closing import KNOWN_POSITIONS_SCHEMA, PartialsOf
-from streaming.packing import TRANSIENT_CODEC, WINDOW_SCHEMA, decode, dictionary_codes, encode
-from streaming.schema import RATE_COLUMNS
+from streaming.shared.packing import (
+    TRANSIENT_CODEC,
+    WINDOW_SCHEMA,
+    decode,
+    dictionary_codes,
+    encode,
+)
+from streaming.shared.schema import RATE_COLUMNS
+from streaming.stage.closing import KNOWN_POSITIONS_SCHEMA, PartialsOf
 
 Layouts = Mapping[tuple[str, str], NamespaceBundles]
 BundleKey = tuple[str, str, int]  # cluster, namespace, bundle lower bound
@@ -61,7 +67,7 @@ PARTIAL_SCHEMA: Final = pa.schema(
         ("lower", pa.int64()),
         ("upper", pa.int64()),
         ("bucket", pa.int32()),
-        # The first part of the bucket's close (streaming.closing.ClosedWindow) this row sums.
+        # The first part of the bucket's close (streaming.stage.closing.ClosedWindow) this row sums.
         ("part", pa.int32()),
         ("reported", pa.int64()),  # topics of the bundle that reported in the window
         ("known", pa.int64()),  # known topics of the bucket in the bundle
@@ -295,7 +301,7 @@ def merge_partials(
 ) -> list[BundleLoad]:
     """Bundle loads of one window from its partial rows, sorted by (cluster, namespace, bundle).
 
-    As `streaming.rollup_reference.roll_up_window` without topics: only bundles with a
+    As `tests.streaming.rollup_reference.roll_up_window` without topics: only bundles with a
     reporting topic appear; when the namespace's total topic count is known and larger than
     the topics seen, each bundle's known count is scaled up by that ratio. Column by column:
     the driver's work per partial row is a few list reads (10k bundles x 4 buckets of rows

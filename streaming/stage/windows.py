@@ -4,12 +4,12 @@ The arithmetic (pure, used by the driver and the tests) is Spark's: a window of
 `window_ms` sliding by `slide_ms` holds the events with `start <= t < start + window_ms`,
 starts are multiples of `slide_ms`, so an event lies in `window_ms / slide_ms` windows.
 
-The Spark stage works on event packs (`streaming.packing`): one row per (PIP-157 bucket,
+The Spark stage works on event packs (`streaming.shared.packing`): one row per (PIP-157 bucket,
 pane) from each read task. A pack goes to every window holding its pane that has not closed
 (a row each, for Spark's late-row rule) but is stored once. The state is kept per bucket
 (`transformWithStateInPandas`, RocksDB): its open windows' packs and its known topics.
 When the watermark passes a window's end, its packs are aggregated into one row per topic
-and the window leaves the stage with the bucket's known topics (`streaming.closing`), so
+and the window leaves the stage with the bucket's known topics (`streaming.stage.closing`), so
 the roll-up to bundles can run on the executors too.
 """
 
@@ -38,7 +38,10 @@ from pyspark.sql.types import (
 )
 
 from balancer.core.window_rules import WindowRuleError, check_windows
-from streaming.closing import (
+from streaming.driver.rollup import STAGE_LAYOUTS_PROPERTY, StageLayouts, stage_roll_up
+from streaming.shared.packing import PACK_SCHEMA, aggregate_window, decode
+from streaming.shared.schema import CLOSED_SPARK_SCHEMA, RowKind
+from streaming.stage.closing import (
     CLOSE_PART_ROWS,
     KNOWN_SCHEMA,
     KNOWN_TTL_WINDOWS,
@@ -48,10 +51,7 @@ from streaming.closing import (
     known_chunks,
     known_of,
 )
-from streaming.packing import PACK_SCHEMA, aggregate_window, decode
-from streaming.rollup import STAGE_LAYOUTS_PROPERTY, StageLayouts, stage_roll_up
-from streaming.routing import bucket_of_route, bucket_routes
-from streaming.schema import CLOSED_SPARK_SCHEMA, RowKind
+from streaming.stage.routing import bucket_of_route, bucket_routes
 
 # Window, slide and watermark lengths that do not fit together.
 WindowConfigError = WindowRuleError
@@ -88,15 +88,16 @@ def first_window_end_ms(event_ms: int, spec: WindowSpec) -> int:
     return window_starts_ms(event_ms, spec)[0] + spec.window_ms
 
 
-def late_events(event_times: Mapping[int, int], watermark_ms: int, spec: WindowSpec) -> int:
-    """Events (event time -> count) that missed a window because it had already closed.
+def late_events(pane_events: Mapping[int, int], watermark_ms: int, spec: WindowSpec) -> int:
+    """Events (pane start -> count) that missed a window because it had already closed.
 
     Spark drops an event from every window whose end is <= the watermark; an event is late
-    when the first of its windows was already closed. Pure.
+    when the first of its windows was already closed. An event's pane decides its first
+    window, so any time in the pane (an event time too) gives the same verdict. Pure.
     """
     if watermark_ms <= 0:
         return 0
-    return sum(n for t, n in event_times.items() if first_window_end_ms(t, spec) <= watermark_ms)
+    return sum(n for t, n in pane_events.items() if first_window_end_ms(t, spec) <= watermark_ms)
 
 
 # A pack waiting for its windows, in the bucket's list of packs (arrival order), stored once
@@ -124,14 +125,15 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
     Spark did not drop as late. When the watermark
     reaches a window's end (Spark fires a key's timers oldest first, after the batch's new
     rows), the window's packs are aggregated into one row per topic, removed, and the window
-    leaves the stage with the bucket's known topics (`streaming.closing.BucketCloses`).
+    leaves the stage with the bucket's known topics (`streaming.stage.closing.BucketCloses`).
     While the bucket knows topics, it closes every later window too, packs or not. Spark
     itself drops the packs of windows that had closed before the batch (late events,
     counted by the driver with the same rule: `late_events`).
     """
 
     def __init__(self, spec: WindowSpec, *, known_ttl_ms: int, num_buckets: int) -> None:
-        self.num_buckets = num_buckets  # the stage's key is the bucket's route (streaming.routing)
+        # the stage's key is the bucket's route (streaming.stage.routing)
+        self.num_buckets = num_buckets
         self.window_ms = spec.window_ms
         self.slide_ms = spec.slide_ms
         self.known_ttl_ms = known_ttl_ms
@@ -234,7 +236,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
 
     def _partials_of(self, context: TaskContext | None) -> PartialsOf | None:
         """The roll-up of a close with the layouts the driver gave this batch's job, if any
-        (`streaming.rollup.StageLayouts`: then the driver needs no job for the partials)."""
+        (`streaming.driver.rollup.StageLayouts`: then the driver needs no job for the partials)."""
         text = _property(context, STAGE_LAYOUTS_PROPERTY)
         if not text:
             return None
@@ -310,13 +312,13 @@ def topic_windows(
     parsed: DataFrame, spec: WindowSpec, *, num_buckets: int, shuffle_partitions: int
 ) -> DataFrame:
     """Closed windows, one row per part of a closed (bucket, window)
-    (`streaming.closing.ClosedWindow`).
+    (`streaming.stage.closing.ClosedWindow`).
 
     `parsed` is the source's output (all row kinds); only packs are windowed. Each pack
     belongs to the `window / slide` windows holding its pane; the state of a bucket is its
     open windows' packs and its known topics, kept in Spark's state store (checkpointed with
     the offsets) under the bucket's route, which puts bucket `b` on shuffle partition
-    `b mod shuffle_partitions` (`streaming.routing`). Append mode: a window comes out once,
+    `b mod shuffle_partitions` (`streaming.stage.routing`). Append mode: a window comes out once,
     when the watermark passes its end.
     """
     panes_per_window = spec.window_ms // spec.slide_ms

@@ -32,11 +32,9 @@ import pyarrow.compute as pc
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.report import BatchHandler, BatchReport, LayoutProvider
-from streaming.closed_windows import ClosedWindows, SparkClosedWindows
-from streaming.closing import NEWEST_WINDOW_ONLY_PROPERTY
-from streaming.deadletters import DeadLetter, DeadLetterSink
-from streaming.parse import ReadSummary
-from streaming.rollup import (
+from streaming.driver.closed_windows import ClosedWindows, SparkClosedWindows
+from streaming.driver.deadletters import DeadLetter, DeadLetterSink
+from streaming.driver.rollup import (
     STAGE_LAYOUTS_PROPERTY,
     TOPIC_ROWS_SCHEMA,
     StageLayouts,
@@ -45,7 +43,9 @@ from streaming.rollup import (
     topic_loads,
     with_topics,
 )
-from streaming.windows import WindowSpec, late_events
+from streaming.read.parse import ReadSummary
+from streaming.stage.closing import NEWEST_WINDOW_ONLY_PROPERTY
+from streaming.stage.windows import WindowSpec, late_events
 
 if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in tests
     from pyspark.sql import DataFrame

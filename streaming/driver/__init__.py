@@ -1,0 +1,1 @@
+"""3. Driver: the foreachBatch step (closed windows -> bundles -> `BatchReport`)."""

@@ -1,0 +1,1 @@
+"""1. Read: the Kafka source and its read tasks (records -> validated events in packs)."""

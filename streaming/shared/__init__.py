@@ -1,0 +1,1 @@
+"""What every stage reads and writes: row layouts, topic keys, event packs."""

@@ -1,0 +1,1 @@
+"""2. Stage: the stateful window stage (packs -> one closed row per (bucket, window))."""
