@@ -253,6 +253,8 @@ class BalancerMetrics:
             ["cluster", "namespace", "topic"], registry=reg,
         )  # fmt: skip
         self._last_batch.set(clock())
+        # Every collector counter, in the one class `collect --metrics-port` exports too (run
+        # hands it to its Collector).
         self.collector = CollectorMetrics(reg, clock=clock)
         registry.register(_SnapshotCollector(self._current_snapshot, limits))
         if process_metrics:
@@ -404,30 +406,6 @@ class BalancerMetrics:
         self._modes.add(mode)
         for seen in self._modes:
             self._mode.labels(mode=seen).set(1 if seen == mode else 0)
-
-    def record_collector_answer(
-        self,
-        cluster: str,
-        *,
-        skipped_namespaces: int = 0,
-        no_data: bool = False,
-        oversized_events: int = 0,
-        rejected_entries: Mapping[str, int] | None = None,
-    ) -> None:
-        """Count what one broker-stats answer held besides topic stats."""
-        self.collector.record_collector_answer(
-            cluster,
-            skipped_namespaces=skipped_namespaces,
-            no_data=no_data,
-            oversized_events=oversized_events,
-            rejected_entries=rejected_entries,
-        )
-
-    def record_poll(self, cluster: str, broker: str, *, failure: str | None, at_s: float) -> None:
-        self.collector.record_poll(cluster, broker, failure=failure, at_s=at_s)
-
-    def set_brokers(self, cluster: str, brokers: Sequence[str], *, partial: bool = False) -> None:
-        self.collector.set_brokers(cluster, brokers, partial=partial)
 
     def watch_token_files(
         self, clusters: Sequence[str], problems: Callable[[], Mapping[str, str]]
