@@ -1,6 +1,9 @@
 """Shared fixtures: one Kafka-protocol broker and one local SparkSession per test session.
 
-Both are started lazily, only by tests that ask for them, and stopped at the end.
+Both are started lazily, only by tests that ask for them, and stopped at the end. A test
+that asks for one is marked `kafka` / `spark` by `pytest_collection_modifyitems`, so the
+quick tier (`-m "not spark and not kafka and not e2e and not promtool"`, README) never
+starts either, whether or not the test module remembered its marker.
 """
 
 from __future__ import annotations
@@ -12,6 +15,15 @@ from typing import Any
 import pytest
 
 from tests.kafka_broker import Broker, kafka_broker
+
+# Fixture -> the marker a test that uses it carries.
+SERVER_FIXTURES = {"spark": pytest.mark.spark, "kafka": pytest.mark.kafka}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture in SERVER_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
+            item.add_marker(SERVER_FIXTURES[fixture])
 
 
 @pytest.fixture(scope="session")

@@ -19,10 +19,10 @@ from rich.console import Console
 from balancer.app.liveview import LiveView, children_stderr_to, live_display, render_live
 from balancer.app.wiring import LiveState
 from balancer.controller.outcome import Outcome
-from balancer.controller.stats import ActionResult
 from balancer.core.bundles import BundleRange
 from balancer.core.decisions import DecisionKind
 from balancer.core.load import BundleLoad
+from balancer.core.results import ActionResult
 
 BEFORE = ("before the live view: 1", "before the live view: 2")
 AFTER = "after the live view"

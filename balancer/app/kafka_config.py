@@ -12,7 +12,7 @@ from balancer.app.config_base import FrozenModel, env_name
 from streaming.spark.kafka_connector import KafkaSource
 
 
-class KafkaSecurity(FrozenModel):
+class KafkaSecurityConfig(FrozenModel):
     protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     username: str | None = None
@@ -49,7 +49,7 @@ class KafkaConfig(FrozenModel):
     bootstrap_servers: tuple[str, ...] = Field(default=("127.0.0.1:9092",), min_length=1)
     stats_topic: str = Field(default="pulsar-topic-stats", min_length=1)
     dead_letter_topic: str = Field(default="pulsar-topic-stats-dlq", min_length=1)
-    security: KafkaSecurity = KafkaSecurity()
+    security: KafkaSecurityConfig = KafkaSecurityConfig()
     # How the stream reads stats_topic: "python", the kafka-python source parsing in its read
     # tasks (works everywhere); "native", Spark's own `kafka` format, which needs the
     # spark-sql-kafka-0-10 jars in Spark's jars directory (checked by validate-config).

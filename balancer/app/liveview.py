@@ -24,9 +24,9 @@ from rich.text import Text
 
 from balancer.app.wiring import LiveState
 from balancer.controller.outcome import Outcome
-from balancer.controller.stats import ActionResult
 from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic
+from balancer.core.results import ActionResult
 from balancer.core.sizes import format_size
 
 LOAD_CAPTION = (

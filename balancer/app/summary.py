@@ -12,9 +12,9 @@ from balancer.app.liveview import OffloadTriggered, RunSummary, SplitApplied, Un
 from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.app.wiring import BalancerApp
 from balancer.controller.outcome import Outcome
-from balancer.controller.stats import ActionResult
 from balancer.core.bundles import format_position
 from balancer.core.decisions import SplitDecision
+from balancer.core.results import ActionResult
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.errors import NotFoundError, PulsarAdminError
 

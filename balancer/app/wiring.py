@@ -200,9 +200,7 @@ class BalancerApp:
         self.metrics.set_mode(config.controller.mode)
         for cluster in config.clusters:
             self.metrics.register_cluster(cluster.name)
-        self.metrics.watch_token_files(
-            [c.name for c in config.clusters], self.admin.token_problems
-        )
+        self.metrics.watch_token_files([c.name for c in config.clusters], self.admin.token_problems)
         self.health: HealthServer | None = None
         self.collector: Collector | None = None
         self._collector_sink: KafkaEventSink | None = None
@@ -311,7 +309,7 @@ class BalancerApp:
             sink=sink,
             envelope_max_events=self.config.collector.envelope_max_events,
             envelope_max_bytes=self.config.collector.envelope_max_bytes,
-            metrics=self.metrics,
+            metrics=self.metrics.collector,  # the one class `collect` exports too
             dead_letters=sink,
             broker_listers=listers,
             max_parallel_per_cluster=self.config.collector.max_parallel_per_cluster,

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from balancer.collector.service import Fetch, Fetched
-from balancer.collector.targets import BrokerLister, Target, broker_url
+from balancer.collector.targets import (
+    BrokerLister,
+    Target,
+    broker_url,
+    listed_brokers,
+    targets_for,
+)
 
 if TYPE_CHECKING:
     from balancer.pulsar.models import BrokerTopicStats
@@ -78,14 +84,13 @@ def polling_plan(
     A cluster with configured brokers polls exactly those; any other starts on its admin
     URL and is listed (`GET /admin/v2/brokers/{cluster}`) at the start of every round.
     """
-    targets: list[Target] = []
-    listers: dict[str, BrokerLister] = {}
-    for cluster in clusters:
-        if cluster.brokers:
-            targets.extend(Target(cluster.name, url.rstrip("/")) for url in cluster.brokers)
-            continue
-        targets.append(Target(cluster.name))
-        listers[cluster.name] = _lister(admin, cluster.name, cluster.admin_url)
+    clusters = list(clusters)
+    targets = targets_for({cluster.name: cluster.brokers for cluster in clusters})
+    listers = {
+        cluster.name: _lister(admin, cluster.name, cluster.admin_url)
+        for cluster in clusters
+        if not cluster.brokers
+    }
     return targets, listers
 
 
@@ -111,10 +116,10 @@ def listed_targets(
             out.append(target)
             continue
         try:
-            urls = sorted({url.rstrip("/") for url in lister()})
+            listed = listed_brokers(target.cluster, lister)
         except Exception as exc:  # the cluster is down or refuses: name it, plan the rest
             errors[target.cluster] = exc
             continue
         # No broker registered: the admin URL is all there is to ask, as the collector does.
-        out.extend([Target(target.cluster, url) for url in urls] or [target])
+        out.extend(listed or [target])
     return out, errors

@@ -95,7 +95,7 @@ class DeadLetterOut(Protocol):
 Fetch = Callable[[Target], Iterable[tuple[str, TopicStatsSample]] | Fetched]
 
 
-class CollectorMetrics(Protocol):
+class CollectorMetricsSink(Protocol):
     """Where the collector reports its polls and what an answer held besides stats."""
 
     def record_collector_answer(
@@ -161,7 +161,7 @@ class Collector:
         monotonic: Callable[[], float] = time.monotonic,
         envelope_max_events: int = DEFAULT_ENVELOPE_MAX_EVENTS,
         envelope_max_bytes: int = DEFAULT_ENVELOPE_MAX_BYTES,
-        metrics: CollectorMetrics | None = None,
+        metrics: CollectorMetricsSink | None = None,
         dead_letters: DeadLetterOut | None = None,
         broker_listers: Mapping[str, BrokerLister] | None = None,
         round_deadline_s: float | None = None,

@@ -24,7 +24,8 @@ def _describe(exc: Exception) -> str:
 
 
 class SinkListener(Protocol):
-    """Told what became of each event (balancer.ops.exporter.CollectorMetrics has these)."""
+    """Told what became of each event (`balancer.ops.collector_metrics.CollectorMetrics`
+    has these)."""
 
     def events_sent(self, count: int) -> None: ...
 
@@ -37,7 +38,8 @@ class SinkListener(Protocol):
 
 @dataclass
 class SinkCounts:
-    """Events by outcome (see `balancer.ops.exporter.CollectorMetrics`), and producers replaced."""
+    """Events by outcome (see `balancer.ops.collector_metrics.CollectorMetrics`), and
+    producers replaced."""
 
     sent: int = 0
     failed: int = 0

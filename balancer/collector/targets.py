@@ -46,7 +46,8 @@ class Target:
 
 
 def targets_for(clusters: Mapping[str, Sequence[str]]) -> list[Target]:
-    """Targets from cluster -> broker URLs (an empty list: poll the cluster's admin URL)."""
+    """Targets from cluster -> broker URLs (an empty list: poll the cluster's admin URL).
+    What to poll first (`balancer.collector.admin.polling_plan` builds on it)."""
     out: list[Target] = []
     for cluster, brokers in clusters.items():
         if brokers:
@@ -69,6 +70,12 @@ def broker_url(address: str, admin_url: str) -> str:
 
 # Lists one cluster's broker web URLs; raises when the cluster cannot be asked.
 BrokerLister = Callable[[], Sequence[str]]
+
+
+def listed_brokers(cluster: str, lister: BrokerLister) -> tuple[Target, ...]:
+    """The targets one listing gives: each broker once, in order (empty: no broker is
+    registered). Raises as `lister` does. The collector's rounds and `plan` both use it."""
+    return tuple(Target(cluster, url) for url in sorted({url.rstrip("/") for url in lister()}))
 
 
 class BrokerDirectory:
@@ -122,7 +129,7 @@ class BrokerDirectory:
         if lister is None:
             return
         try:
-            urls = sorted({url.rstrip("/") for url in lister()})
+            new = listed_brokers(cluster, lister)
         except Exception as exc:  # the cluster is down or refuses: poll what we know
             with self._lock:
                 self.list_failures[cluster] += 1
@@ -138,9 +145,8 @@ class BrokerDirectory:
                 else "",
             )
             return
-        if not urls:
+        if not new:
             return  # no active broker registered: nothing better than what we poll now
-        new = tuple(Target(cluster, url) for url in urls)
         with self._lock:
             old = self._targets[cluster]
             self._targets[cluster] = new

@@ -54,10 +54,11 @@ from balancer.controller.reconcile import (
 )
 from balancer.controller.settings import ControllerSettings
 from balancer.controller.split_steps import split_steps
-from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
+from balancer.controller.stats import OFFLOAD_REASON, AppliedAction, ControllerStats
 from balancer.controller.writer_gate import check_writer
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.decisions import Decision, OffloadDecision, SplitDecision
+from balancer.core.results import ActionResult
 from balancer.pulsar.errors import (
     ConflictError,
     NotFoundError,
@@ -166,6 +167,8 @@ class Controller:
             children=step.children,
             bytes_offloaded=step.bytes_offloaded,
             decision=decision,
+            read_back=step.read_back,
+            algorithm_refused=step.algorithm_refused,
         )
         self._report(decision, outcome, batch_id)
         if outcome.result in (ActionResult.UNKNOWN, ActionResult.STARTED):

@@ -23,9 +23,9 @@ from balancer.controller.outcome import (
     read_back_needed,
 )
 from balancer.controller.reconcile import offload_verdict
-from balancer.controller.stats import ActionResult
 from balancer.controller.writer_gate import fenced
 from balancer.core.decisions import OffloadDecision
+from balancer.core.results import ActionResult
 from balancer.pulsar.models import MessageId, OffloadState
 
 if TYPE_CHECKING:
@@ -102,13 +102,15 @@ def _read_back(
     except Finish as again:
         return replace(step, detail=f"{step.detail}; status not read ({again.step.detail})")
     result, seen = offload_verdict(now, status, point, settled=not unknown)
-    pulsar = {**step.pulsar, "read_back": result.value, "message_id": point.to_json()}
+    pulsar = {**step.pulsar, "message_id": point.to_json()}
     if result is ActionResult.APPLIED:
         detail = (
             f"offload up to ledger {point.ledger_id} ({moved} bytes; {step.detail}; "
             f"read back: {seen})"
         )
-        return Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved)
+        return Step(ActionResult.APPLIED, detail, pulsar, bytes_offloaded=moved, read_back=result)
     if unknown or result is ActionResult.STARTED:
-        return Step(result, f"{step.detail}; read back: {seen}", pulsar)
-    return replace(step, detail=f"{step.detail}; read back: {seen}", pulsar=pulsar)
+        return Step(result, f"{step.detail}; read back: {seen}", pulsar, read_back=result)
+    return replace(
+        step, detail=f"{step.detail}; read back: {seen}", pulsar=pulsar, read_back=result
+    )

@@ -1,7 +1,9 @@
 """What came of one decision (`Outcome`) and the small pieces the controller builds it from.
 
 `Step` is how a decision ended before it becomes an Outcome; `Finish` ends a decision early
-with one (control flow inside one decision, not an error).
+with one (control flow inside one decision, not an error). What the controller concluded is
+typed (`result`, `read_back`, `algorithm_refused`, `rechecked`); `pulsar` keeps what Pulsar
+answered, raw, for the audit log.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import Any
 
 from balancer.controller.audit import AuditLog
 from balancer.controller.journal import JournalEntry
-from balancer.controller.stats import OFFLOAD_REASON, ActionResult, AppliedAction, ControllerStats
+from balancer.controller.stats import OFFLOAD_REASON, AppliedAction, ControllerStats
 from balancer.core.bundles import format_position
 from balancer.core.decisions import Decision, DecisionKind, OffloadDecision, SplitDecision
+from balancer.core.results import ActionResult
+from balancer.core.split import SplitAlgorithm
 from balancer.pulsar.errors import PulsarAdminError
 from balancer.pulsar.models import InternalStats, MessageId
 
@@ -41,6 +45,11 @@ class Outcome:
     decision: Decision | None = field(default=None, compare=False, repr=False)
     # A later recheck settling an earlier `unknown` outcome (not a new decision).
     rechecked: bool = False
+    # What reading Pulsar's state back after an unclear answer showed (None: not read back).
+    read_back: ActionResult | None = None
+    # The algorithm a broker refused with 412 (its supportedNamespaceBundleSplitAlgorithms
+    # lacks it); the outcome is then `failed`.
+    algorithm_refused: SplitAlgorithm | None = None
 
 
 OutcomeListener = Callable[[Outcome], None]
@@ -55,6 +64,8 @@ class Step:
     pulsar: dict[str, Any] = field(default_factory=dict)
     children: int = 0
     bytes_offloaded: int = 0
+    read_back: ActionResult | None = None  # as Outcome's
+    algorithm_refused: SplitAlgorithm | None = None  # as Outcome's
 
 
 class Finish(Exception):
@@ -91,16 +102,16 @@ def split_read_back_needed(step: Step) -> bool:
 _UNSUPPORTED_ALGORITHM = "unsupported namespace bundle split algorithm"
 
 
-def algorithm_refused(step: Step, algorithm: str) -> Step | None:
+def algorithm_refused(step: Step, algorithm: SplitAlgorithm) -> Step | None:
     """The split's Step when the broker refused the algorithm itself (412), else None."""
     reason = str(step.pulsar.get("reason", ""))
     if step.pulsar.get("status") != 412 or _UNSUPPORTED_ALGORITHM not in reason.lower():
         return None
     detail = (
-        f"the broker refuses {algorithm} (412: {reason}): add it to the brokers' "
+        f"the broker refuses {algorithm.value} (412: {reason}): add it to the brokers' "
         "supportedNamespaceBundleSplitAlgorithms"
     )
-    return Step(ActionResult.FAILED, detail, {**step.pulsar, "algorithm_refused": algorithm})
+    return Step(ActionResult.FAILED, detail, step.pulsar, algorithm_refused=algorithm)
 
 
 def error_info(exc: PulsarAdminError) -> dict[str, Any]:
@@ -158,7 +169,6 @@ def rechecked_outcome(
         reason=reason,
         detail=detail,
         duration_s=age_s,
-        pulsar={"rechecked": True},
         children=children if result is ActionResult.APPLIED else 0,
         bytes_offloaded=bytes_offloaded if result is ActionResult.APPLIED else 0,
         decision=decision,
@@ -222,6 +232,13 @@ def report_outcome(
             "reason": outcome.reason,
             "detail": outcome.detail,
             "pulsar": outcome.pulsar,
+            **_flags(outcome),
             "duration_s": round(outcome.duration_s, 6),
         }
     )
+
+
+def _flags(outcome: Outcome) -> dict[str, str]:
+    """The typed flags an audit line carries when set (their values as spelt in metrics)."""
+    flags = {"read_back": outcome.read_back, "algorithm_refused": outcome.algorithm_refused}
+    return {name: value.value for name, value in flags.items() if value is not None}

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from balancer.controller.journal import JournalEntry
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.ports import AdminPort
-from balancer.controller.stats import ActionResult
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.decisions import DecisionKind
+from balancer.core.results import ActionResult
 from balancer.pulsar.errors import NotFoundError
 from balancer.pulsar.models import (
     InternalStats,

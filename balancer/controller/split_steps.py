@@ -21,9 +21,9 @@ from balancer.controller.outcome import (
     split_read_back_needed,
 )
 from balancer.controller.reconcile import split_done, split_verdict
-from balancer.controller.stats import ActionResult
 from balancer.controller.writer_gate import fenced
 from balancer.core.decisions import SplitDecision
+from balancer.core.results import ActionResult
 from balancer.core.split import SplitAlgorithm
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def split_steps(ctl: Controller, decision: SplitDecision, batch_id: str | None) 
         )
     except Finish as finish:
         step = finish.step
-        refused = algorithm_refused(step, SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value)
+        refused = algorithm_refused(step, SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE)
         if refused is not None:
             step = refused
         elif step.pulsar.get("status") == 404:  # 404 on split: the namespace only
@@ -107,7 +107,7 @@ def _split_answered(ctl: Controller, decision: SplitDecision) -> Step:
     result, seen = split_verdict(after, decision.bundle, decision.boundaries, settled=False)
     detail = f"split answered 204 but the layout lacks the boundaries (read back: {seen})"
     ctl._outcome(decision.decision_id, result, detail)
-    step = Step(result, detail, {**pulsar, "read_back": result.value})
+    step = Step(result, detail, pulsar, read_back=result)
     if result is ActionResult.UNKNOWN:
         return step
     raise Finish.of(step)
@@ -123,9 +123,9 @@ def _split_read_back(ctl: Controller, decision: SplitDecision, step: Step) -> St
     except Finish as again:
         return replace(step, detail=f"{step.detail}; layout not read ({again.step.detail})")
     result, seen = split_verdict(layout, decision.bundle, decision.boundaries, settled=not unknown)
-    pulsar = {**step.pulsar, "read_back": result.value, "num_bundles": layout.num_bundles}
+    pulsar = {**step.pulsar, "num_bundles": layout.num_bundles}
     if result is ActionResult.APPLIED:
         children = len(decision.boundaries) + 1
         detail = f"split into {children} bundles ({step.detail}; read back: {seen})"
-        return Step(ActionResult.APPLIED, detail, pulsar, children=children)
-    return Step(result, f"{step.detail}; read back: {seen}", pulsar)
+        return Step(ActionResult.APPLIED, detail, pulsar, children=children, read_back=result)
+    return Step(result, f"{step.detail}; read back: {seen}", pulsar, read_back=result)

@@ -1,8 +1,9 @@
 """Controller outcomes for the exporter and the run summary: counters and applied actions.
 
-Counters are keyed (kind, result, reason): kind `split|offload`, result an `ActionResult` or
-`skipped`, reason a `SplitReason` spelling for splits (or a `SkipReason` for skips) and
-`Size` for offloads. All label values come from bounded enums, never from topic names.
+Counters are keyed (kind, result, reason): kind `split|offload`, result an `ActionResult`
+(`balancer.core.results`) or `skipped`, reason a `SplitReason` spelling for splits (or a
+`SkipReason` for skips) and `Size` for offloads. All label values come from bounded enums,
+never from topic names.
 """
 
 from __future__ import annotations
@@ -10,33 +11,7 @@ from __future__ import annotations
 import threading
 from collections import Counter, deque
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
-
-
-class ActionResult(StrEnum):
-    APPLIED = "applied"  # Pulsar accepted the action (or reconciliation found it done)
-    DRY_RUN = "dry_run"  # mode dry-run: decided and logged, nothing touched
-    STALE = "stale"  # the bundle is gone or its range changed since the decision
-    ALREADY_RUNNING = "already_running"  # an offload is in progress (status or 409)
-    NOTHING_TO_OFFLOAD = "nothing_to_offload"  # the offload point is empty
-    DENIED = "denied"  # namespace outside the allow-list or inside the deny-list
-    RATE_LIMITED = "rate_limited"
-    BREAKER_OPEN = "breaker_open"  # the cluster's circuit breaker pauses actions
-    # Another balancer of the peer group holds the single-writer lease, or this one's lapsed:
-    # decided, not applied, not journaled (the holder acts on it).
-    NO_LEASE = "no_lease"
-    DUPLICATE = "duplicate"  # this decision (or this exact action) was handled before
-    ABANDONED = "abandoned"  # a crashed intent that Pulsar shows was never applied
-    FAILED = "failed"  # Pulsar refused or failed, or read back as never applied; not retried
-    # Sent, no answer (timeout, reset), and Pulsar's state does not show it yet: rechecked
-    # on the next batch and after a restart, never re-sent; settles as applied or failed.
-    UNKNOWN = "unknown"
-    # An offload Pulsar accepted (204 = started, `PersistentTopic.triggerOffload`): followed
-    # by reconcile() through the offload status until SUCCESS (`applied`, bytes counted) or
-    # ERROR (`failed` with lastError); never re-sent, no new offload of the topic meanwhile.
-    STARTED = "started"
-
 
 OFFLOAD_REASON = "Size"
 

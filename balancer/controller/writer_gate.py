@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from balancer.controller.outcome import Finish
 from balancer.controller.ports import WriterLease
-from balancer.controller.stats import ActionResult
+from balancer.core.results import ActionResult
 
 _T = TypeVar("_T")
 

@@ -16,7 +16,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 from prometheus_client import (
     CollectorRegistry,
@@ -35,42 +34,10 @@ from balancer.core.limits import BundleLimits, is_over, ratios
 from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic
 from balancer.core.report import BatchReport
+from balancer.core.results import DECIDED, OFFLOAD_RESULTS, SPLIT_RESULTS, ActionResult, Decided
 from balancer.core.split import SplitAlgorithm
 from balancer.ops.collector_metrics import PREFIX, CollectorMetrics
 from balancer.ops.status_families import TokenFileFamilies, WriterLeaseFamilies
-
-
-class SplitResult(StrEnum):
-    DECIDED = "decided"  # every split decision, whatever came of it
-    APPLIED = "applied"
-    STALE = "stale"  # the bundle changed (split elsewhere, layout moved) before we acted
-    FAILED = "failed"
-    DRY_RUN = "dry_run"
-    DENIED = "denied"  # namespace outside the allow-list or inside the deny-list
-    RATE_LIMITED = "rate_limited"
-    BREAKER_OPEN = "breaker_open"
-    DUPLICATE = "duplicate"  # already handled (a replayed batch or a restart)
-    ABANDONED = "abandoned"  # an intent from before a crash that Pulsar shows never happened
-    UNKNOWN = "unknown"  # sent, no answer, not visible yet: counted again once it settles
-    NO_LEASE = "no_lease"  # another balancer holds the single-writer lease: not applied
-
-
-class OffloadResult(StrEnum):
-    # Pulsar accepted the trigger (204): the offload runs; followed until it settles.
-    STARTED = "started"
-    APPLIED = "applied"  # the offload status said SUCCESS (or the ledgers are offloaded)
-    ALREADY_RUNNING = "already_running"
-    FAILED = "failed"  # refused, or its status said ERROR (lastError in the audit log)
-    DRY_RUN = "dry_run"
-    NOTHING_TO_OFFLOAD = "nothing_to_offload"
-    DENIED = "denied"
-    RATE_LIMITED = "rate_limited"
-    BREAKER_OPEN = "breaker_open"
-    DUPLICATE = "duplicate"
-    ABANDONED = "abandoned"
-    UNKNOWN = "unknown"  # sent, no answer, not visible yet: counted again once it settles
-    NO_LEASE = "no_lease"
-
 
 # (cluster, namespace) -> that namespace's limits, or None when none are known.
 LimitsLookup = Callable[[str, str], BundleLimits | None]
@@ -286,6 +253,8 @@ class BalancerMetrics:
             ["cluster", "namespace", "topic"], registry=reg,
         )  # fmt: skip
         self._last_batch.set(clock())
+        # Every collector counter, in the one class `collect --metrics-port` exports too (run
+        # hands it to its Collector).
         self.collector = CollectorMetrics(reg, clock=clock)
         registry.register(_SnapshotCollector(self._current_snapshot, limits))
         if process_metrics:
@@ -371,13 +340,13 @@ class BalancerMetrics:
 
     def register_cluster(self, cluster: str) -> None:
         """Create the cluster's series at 0, so rates and alerts see them from the start."""
-        for result in OffloadResult:
+        for result in sorted(OFFLOAD_RESULTS):
             self._offloads.labels(cluster=cluster, result=result.value)
         # Bounded: results x Pulsar's reasons. Without these, the first failed split would
         # not show in increase() and the failure alerts would miss it.
-        for split_result in SplitResult:
+        for label in (DECIDED, *sorted(SPLIT_RESULTS)):
             for reason in SplitReason:
-                self._splits.labels(cluster=cluster, result=split_result.value, reason=reason.value)
+                self._splits.labels(cluster=cluster, result=label, reason=reason.value)
         self._split_children.labels(cluster=cluster)
         self._split_algorithm_refused.labels(
             cluster=cluster, algorithm=SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value
@@ -386,27 +355,33 @@ class BalancerMetrics:
         self._breaker.labels(cluster=cluster).set(0)
         self.collector.register_poll_cluster(cluster)
 
-    def record_split(self, cluster: str, result: str, reason: str, children: int = 0) -> None:
-        """Count a split decision's outcome; `children` is the number of bundles it created."""
-        result = SplitResult(result).value  # ValueError on anything outside the closed set
+    def record_split(
+        self, cluster: str, result: ActionResult | Decided, reason: str, children: int = 0
+    ) -> None:
+        """Count a split decision (`DECIDED`) or its result (one of `SPLIT_RESULTS`);
+        `children` is the number of bundles an applied split created."""
+        if result != DECIDED and ActionResult(result) not in SPLIT_RESULTS:
+            raise ValueError(f"{result!r} is not a split result")  # a closed label set
         if children < 0:
             raise ValueError(f"children must be >= 0, got {children}")
-        self._splits.labels(cluster=cluster, result=result, reason=reason).inc()
-        if children and result == SplitResult.APPLIED:
+        self._splits.labels(cluster=cluster, result=str(result), reason=reason).inc()
+        if children and result == ActionResult.APPLIED:
             self._split_children.labels(cluster=cluster).inc(children)
 
-    def record_split_algorithm_refused(self, cluster: str, algorithm: str) -> None:
-        """A broker refused the split algorithm sent (412); `algorithm` is a Pulsar name."""
-        algorithm = SplitAlgorithm(algorithm).value  # ValueError outside the closed set
-        self._split_algorithm_refused.labels(cluster=cluster, algorithm=algorithm).inc()
+    def record_split_algorithm_refused(self, cluster: str, algorithm: SplitAlgorithm) -> None:
+        """A broker refused the split algorithm sent (412)."""
+        algorithm = SplitAlgorithm(algorithm)  # ValueError outside the closed set
+        self._split_algorithm_refused.labels(cluster=cluster, algorithm=algorithm.value).inc()
 
-    def record_offload(self, cluster: str, result: str, bytes_offloaded: int = 0) -> None:
-        """Count an offload's outcome; `bytes_offloaded` is what an applied offload moved."""
-        result = OffloadResult(result).value
+    def record_offload(self, cluster: str, result: ActionResult, bytes_offloaded: int = 0) -> None:
+        """Count an offload's result (one of `OFFLOAD_RESULTS`); `bytes_offloaded` is what an
+        applied offload moved."""
+        if ActionResult(result) not in OFFLOAD_RESULTS:
+            raise ValueError(f"{result!r} is not an offload result")  # a closed label set
         if bytes_offloaded < 0:
             raise ValueError(f"bytes_offloaded must be >= 0, got {bytes_offloaded}")
-        self._offloads.labels(cluster=cluster, result=result).inc()
-        if bytes_offloaded and result == OffloadResult.APPLIED:
+        self._offloads.labels(cluster=cluster, result=str(result)).inc()
+        if bytes_offloaded and result == ActionResult.APPLIED:
             self._offloaded_bytes.labels(cluster=cluster).inc(bytes_offloaded)
 
     def set_lone_hot_topics(self, topics: Iterable[LoneHotTopic]) -> None:
@@ -431,30 +406,6 @@ class BalancerMetrics:
         self._modes.add(mode)
         for seen in self._modes:
             self._mode.labels(mode=seen).set(1 if seen == mode else 0)
-
-    def record_collector_answer(
-        self,
-        cluster: str,
-        *,
-        skipped_namespaces: int = 0,
-        no_data: bool = False,
-        oversized_events: int = 0,
-        rejected_entries: Mapping[str, int] | None = None,
-    ) -> None:
-        """Count what one broker-stats answer held besides topic stats."""
-        self.collector.record_collector_answer(
-            cluster,
-            skipped_namespaces=skipped_namespaces,
-            no_data=no_data,
-            oversized_events=oversized_events,
-            rejected_entries=rejected_entries,
-        )
-
-    def record_poll(self, cluster: str, broker: str, *, failure: str | None, at_s: float) -> None:
-        self.collector.record_poll(cluster, broker, failure=failure, at_s=at_s)
-
-    def set_brokers(self, cluster: str, brokers: Sequence[str], *, partial: bool = False) -> None:
-        self.collector.set_brokers(cluster, brokers, partial=partial)
 
     def watch_token_files(
         self, clusters: Sequence[str], problems: Callable[[], Mapping[str, str]]

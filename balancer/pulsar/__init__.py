@@ -4,7 +4,7 @@ The only package that speaks HTTP to Pulsar; the controller and the collector us
 """
 
 from balancer.pulsar.auth import AuthConfigError, BearerTokenAuth, TlsSettings, TokenSource
-from balancer.pulsar.client import PulsarPeerGroup, SplitAlgorithm
+from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.errors import (
     BadRequestError,
     ClientError,
@@ -74,7 +74,6 @@ __all__ = [
     "RetryPolicy",
     "RoutingConfigError",
     "ServerError",
-    "SplitAlgorithm",
     "SubscriptionStats",
     "Timeouts",
     "TlsSettings",

@@ -25,7 +25,6 @@ on failure (see `balancer.pulsar.errors`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from enum import StrEnum
 
 from balancer.core.bundles import BundleRange, InvalidBundle, NamespaceBundles
 from balancer.core.topics import TopicDomain, parse_topic
@@ -43,15 +42,6 @@ from balancer.pulsar.models import (
 from balancer.pulsar.routing import ClusterEndpoint
 from balancer.pulsar.settings import ClientSettings
 from balancer.pulsar.transport import Call
-
-
-class SplitAlgorithm(StrEnum):
-    """Pulsar's split algorithm names (`splitAlgorithmName`)."""
-
-    RANGE_EQUALLY_DIVIDE = "range_equally_divide"
-    TOPIC_COUNT_EQUALLY_DIVIDE = "topic_count_equally_divide"
-    SPECIFIED_POSITIONS_DIVIDE = "specified_positions_divide"
-    FLOW_OR_QPS_EQUALLY_DIVIDE = "flow_or_qps_equally_divide"
 
 
 class PulsarPeerGroup(ClusterReads):
@@ -95,8 +85,10 @@ class PulsarPeerGroup(ClusterReads):
     ) -> None:
         """`PUT .../{bundle}/split?unload=&splitAlgorithmName=` with the boundaries as body.
 
-        `bundle` may be a range or Pulsar's `LARGEST` / `HOT`. Pulsar answers 204 also when
-        the algorithm finds no valid boundary (the split is then a no-op).
+        `bundle` may be a range or Pulsar's `LARGEST` / `HOT`; `algorithm` is Pulsar's name
+        (`balancer.core.split.SplitAlgorithm` spells them; `balanced_flow_divide` is ours
+        and never sent). Pulsar answers 204 also when the algorithm finds no valid boundary
+        (the split is then a no-op).
         """
         if not isinstance(algorithm, str) or not algorithm:
             raise ValueError("split algorithm name must be a non-empty string")

@@ -47,7 +47,7 @@ from balancer.sim.stats import (
     internal_stats,
     topic_stats,
 )
-from balancer.sim.storage import LEDGER_ID_STRIDE, LedgerStore, OffloadState
+from balancer.sim.storage import LEDGER_ID_STRIDE, LedgerStore, OffloadProgress
 from balancer.sim.traffic import IntArray, TrafficModel
 
 SPECIAL_BUNDLES = ("LARGEST", "HOT")
@@ -465,7 +465,7 @@ class SimModel:
 
     # ----- offload ---------------------------------------------------------------------------
 
-    def trigger_offload(self, i: int, ledger_id: int, *, ns: NamespaceState) -> OffloadState:
+    def trigger_offload(self, i: int, ledger_id: int, *, ns: NamespaceState) -> OffloadProgress:
         """Offload every closed, non-empty, not yet offloaded ledger with id < `ledger_id`;
         done after `offload_duration_s` of simulated time. 409 while one is running. Without
         an offloader (broker or namespace) it ends in ERROR at once, after the 204."""

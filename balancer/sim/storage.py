@@ -25,7 +25,10 @@ NO_OFFLOADER_ERROR = "NullLedgerOffloader"
 
 
 @dataclass
-class OffloadState:
+class OffloadProgress:
+    """One topic's offload as the simulator runs it (what `GET .../offload` reports from;
+    `balancer.pulsar.models.OffloadState` is the client's reading of that status)."""
+
     status: str = "NOT_RUN"  # NOT_RUN | RUNNING | SUCCESS | ERROR
     target_prefix: int = 0  # ledgers [0, target_prefix) offloaded when it completes
     completes_at_s: float = 0.0
@@ -47,7 +50,7 @@ class LedgerStore:
         self._duration_s = offload_duration_s
         self._start_ms = start_ms
         topics = len(msg_size_bytes)
-        self.offloads: dict[int, OffloadState] = {}
+        self.offloads: dict[int, OffloadProgress] = {}
         self.offloaded_prefix = np.zeros(topics, dtype=np.int64)  # ledgers [0, n) offloaded
         self.last_offload_success_ms = np.zeros(topics, dtype=np.int64)
 
@@ -95,12 +98,12 @@ class LedgerStore:
         now_s: float,
         will_fail: bool,
         offloader: bool = True,
-    ) -> OffloadState:
+    ) -> OffloadProgress:
         """Offload every closed, non-empty, not yet offloaded ledger with id < `ledger_id`
         (never the current one); done `offload_duration_s` later. 409 while one runs
         (PersistentTopic.triggerOffload: AlreadyRunningException)."""
         self.settle(now_s)
-        state = self.offloads.setdefault(i, OffloadState())
+        state = self.offloads.setdefault(i, OffloadProgress())
         if state.status == "RUNNING":
             raise SimError(409, "Offload already in progress")
         if not offloader:
@@ -129,7 +132,7 @@ class LedgerStore:
     def status(self, i: int) -> dict[str, Any]:
         """`GET .../offload`: status, last error and the first message not offloaded.
         ERROR carries MessageId.earliest, as `OffloadProcessStatus.forError` builds it."""
-        state = self.offloads.get(i, OffloadState())
+        state = self.offloads.get(i, OffloadProgress())
         first = {
             "ledgerId": i * LEDGER_ID_STRIDE + int(self.offloaded_prefix[i]),
             "entryId": 0,

@@ -10,10 +10,10 @@ from rich.console import Console
 from balancer.app.liveview import RunSummary, render_live, render_summary
 from balancer.app.wiring import LiveState
 from balancer.controller.outcome import Outcome
-from balancer.controller.stats import ActionResult
 from balancer.core.bundles import BundleRange
 from balancer.core.decisions import DecisionKind
 from balancer.core.load import BundleLoad
+from balancer.core.results import ActionResult
 
 
 def text_of(renderable: object) -> str:

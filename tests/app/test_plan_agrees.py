@@ -14,9 +14,9 @@ from balancer.app.config import BalancerConfig
 from balancer.app.controller_wiring import build_handler, controller_settings
 from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.controller.clock import FakeClock
-from balancer.controller.stats import ActionResult
 from balancer.core.decisions import DecisionKind
 from balancer.core.planning import large_topics, window_loads
+from balancer.core.results import ActionResult
 from balancer.sim import start_peer_group
 from tests.reports import batch_report
 

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from balancer.app.config import load_config
 from balancer.collector.admin import PolledCluster, listed_targets, polling_plan
 from balancer.collector.service import Collector, Fetched
-from balancer.collector.targets import Target
+from balancer.collector.targets import BrokerDirectory, Target
 from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.pulsar.errors import ForbiddenError
 from tests.collector.test_collector_envelopes import Sink
@@ -122,3 +122,19 @@ def test_listed_targets_lists_once_and_names_the_clusters_it_could_not_list() ->
     assert targets == [Target("east", "http://10.0.0.1:8080"), Target("south", "http://s1:8080")]
     assert list(errors) == ["west"] and isinstance(errors["west"], ForbiddenError)
     assert admin.asked == ["east", "west"]
+
+
+def test_plan_and_the_collector_make_one_listing_the_same_targets() -> None:
+    """`plan` (listed_targets) and the collector's rounds (BrokerDirectory) expand a listing
+    alike: each broker once, sorted, trailing slashes dropped."""
+    admin = Lister({"east": ["10.0.0.2:8080", "http://10.0.0.1:8080/", "10.0.0.2:8080"]})
+    clusters = [PolledCluster("east", "http://e:8080")]
+    planned, errors = listed_targets(clusters, admin)
+    targets, listers = polling_plan(clusters, admin)
+    directory = BrokerDirectory(targets, listers)
+    directory.refresh("east")
+    assert errors == {} and list(directory.targets("east")) == planned
+    assert planned == [
+        Target("east", "http://10.0.0.1:8080"),
+        Target("east", "http://10.0.0.2:8080"),
+    ]

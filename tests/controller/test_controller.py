@@ -23,12 +23,12 @@ from balancer.controller.journal import Journal
 from balancer.controller.outcome import Outcome
 from balancer.controller.rate_limits import ActionLimits
 from balancer.controller.settings import ControllerSettings
-from balancer.controller.stats import ActionResult
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.decisions import OffloadDecision, SplitDecision, offload_decision_id
 from balancer.core.detect import DetectionSettings
 from balancer.core.load import BundleLoad, roll_up
 from balancer.core.report import BatchReport
+from balancer.core.results import ActionResult
 from balancer.core.thresholds import NamespacePolicy, Thresholds
 from balancer.pulsar import (
     ClientSettings,

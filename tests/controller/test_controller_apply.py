@@ -22,7 +22,6 @@ from balancer.controller.metrics_bridge import attach_metrics
 from balancer.controller.offload_point import default_offload_point
 from balancer.controller.rate_limits import ActionLimits
 from balancer.controller.settings import ControllerSettings
-from balancer.controller.stats import ActionResult
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.decisions import (
     OffloadDecision,
@@ -35,6 +34,7 @@ from balancer.core.detect import DetectionSettings
 from balancer.core.limits import BundleLimits
 from balancer.core.load import BundleLoad, TopicLoad, roll_up
 from balancer.core.report import BatchHandler, LayoutProvider
+from balancer.core.results import ActionResult, Decided
 from balancer.core.split import ChildLoad, SplitAlgorithm
 from balancer.core.thresholds import NamespacePolicy, PolicyOverride, Thresholds
 from balancer.pulsar import ForbiddenError, ServerError, UnavailableError
@@ -266,11 +266,17 @@ class Sink:
     splits: list[tuple[str, str, str, int]] = field(default_factory=list)
     offloads: list[tuple[str, str, int]] = field(default_factory=list)
     breakers: list[tuple[str, bool]] = field(default_factory=list)
+    refused: list[tuple[str, SplitAlgorithm]] = field(default_factory=list)
 
-    def record_split(self, cluster: str, result: str, reason: str, children: int = 0) -> None:
+    def record_split(
+        self, cluster: str, result: ActionResult | Decided, reason: str, children: int = 0
+    ) -> None:
         self.splits.append((cluster, result, reason, children))
 
-    def record_offload(self, cluster: str, result: str, bytes_offloaded: int = 0) -> None:
+    def record_split_algorithm_refused(self, cluster: str, algorithm: SplitAlgorithm) -> None:
+        self.refused.append((cluster, algorithm))
+
+    def record_offload(self, cluster: str, result: ActionResult, bytes_offloaded: int = 0) -> None:
         self.offloads.append((cluster, result, bytes_offloaded))
 
     def set_breaker(self, cluster: str, open: bool) -> None:
@@ -437,16 +443,38 @@ def test_handler_retries_reconciliation_until_pulsar_answers(tmp_path: Path) -> 
 
 
 def test_every_controller_result_has_a_metric_label() -> None:
-    from balancer.controller.metrics_bridge import OFFLOAD_RESULTS, SPLIT_RESULTS
-    from balancer.ops.exporter import OffloadResult, SplitResult
+    from balancer.core.results import OFFLOAD_RESULTS, SPLIT_RESULTS
 
-    assert {SplitResult(v) for v in SPLIT_RESULTS.values()} >= {SplitResult.APPLIED}
-    assert {OffloadResult(v) for v in OFFLOAD_RESULTS.values()} >= {
-        OffloadResult.APPLIED,
-        OffloadResult.STARTED,
-    }
-    # No controller result is silently dropped by both maps.
-    assert set(SPLIT_RESULTS) | set(OFFLOAD_RESULTS) == set(ActionResult)
+    assert ActionResult.APPLIED in SPLIT_RESULTS
+    assert {ActionResult.APPLIED, ActionResult.STARTED} <= OFFLOAD_RESULTS
+    assert ActionResult.STARTED not in SPLIT_RESULTS and ActionResult.STALE not in OFFLOAD_RESULTS
+    # No controller result is silently dropped by both label sets.
+    assert set(ActionResult) == SPLIT_RESULTS | OFFLOAD_RESULTS
+
+
+def test_every_action_result_is_exported_with_its_own_value(tmp_path: Path) -> None:
+    """The exporter takes the controller's results as they are: each label value is the
+    result's value (docs/operations.md, alerts and dashboards select on these)."""
+    from prometheus_client import CollectorRegistry
+
+    from balancer.core.results import DECIDED, OFFLOAD_RESULTS, SPLIT_RESULTS
+    from balancer.ops.exporter import BalancerMetrics
+
+    registry = CollectorRegistry()
+    metrics = BalancerMetrics(registry, limits=lambda _c, _n: None, process_metrics=False)
+    for split_result in (DECIDED, *SPLIT_RESULTS):
+        metrics.record_split("east", split_result, "MsgRate")
+        labels = {"cluster": "east", "result": str(split_result), "reason": "MsgRate"}
+        assert registry.get_sample_value("pulsar_balancer_splits_total", labels) == 1
+    for result in OFFLOAD_RESULTS:
+        metrics.record_offload("east", result)
+        labels = {"cluster": "east", "result": result.value}
+        assert registry.get_sample_value("pulsar_balancer_offloads_total", labels) == 1
+    for wrong in (ActionResult.STARTED, ActionResult.ALREADY_RUNNING):
+        with pytest.raises(ValueError):
+            metrics.record_split("east", wrong, "MsgRate")
+    with pytest.raises(ValueError):
+        metrics.record_offload("east", ActionResult.STALE)
 
 
 def _archive(storage_bytes: int) -> tuple[tuple[str, TopicLoad], ...]:

@@ -17,9 +17,9 @@ import pytest
 
 from balancer.controller.clock import FakeClock
 from balancer.controller.handler import ControllerHandler
-from balancer.controller.outcome import ActionResult
 from balancer.core.detect import DetectionSettings
 from balancer.core.load import TopicLoad, roll_up
+from balancer.core.results import ActionResult
 from balancer.core.thresholds import Thresholds
 from balancer.pulsar.routing import routing_hint
 from tests.controller.test_controller_apply import NS, PARENT, FakeAdmin, make

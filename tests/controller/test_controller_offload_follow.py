@@ -14,7 +14,7 @@ from balancer.controller.clock import FakeClock
 from balancer.controller.metrics_bridge import attach_metrics
 from balancer.controller.outcome import Outcome
 from balancer.controller.settings import ControllerSettings
-from balancer.controller.stats import ActionResult
+from balancer.core.results import ActionResult
 from balancer.pulsar.models import LedgerInfo, OffloadState, OffloadStatus
 from tests.controller.test_controller_apply import FakeAdmin, Sink, make, offload_decision
 

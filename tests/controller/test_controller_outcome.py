@@ -12,8 +12,8 @@ import pytest
 
 from balancer.controller.clock import FakeClock
 from balancer.controller.reconcile import offload_verdict, split_verdict
-from balancer.controller.stats import ActionResult
 from balancer.core.bundles import NamespaceBundles
+from balancer.core.results import ActionResult
 from balancer.pulsar import (
     ClientSettings,
     ClusterEndpoint,

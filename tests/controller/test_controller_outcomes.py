@@ -22,7 +22,7 @@ from balancer.app.summary import actions_of
 from balancer.controller.clock import FakeClock
 from balancer.controller.metrics_bridge import attach_metrics
 from balancer.controller.outcome import Outcome
-from balancer.controller.stats import ActionResult
+from balancer.core.results import ActionResult
 from balancer.core.split import SplitAlgorithm
 from balancer.ops.exporter import BalancerMetrics
 from balancer.pulsar import OffloadState, PulsarPeerGroup, Timeouts
@@ -93,7 +93,8 @@ def test_split_that_times_out_is_unknown_then_applied_and_never_sent_again(
     handler.handle(report(sim, 1, 60_000))
     (first,) = handler.last_outcomes
     assert first.result is ActionResult.UNKNOWN, first.detail
-    assert first.pulsar["error"] == "OutcomeUnknownError" and first.pulsar["read_back"] == "unknown"
+    assert first.pulsar["error"] == "OutcomeUnknownError"
+    assert first.read_back is ActionResult.UNKNOWN and "read_back" not in first.pulsar
     (entry,) = controller.journal.entries()
     assert entry.result == "unknown"
     assert metric(registry, "unknown") == 1 and metric(registry, "failed") == 0
@@ -250,6 +251,10 @@ def test_a_broker_refusing_specified_positions_is_failed_named_and_metered(rig: 
         assert outcome.result is ActionResult.FAILED
         assert "supportedNamespaceBundleSplitAlgorithms" in outcome.detail
         assert outcome.pulsar["status"] == 412
+        assert outcome.algorithm_refused is SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE
+        assert "algorithm_refused" not in outcome.pulsar
+        (audited,) = [r for r in rig.audit_records() if r.get("result") == "failed"]
+        assert audited["algorithm_refused"] == "specified_positions_divide"
         refused = registry.get_sample_value(
             "pulsar_balancer_split_algorithm_refused_total",
             {"cluster": "east", "algorithm": "specified_positions_divide"},

@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry
 
 from balancer.controller.breaker import BreakerState
 from balancer.controller.metrics_bridge import attach_metrics
-from balancer.controller.stats import ActionResult
 from balancer.core.bundles import BundleRange
+from balancer.core.results import ActionResult
 from balancer.ops.exporter import BalancerMetrics
 from balancer.pulsar import RequestRecord
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from balancer.controller.clock import FakeClock
-from balancer.controller.stats import ActionResult
 from balancer.core.bundles import BundleRange, NamespaceBundles
+from balancer.core.results import ActionResult
 from balancer.pulsar import NotFoundError, PreconditionFailedError
 from tests.controller.test_controller_apply import (
     PARENT,

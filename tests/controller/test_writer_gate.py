@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from balancer.controller.stats import ActionResult
 from balancer.core.lease import LeaseStatus
+from balancer.core.results import ActionResult
 from balancer.pulsar import PulsarPeerGroup
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
 from tests.controller.test_controller import (

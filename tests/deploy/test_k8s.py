@@ -401,7 +401,7 @@ def run_entrypoint(args: list[str], env: dict[str, str], tmp_path: Path) -> list
         stub.write_text(f'#!/bin/sh\necho {tool}\nfor a in "$@"; do echo "$a"; done\n')
         stub.chmod(0o755)
     python_dir = Path(shutil.which("python3") or "/usr/bin/python3").parent
-    venv_bin = REPO / ".venv" / "bin"  # a python3 that has pyspark
+    venv_bin = Path(sys.executable).parent  # this test's python3: it has pyspark
     path = os.pathsep.join([str(bin_dir), str(venv_bin), str(python_dir), "/usr/bin", "/bin"])
     result = subprocess.run(
         ["bash", str(K8S / "entrypoint.sh"), *args],

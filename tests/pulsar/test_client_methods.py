@@ -9,6 +9,7 @@ import pytest
 
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.hashing import hash_position
+from balancer.core.split import SplitAlgorithm
 from balancer.core.topics import TopicDomain
 from balancer.pulsar import (
     ClientSettings,
@@ -18,7 +19,6 @@ from balancer.pulsar import (
     OffloadState,
     PulsarPeerGroup,
     RetryPolicy,
-    SplitAlgorithm,
 )
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
 

@@ -192,7 +192,7 @@ def test_a_namespace_that_only_looks_like_a_heartbeat_is_kept(namespace: str) ->
 def test_offload_status_error_carries_pulsars_last_error() -> None:
     """A 204 only started the offload; its failure shows here: ERROR with lastError."""
     from balancer.controller.reconcile import follow_verdict
-    from balancer.controller.stats import ActionResult
+    from balancer.core.results import ActionResult
     from balancer.pulsar.models import MessageId, OffloadState, OffloadStatus
 
     status = OffloadStatus.from_json(fixture("offload-status-error.json"))
