@@ -253,6 +253,10 @@ class CountingHandler:
 
     def __init__(self) -> None:
         self.reports: dict[int, BatchReport] = {}
+        self.stage_partials_closes = 0  # closes whose partials came with the window stage
+
+    def partials_source(self, batch_id: int, *, from_stage: bool) -> None:
+        self.stage_partials_closes += from_stage
 
     def wants_topics(self, bundle: BundleLoad) -> bool:
         return False
@@ -417,7 +421,7 @@ def _run_job_in(work: str, bootstrap: str, topic: str, args: argparse.Namespace)
         "snapshots": sum(len(r.bundles) for r in handler.reports.values()),
         "windows_closed": sum(r.windows_closed for r in handler.reports.values()),
         # Closes whose bundle partials came with the window stage (no job of their own).
-        "stage_partials_closes": sum(r.stage_partials for r in handler.reports.values()),
+        "stage_partials_closes": handler.stage_partials_closes,
         "close_driver_s": close_driver_s,
         "close_batch_s": close_batch_s,
         "working_s": working_s,

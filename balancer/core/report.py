@@ -31,8 +31,6 @@ class BatchReport:
     dead_letters: int = field(default=0)  # dead letters written by this batch
     spark_s: float = 0.0  # of duration_s: running the Spark batch (read, windows, state)
     newest_event_ms: int = 0  # newest event time accepted in this batch (0: no event)
-    # The bundle partials came with the window stage's closes (no Spark job of their own).
-    stage_partials: bool = False
     # Kafka offsets the batch planned but could not read, by why: "partition_gone" (the
     # stats topic was recreated with fewer partitions), "records_lost" (the broker no longer
     # has them, e.g. it came back empty).
@@ -56,7 +54,6 @@ class BatchReport:
             "dead_letters": self.dead_letters,
             "spark_s": self.spark_s,
             "newest_event_ms": self.newest_event_ms,
-            "stage_partials": self.stage_partials,
             "offsets_skipped": dict(self.offsets_skipped),
         }
 

@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,17 +34,10 @@ from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.report import BatchHandler, BatchReport, LayoutProvider
 from streaming.driver.closed_windows import ClosedWindows, SparkClosedWindows
 from streaming.driver.deadletters import DeadLetter, DeadLetterSink
-from streaming.driver.rollup import (
-    STAGE_LAYOUTS_PROPERTY,
-    TOPIC_ROWS_SCHEMA,
-    StageLayouts,
-    large_topics_of,
-    merge_partials,
-    topic_loads,
-    with_topics,
-)
+from streaming.driver.rollup import large_topics_of, merge_partials, topic_loads, with_topics
 from streaming.read.parse import ReadSummary
 from streaming.stage.closing import NEWEST_WINDOW_ONLY_PROPERTY
+from streaming.stage.partials import STAGE_LAYOUTS_PROPERTY, TOPIC_ROWS_SCHEMA, StageLayouts
 from streaming.stage.windows import WindowSpec, late_events
 
 if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in tests
@@ -169,7 +162,7 @@ class BatchProcessor:
         bundles, large = self._snapshot(closed, reported, newest_ms)
         now_ms = self.clock_ms()
         delay_s = (now_ms - observed.watermark_ms) / 1000 if observed.watermark_ms > 0 else 0.0
-        return BatchReport(
+        report = BatchReport(
             batch_id=batch_id,
             window_end_ms=newest_ms,
             bundles=tuple(bundles),
@@ -185,9 +178,13 @@ class BatchProcessor:
             dead_letters=len(observed.dead_letters),
             spark_s=closed.spark_s,
             newest_event_ms=max((s.newest_event_ms for s in observed.summaries), default=0),
-            stage_partials=bool(newest_ms) and self.partials_jobs == jobs_before,
             offsets_skipped=_skipped(observed.summaries),
         )
+        if newest_ms:
+            _tell_partials_source(
+                self.handler, batch_id, from_stage=self.partials_jobs == jobs_before
+            )
+        return report
 
     def _snapshot(
         self, closed: ClosedWindows, reported: pa.Table, newest_ms: int
@@ -271,3 +268,18 @@ def _log_skipped(batch_id: int, summaries: Sequence[ReadSummary]) -> None:
             sum(lost.values()),
             lost,
         )
+
+
+@runtime_checkable
+class PartialsSourceObserver(Protocol):
+    """A handler that also wants to know, per batch that closed a window, whether its bundle
+    partials came with the window stage's closes (no Spark job of their own) or from the
+    driver's partials job: the benchmarks and tests measure the stage partials with it
+    (docs/decisions.md#stage-partials). The core's `BatchHandler` knows nothing of it."""
+
+    def partials_source(self, batch_id: int, *, from_stage: bool) -> None: ...
+
+
+def _tell_partials_source(handler: object, batch_id: int, *, from_stage: bool) -> None:
+    if isinstance(handler, PartialsSourceObserver):
+        handler.partials_source(batch_id, from_stage=from_stage)

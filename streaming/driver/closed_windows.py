@@ -23,19 +23,18 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.driver.rollup import (
+from streaming.driver.rollup import decode_known, large_topics_of
+from streaming.shared.packing import decode, decode_windows
+from streaming.stage.partials import (
     PARTIAL_SCHEMA,
     TOPIC_ROWS_SCHEMA,
     BundleKey,
     Layouts,
     StageLayouts,
     close_partials,
-    decode_known,
-    large_topics_of,
     large_topics_row,
     topic_rows,
 )
-from streaming.shared.packing import decode, decode_windows
 
 if TYPE_CHECKING:  # the driver imports pyspark; this module runs without it in tests
     from pyspark.sql import DataFrame

@@ -13,7 +13,8 @@ window closes:
    reads only a batch's newest window (`NEWEST_WINDOW_ONLY_PROPERTY`), a close that a later
    close of the same bucket and batch supersedes is a head only (`BucketCloses`).
 
-Everything after that runs on the executors (`streaming.driver.rollup`): the driver sees bundles.
+Everything after that runs on the executors (`streaming.stage.partials`, then the driver's
+merge in `streaming.driver.rollup`): the driver sees bundles.
 A bucket with known topics but no packs in a window still closes it (the stage keeps a timer
 one slide ahead), so its known topics count toward the completeness of every window.
 """
@@ -34,7 +35,7 @@ from streaming.shared.schema import CLOSED_ARROW_SCHEMA
 from streaming.shared.topic_keys import KEY_COLUMN, KEY_FIELD, topics_in
 
 # The bundle partials of a close (an Arrow payload) from its per-topic rows, its known
-# topics' positions and its bucket: `streaming.driver.rollup.close_partials` with the layouts the
+# topics' positions and its bucket: `streaming.stage.partials.close_partials` with the layouts the
 # stage was given.
 PartialsOf = Callable[[pa.Table, pa.Table, int], bytes]
 
@@ -130,7 +131,7 @@ class ClosedWindow:
     payload: bytes | None  # this part's per-topic rows (WINDOW_SCHEMA)
     known: bytes | None  # this part's known topics of the bucket (KNOWN_POSITIONS_SCHEMA)
     # Part 0 only, when the stage was given layouts: the whole close's bundle partials
-    # (streaming.driver.rollup.close_partials, an Arrow payload of PARTIAL_SCHEMA rows); not on a
+    # (streaming.stage.partials.close_partials, an Arrow payload of PARTIAL_SCHEMA rows); not on a
     # close with topics that a later close of the batch supersedes (`BucketCloses`).
     partials: bytes | None = None
 

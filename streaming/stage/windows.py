@@ -38,7 +38,6 @@ from pyspark.sql.types import (
 )
 
 from balancer.core.window_rules import WindowRuleError, check_windows
-from streaming.driver.rollup import STAGE_LAYOUTS_PROPERTY, StageLayouts, stage_roll_up
 from streaming.shared.packing import PACK_SCHEMA, aggregate_window, decode
 from streaming.shared.schema import CLOSED_SPARK_SCHEMA, RowKind
 from streaming.stage.closing import (
@@ -51,6 +50,7 @@ from streaming.stage.closing import (
     known_chunks,
     known_of,
 )
+from streaming.stage.partials import STAGE_LAYOUTS_PROPERTY, StageLayouts, stage_roll_up
 from streaming.stage.routing import bucket_of_route, bucket_routes
 
 # Window, slide and watermark lengths that do not fit together.
@@ -236,7 +236,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
 
     def _partials_of(self, context: TaskContext | None) -> PartialsOf | None:
         """The roll-up of a close with the layouts the driver gave this batch's job, if any
-        (`streaming.driver.rollup.StageLayouts`: then the driver needs no job for the partials)."""
+        (`streaming.stage.partials.StageLayouts`: then the driver needs no job for the partials)."""
         text = _property(context, STAGE_LAYOUTS_PROPERTY)
         if not text:
             return None

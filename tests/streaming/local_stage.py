@@ -15,7 +15,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.driver.closed_windows import HEAD_COLUMNS, ClosedWindows, Task
-from streaming.driver.rollup import StageLayouts
 from streaming.shared.packing import KEYED_WINDOW_SCHEMA
 from streaming.shared.schema import CLOSED_ARROW_SCHEMA, LATEST_COLUMNS, RATE_COLUMNS
 from streaming.shared.topic_keys import KEY_COLUMN, topic_keys
@@ -27,6 +26,7 @@ from streaming.stage.closing import (
     PartialsOf,
     closed_table,
 )
+from streaming.stage.partials import StageLayouts
 from tests.streaming.rollup_reference import TopicWindow
 
 

@@ -20,9 +20,9 @@ from balancer.core.report import BatchReport, StaticLayouts
 from streaming.driver.batch import BatchObservations, BatchProcessor
 from streaming.driver.closed_windows import Task
 from streaming.driver.deadletters import DeadLetter
-from streaming.driver.rollup import StageLayouts, bundle_index, stable_order, stage_roll_up
 from streaming.shared.topic_keys import KEY_COLUMN
 from streaming.stage.closing import KNOWN_SCHEMA, remember
+from streaming.stage.partials import StageLayouts, bundle_index, stable_order, stage_roll_up
 from streaming.stage.windows import WindowSpec
 from tests.streaming.local_stage import LocalClosedWindows, LocalStage, window_rows
 from tests.streaming.rollup_reference import SeenTopics, TopicWindow, roll_up_window
@@ -312,7 +312,7 @@ def test_only_closes_the_driver_may_roll_up_carry_the_stages_partials() -> None:
         (1, 0, 1): False,  # part 1 of bucket 1's close
     }
     processor, report = report_of(closed, layout, stage_layouts)
-    assert report.stage_partials and processor.partials_jobs == 0
+    assert processor.partials_jobs == 0  # the stage's partials: no job of the driver's
     assert report.window_end_ms == END
     assert sum(b.reported_topics for b in report.bundles) == 2
     assert sum(b.known_topics for b in report.bundles) == 3  # x, known from bucket 0
@@ -335,7 +335,7 @@ def test_with_newest_only_a_superseded_close_is_a_head_and_the_report_is_the_sam
         (1, TopicWindow("c1", "t/a", END, replace(loads[0], topic="persistent://t/a/y")))
     )
     stage_layouts = StageLayouts({("c1", "t/a"): layout}, None)
-    reports = {}
+    reports, jobs = {}, {}
     for newest_only in (False, True):
         stage = LocalStage(window_ms=120_000, slide_ms=minute, known_ttl_ms=600_000, part_rows=1)
         closed = stage.close(windows, stage_roll_up(stage_layouts), newest_only=newest_only)
@@ -358,9 +358,10 @@ def test_with_newest_only_a_superseded_close_is_a_head_and_the_report_is_the_sam
         assert rows[(0, 1, 0)]["payload"] is not None and rows[(0, 0, 0)]["known"] is not None
         ends = [row["window_end"] for row in closed.to_pylist()]
         assert ends == [*sorted(ends[:-1]), END]  # bucket 0 oldest first, then bucket 1
-        _, report = report_of(closed, layout, stage_layouts)
+        processor, report = report_of(closed, layout, stage_layouts)
         reports[newest_only] = replace(report, duration_s=0.0)  # the clock's, not the rows'
-    assert reports[True].bundles and reports[True].stage_partials
+        jobs[newest_only] = processor.partials_jobs
+    assert reports[True].bundles and jobs[True] == 0  # the stage's partials, no job of its own
     assert reports[True] == reports[False]
     assert sum(b.reported_topics for b in reports[True].bundles) == 1  # y, in the newest window
 

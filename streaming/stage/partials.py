@@ -1,0 +1,296 @@
+"""Bundle partials of one closed (bucket, window): the executors' half of the roll-up.
+
+Per closed row of the window stage (`streaming.stage.closing.ClosedWindow`),
+`bundle_partials` maps each reporting topic and each known topic of the bucket to its bundle
+with the layouts in force and gives one row per (bundle, bucket): topic and session counts,
+known topics, and the exact parts of the four rate sums (`balancer.core.exact_sums`). The
+driver adds these rows up per bundle (`streaming.driver.rollup.merge_partials`).
+
+Two places compute them, with this one code: the window stage in its close, when the driver
+handed it the layouts of the batch (`StageLayouts`, a Spark local property: then the driver
+runs no job of its own for them; decided by measurement, docs/decisions.md#stage-partials),
+and otherwise the driver's partials job on the executors
+(`streaming.driver.closed_windows.partials_task`).
+
+Pure: Arrow tables and layouts in, Arrow tables out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+
+from balancer.core.bundles import NamespaceBundles
+from balancer.core.exact_sums import grouped_exact_parts
+from streaming.shared.packing import TRANSIENT_CODEC, WINDOW_SCHEMA, dictionary_codes, encode
+from streaming.shared.schema import RATE_COLUMNS
+from streaming.stage.closing import PartialsOf
+
+Layouts = Mapping[tuple[str, str], NamespaceBundles]
+BundleKey = tuple[str, str, int]  # cluster, namespace, bundle lower bound
+
+
+TOPIC_COLUMNS = (
+    "topic",
+    "position",
+    *RATE_COLUMNS,
+    "producer_count",
+    "consumer_count",
+    "storage_size",
+    "backlog_size",
+    "offloaded_storage_size",
+)  # fmt: skip  (TopicLoad's field order)
+
+
+# One bundle's part of a window from one bucket.
+PARTIAL_SCHEMA: Final = pa.schema(
+    [
+        ("cluster", pa.string()),
+        ("namespace", pa.string()),
+        ("lower", pa.int64()),
+        ("upper", pa.int64()),
+        ("bucket", pa.int32()),
+        # The first part of the bucket's close (streaming.stage.closing.ClosedWindow) this row sums.
+        ("part", pa.int32()),
+        ("reported", pa.int64()),  # topics of the bundle that reported in the window
+        ("known", pa.int64()),  # known topics of the bucket in the bundle
+        ("namespace_known", pa.int64()),  # known topics of the part in the namespace
+        ("sessions", pa.string()),  # producers + consumers, a decimal integer: never wraps
+        *((name, pa.list_(pa.float64())) for name in RATE_COLUMNS),  # exact parts of the sum
+        # Set on a row of its own per (bucket, window), all else null: the topic rows at
+        # least the offload size (TOPIC_ROWS_SCHEMA, an Arrow payload), read in the same pass.
+        ("large_topics", pa.binary()),
+    ]
+)
+
+
+# The per-topic rows that reach the driver.
+TOPIC_ROWS_SCHEMA: Final = pa.schema(
+    [field for field in WINDOW_SCHEMA if field.name not in ("window_start", "bucket")]
+)
+
+
+def bundle_index(layout: NamespaceBundles, positions: np.ndarray) -> np.ndarray:
+    """Index of the bundle holding each position (vectorised `NamespaceBundles.find`)."""
+    boundaries = np.asarray(layout.boundaries, dtype=np.int64)
+    index = np.searchsorted(boundaries, positions, side="right") - 1
+    return np.minimum(index, layout.num_bundles - 1)  # 0xffffffff is in the last bundle
+
+
+def stable_order(codes: np.ndarray, distinct: int) -> np.ndarray:
+    """`np.argsort(codes, kind="stable")` of codes in `[0, distinct)`: as 16-bit integers when
+    they fit, which numpy sorts by radix (~8x faster than int64 for a bucket's topics)."""
+    if distinct <= 1 << 15:
+        codes = codes.astype(np.int16)
+    order: np.ndarray = np.argsort(codes, kind="stable")
+    return order
+
+
+def _namespace_groups(table: pa.Table) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
+    """((cluster, namespace), row indices) of each namespace in `table`."""
+    if table.num_rows == 0:
+        return
+    cluster_codes, clusters_seen = dictionary_codes(table.column("cluster"))
+    namespace_codes, namespaces_seen = dictionary_codes(table.column("namespace"))
+    clusters, namespaces = clusters_seen.to_pylist(), namespaces_seen.to_pylist()
+    codes = cluster_codes * len(namespaces) + namespace_codes
+    order = stable_order(codes, len(clusters) * len(namespaces))
+    cuts = np.flatnonzero(np.diff(codes[order])) + 1
+    for rows in np.split(order, cuts):
+        code = int(codes[rows[0]])
+        yield (clusters[code // len(namespaces)], namespaces[code % len(namespaces)]), rows
+
+
+def _session_sums(producers: np.ndarray, consumers: np.ndarray, starts: np.ndarray) -> list[int]:
+    """Producers + consumers per bundle (rows `starts[i]:starts[i + 1]` are bundle i's), as
+    Python ints: a sum of int64 counts must not wrap."""
+    bounds = starts.tolist()
+    n = len(producers)
+    largest = int(producers.max()) + int(consumers.max()) if n else 0
+    if largest * max(n, 1) < 2**63:  # no int64 sum can wrap: add in numpy
+        running = np.concatenate([[0], np.cumsum(producers + consumers)]).tolist()
+        return [running[b] - running[a] for a, b in pairwise(bounds)]
+    values = [int(p) + int(c) for p, c in zip(producers.tolist(), consumers.tolist(), strict=True)]
+    return [sum(values[a:b]) for a, b in pairwise(bounds)]
+
+
+def bundle_partials(
+    window: pa.Table, known: pa.Table, layouts: Layouts, *, bucket: int, part: int = 0
+) -> pa.Table:
+    """PARTIAL_SCHEMA rows of one part of a closed (bucket, window): `window` is its
+    per-topic rows, `known` its known topics (KNOWN_POSITIONS_SCHEMA). Namespaces without a layout
+    are left out; a bundle appears when a topic of this bucket reported in it or is known."""
+    known_by_namespace = dict(_namespace_groups(known))
+    known_positions = known.column("position").to_numpy() if known.num_rows else None
+    window_by_namespace = dict(_namespace_groups(window))
+    # Whole columns once, indexed per namespace (a take of the table would copy its strings).
+    positions = window.column("position").to_numpy()
+    rate_values = {name: window.column(name).to_numpy() for name in RATE_COLUMNS}
+    producers = window.column("producer_count").to_numpy()
+    consumers = window.column("consumer_count").to_numpy()
+    columns: dict[str, list[object]] = defaultdict(list)
+    # A namespace's known topics in this bucket count even where none of them reported here.
+    for key in sorted(window_by_namespace.keys() | known_by_namespace.keys()):
+        layout = layouts.get(key)
+        if layout is None:
+            continue
+        rows = window_by_namespace.get(key, np.zeros(0, dtype=np.int64))
+        index = bundle_index(layout, positions[rows])
+        known_rows = known_by_namespace.get(key)
+        known_index = (
+            bundle_index(layout, known_positions[known_rows])
+            if known_positions is not None and known_rows is not None
+            else np.zeros(0, dtype=np.int64)
+        )
+        boundaries = layout.boundaries
+        reported = np.bincount(index, minlength=layout.num_bundles)
+        known_counts = np.bincount(known_index, minlength=layout.num_bundles)
+        order = stable_order(index, layout.num_bundles)
+        starts = np.searchsorted(index[order], np.arange(layout.num_bundles + 1))
+        in_order = rows[order]  # window rows, bundle by bundle
+        bounds = starts.tolist()
+        rate_parts = {
+            name: grouped_exact_parts(values[in_order], bounds)
+            for name, values in rate_values.items()
+        }
+        sessions = _session_sums(producers[in_order], consumers[in_order], starts)
+        for i in np.flatnonzero((reported > 0) | (known_counts > 0)).tolist():
+            columns["cluster"].append(key[0])
+            columns["namespace"].append(key[1])
+            columns["lower"].append(boundaries[i])
+            columns["upper"].append(boundaries[i + 1])
+            columns["bucket"].append(bucket)
+            columns["part"].append(part)
+            columns["reported"].append(int(reported[i]))
+            columns["known"].append(int(known_counts[i]))
+            columns["namespace_known"].append(len(known_index))
+            columns["sessions"].append(str(sessions[i]))
+            for name in RATE_COLUMNS:
+                columns[name].append(list(rate_parts[name][i]))
+    n = len(columns["cluster"])
+    return pa.table(
+        {name: columns.get(name, [None] * n) for name in PARTIAL_SCHEMA.names},
+        schema=PARTIAL_SCHEMA,
+    )
+
+
+def close_partials(
+    window: pa.Table,
+    known: pa.Table,
+    layouts: Layouts,
+    *,
+    bucket: int,
+    part: int = 0,
+    min_storage_bytes: int | None,
+) -> pa.Table:
+    """PARTIAL_SCHEMA rows of a closed (bucket, window) (or of some of its parts): its
+    bundle partials and, when `min_storage_bytes` is set, a row with its topics at least
+    that large (`large_topics_row`)."""
+    tables = [bundle_partials(window, known, layouts, bucket=bucket, part=part)]
+    if min_storage_bytes is not None:
+        large = topic_rows(window, layouts, wanted=(), min_storage_bytes=min_storage_bytes)
+        if large.num_rows:
+            tables.append(large_topics_row(large))
+    return pa.concat_tables(tables)
+
+
+@dataclass(frozen=True)
+class StageLayouts:
+    """The layouts (and offload size) the window stage rolls a close up with, so the driver
+    needs no job of its own for the bundle partials when they are still the ones in force.
+
+    The driver hands them to the stage's tasks as a Spark local property of the job that
+    runs the batch (`STAGE_LAYOUTS_PROPERTY`, JSON): a task's properties are those of its
+    job, so the stage sees exactly what the driver sent for this batch, and a replay after a
+    restart sees what the new driver sent.
+    """
+
+    layouts: Mapping[tuple[str, str], NamespaceBundles]
+    min_storage_bytes: int | None
+
+    def to_text(self) -> str:
+        return json.dumps(
+            {
+                "min_storage_bytes": self.min_storage_bytes,
+                "layouts": [
+                    [cluster, namespace, list(layout.boundaries)]
+                    for (cluster, namespace), layout in sorted(self.layouts.items())
+                ],
+            }
+        )
+
+    @classmethod
+    def from_text(cls, text: str) -> StageLayouts:
+        body = json.loads(text)
+        layouts = {
+            (cluster, namespace): NamespaceBundles(namespace, tuple(boundaries))
+            for cluster, namespace, boundaries in body["layouts"]
+        }
+        return cls(layouts, body["min_storage_bytes"])
+
+    def in_force(self, layouts: Layouts, min_storage_bytes: int | None) -> bool:
+        """Whether partials rolled up with these give what `layouts` would (every layout
+        there the same here, and the same offload size)."""
+        return min_storage_bytes == self.min_storage_bytes and all(
+            self.layouts.get(key) == layout for key, layout in layouts.items()
+        )
+
+
+STAGE_LAYOUTS_PROPERTY: Final = "pulsar_balancer.stage_layouts"
+
+
+def stage_roll_up(stage: StageLayouts) -> PartialsOf:
+    """What the stage's close computes with `stage`: `close_partials` as a payload."""
+
+    def partials_of(window: pa.Table, known: pa.Table, bucket: int) -> bytes:
+        rows = close_partials(
+            window, known, stage.layouts, bucket=bucket, min_storage_bytes=stage.min_storage_bytes
+        )
+        return encode(rows, codec=TRANSIENT_CODEC)
+
+    return partials_of
+
+
+def large_topics_row(rows: pa.Table) -> pa.Table:
+    """A PARTIAL_SCHEMA row carrying `rows` (TOPIC_ROWS_SCHEMA) in `large_topics`."""
+    values: dict[str, list[object]] = {name: [None] for name in PARTIAL_SCHEMA.names}
+    values["large_topics"] = [encode(rows, codec=TRANSIENT_CODEC)]
+    return pa.table(values, schema=PARTIAL_SCHEMA)
+
+
+def topic_rows(
+    window: pa.Table,
+    layouts: Layouts,
+    *,
+    wanted: Collection[BundleKey],
+    min_storage_bytes: int | None,
+) -> pa.Table:
+    """The per-topic rows (TOPIC_ROWS_SCHEMA) the driver needs of one closed (bucket, window):
+    those of the `wanted` bundles and those at least `min_storage_bytes` large, in namespaces
+    with a layout."""
+    wanted_set = set(wanted)
+    if not wanted_set and min_storage_bytes is not None and window.num_rows:
+        # The large topics only: few rows, so filter on size before grouping by namespace.
+        storage = window.column("storage_size").to_numpy()
+        window = window.filter(pa.array(storage >= min_storage_bytes))
+    keep = np.zeros(window.num_rows, dtype=bool)
+    storage = window.column("storage_size").to_numpy() if window.num_rows else None
+    for key, rows in _namespace_groups(window):
+        layout = layouts.get(key)
+        if layout is None or storage is None:
+            continue
+        if min_storage_bytes is not None:
+            keep[rows] |= storage[rows] >= min_storage_bytes
+        lowers = layout.boundaries[:-1]
+        wanted_index = [i for i, lower in enumerate(lowers) if (*key, lower) in wanted_set]
+        if wanted_index:
+            index = bundle_index(layout, window.column("position").to_numpy()[rows])
+            keep[rows] |= np.isin(index, wanted_index)
+    return window.filter(pa.array(keep)).select(TOPIC_ROWS_SCHEMA.names).cast(TOPIC_ROWS_SCHEMA)
