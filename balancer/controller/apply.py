@@ -342,7 +342,10 @@ class Controller:
                 if not lock.acquire(blocking=False):
                     continue
                 try:
-                    outcome = settle(entry)
+                    # Outside any decision: route the checks to the action's cluster (the
+                    # offload status is answered there only; elsewhere the topic is a 404).
+                    with routed_to(entry.cluster):
+                        outcome = settle(entry)
                 finally:
                     lock.release()
                 if outcome is not None:

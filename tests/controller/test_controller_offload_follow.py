@@ -15,7 +15,9 @@ from balancer.controller.metrics_bridge import attach_metrics
 from balancer.controller.outcome import Outcome
 from balancer.controller.settings import ControllerSettings
 from balancer.core.results import ActionResult
-from balancer.pulsar.models import LedgerInfo, OffloadState, OffloadStatus
+from balancer.pulsar.errors import NotFoundError
+from balancer.pulsar.models import InternalStats, LedgerInfo, OffloadState, OffloadStatus
+from balancer.pulsar.routing import routing_hint
 from tests.controller.test_controller_apply import FakeAdmin, Sink, make, offload_decision
 
 LEDGERS = (LedgerInfo(0, 1, 1000, False), LedgerInfo(1, 1, 0, False))
@@ -141,3 +143,36 @@ def test_a_restart_settles_a_started_offload_with_the_journaled_bytes(tmp_path: 
     assert controller.reconcile() == [(decision.decision_id, ActionResult.APPLIED)]
     assert sink.offloads == [("east", "applied", 1000)]  # from the intent, not re-measured
     assert isinstance(seen[-1], Outcome) and seen[-1].bytes_offloaded == 1000
+
+
+@dataclass
+class ClusterBoundAdmin(StatusAdmin):
+    """Answers topic routes only when routed to the topic's cluster, as Pulsar's offload
+    trigger and status (topic ownership only) do: any other cluster answers 404."""
+
+    home: str = "west"
+
+    def _check_routed(self) -> None:
+        if routing_hint() != self.home:
+            raise NotFoundError("HTTP 404: Topic not found", status=404)
+
+    def offload_status(self, topic: str) -> OffloadStatus:
+        self._check_routed()
+        return super().offload_status(topic)
+
+    def internal_stats(self, topic: str) -> InternalStats:
+        self._check_routed()
+        return super().internal_stats(topic)
+
+
+def test_a_started_offload_is_followed_on_its_own_cluster(tmp_path: Path) -> None:
+    """reconcile() runs outside any decision: it must route each check to the cluster the
+    offload went to, or a topic of another cluster than the entry one reads as deleted."""
+    admin = ClusterBoundAdmin(ledgers=LEDGERS, current_ledger_size=5000, home="west")
+    controller, sink, _ = _rig(tmp_path, admin)
+    decision = replace(offload_decision(threshold=100), cluster="west")
+    assert controller.apply_offload(decision).result is ActionResult.STARTED
+    assert controller.reconcile() == []  # still RUNNING, read on west
+    admin.status = OffloadState.SUCCESS
+    assert controller.reconcile() == [(decision.decision_id, ActionResult.APPLIED)]
+    assert sink.offloads[-1] == ("west", "applied", 1000)
