@@ -51,12 +51,11 @@ class ClusterReads(AdminBase):
         data lives in the configuration store every cluster of the group reads).
         """
         valid_name(name, "cluster name")
-        ask = via if via is not None else (name if name in self.clusters else None)
         call = Call(
             "GET",
             f"/admin/v2/clusters/{enc(name)}",
             "/admin/v2/clusters/{cluster}",
-            cluster=self._cluster_or_entry(ask),
+            cluster=self._asked_about(name, via),
             any_cluster=via is None,
         )
         return self._parse(call, lambda body: ClusterData.from_json(name, body))
@@ -65,12 +64,11 @@ class ClusterReads(AdminBase):
         """`GET /admin/v2/clusters/{cluster}/peers` (PIP-8); () when none were ever set (a
         null entity: `ClustersBase.getPeerClusterNames` answers 204 with no body)."""
         valid_name(cluster, "cluster name")
-        ask = via if via is not None else (cluster if cluster in self.clusters else None)
         call = Call(
             "GET",
             f"/admin/v2/clusters/{enc(cluster)}/peers",
             "/admin/v2/clusters/{cluster}/peers",
-            cluster=self._cluster_or_entry(ask),
+            cluster=self._asked_about(cluster, via),
             any_cluster=via is None,
         )
         response = self._t.send(call)
@@ -86,14 +84,13 @@ class ClusterReads(AdminBase):
         if isinstance(peers, str):
             raise ValueError("peers must be an iterable of cluster names, not one string")
         body = [valid_name(p, "peer cluster name") for p in peers]
-        ask = via if via is not None else (cluster if cluster in self.clusters else None)
         self._t.send(
             Call(
                 "POST",
                 f"/admin/v2/clusters/{enc(cluster)}/peers",
                 "/admin/v2/clusters/{cluster}/peers",
                 json_body=body,
-                cluster=self._cluster_or_entry(ask),
+                cluster=self._asked_about(cluster, via),
             )
         )
 
@@ -111,12 +108,11 @@ class ClusterReads(AdminBase):
     def list_brokers(self, cluster: str, *, via: str | None = None) -> tuple[str, ...]:
         """`GET /admin/v2/brokers/{cluster}`: the active brokers' web addresses (`host:port`)."""
         valid_name(cluster, "cluster name")
-        ask = via if via is not None else (cluster if cluster in self.clusters else None)
         call = Call(
             "GET",
             f"/admin/v2/brokers/{enc(cluster)}",
             "/admin/v2/brokers/{cluster}",
-            cluster=self._cluster_or_entry(ask),
+            cluster=self._asked_about(cluster, via),
         )
         return self._parse(call, lambda body: parse_string_list(body, "brokers"))
 
@@ -130,3 +126,10 @@ class ClusterReads(AdminBase):
             cluster=self._cluster_or_entry(via),
         )
         return self._parse(call, lambda body: parse_string_list(body, "namespaces"))
+
+    def _asked_about(self, cluster: str, via: str | None) -> str:
+        """Where a call about `cluster` goes: `via`, else that cluster itself when it is in
+        the group (it surely knows itself), else the entry cluster."""
+        if via is not None:
+            return via
+        return self._cluster_or_entry(cluster if cluster in self.clusters else None)
