@@ -63,7 +63,7 @@ class SkipReason(StrEnum):
     SPLIT_DISABLED = "split_disabled"  # the namespace policy turns splitting off
 
 
-def _stable_id(prefix: str, *parts: str) -> str:
+def stable_id(prefix: str, *parts: str) -> str:
     digest = hashlib.sha256("\x1f".join((prefix, *parts)).encode("utf-8")).hexdigest()
     return f"{prefix}-{digest[:24]}"
 
@@ -71,11 +71,11 @@ def _stable_id(prefix: str, *parts: str) -> str:
 def split_decision_id(
     *, cluster: str, namespace: str, bundle: BundleRange, window_end_ms: int
 ) -> str:
-    return _stable_id("split", cluster, namespace, str(bundle), str(window_end_ms))
+    return stable_id("split", cluster, namespace, str(bundle), str(window_end_ms))
 
 
 def offload_decision_id(*, cluster: str, topic: str, window_end_ms: int) -> str:
-    return _stable_id("offload", cluster, topic, str(window_end_ms))
+    return stable_id("offload", cluster, topic, str(window_end_ms))
 
 
 @dataclass(frozen=True, slots=True)
