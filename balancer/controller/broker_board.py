@@ -62,6 +62,18 @@ class BrokerLoadBoard:
             for key in [k for k, v in self._samples.items() if v[-1].poll_ms < oldest_ms]:
                 del self._samples[key]
 
+    def record_poll(
+        self,
+        cluster: str,
+        broker: str,
+        *,
+        poll_ms: int,
+        report: BrokerLoadReport | None,
+        owned_bundles: frozenset[str],
+    ) -> None:
+        """The collector's `BrokerLoadOut`: one broker's poll."""
+        self.record(BrokerSample(cluster, broker, poll_ms, report, owned_bundles))
+
     def forget(self, cluster: str, live_brokers: Iterable[str]) -> None:
         """Drop brokers no longer listed in `cluster` (a broker removed is no destination)."""
         live = set(live_brokers)

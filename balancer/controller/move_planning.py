@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from balancer.controller.broker_board import BrokerLoadBoard, BrokerWindow
@@ -169,6 +169,9 @@ class MovePlanner:
         self.last_moves_ms = last_moves_ms
         self.last_loads: dict[str, ClusterLoads] = {}  # cluster -> its newest window's
         self.last_plans: dict[str, MovePlan] = {}
+        # (cluster, broker) -> (when a plan moved a bundle from or to it, its projected load):
+        # its load reports from before then describe bundles it no longer has (or not yet).
+        self._moved: dict[tuple[str, str], tuple[int, float]] = {}
 
     def plan(
         self,
@@ -180,18 +183,26 @@ class MovePlanner:
         splits: Sequence[SplitDecision] = (),
     ) -> MovePlan | None:
         """The cluster's moves for the window ending at `window_end_ms`; None when no broker
-        of it was read in the window, or its placement rules cannot be read (logged)."""
-        windows = self.board.window(
-            cluster, start_ms=window_end_ms - self.window_ms, end_ms=window_end_ms
-        )
+        of it was read lately, or its placement rules cannot be read (logged).
+
+        Bundle loads are the closed window's; broker loads are the load reports of the last
+        window length before `now_ms` (the freshest picture of what each broker carries),
+        less those a broker gave before a move this planner made from or to it. A broker
+        left with no report since its move counts at the load the plan projected for it,
+        so a move is not decided twice on the reports of before it."""
+        windows = self.board.window(cluster, start_ms=now_ms - self.window_ms, end_ms=now_ms + 1)
         if not windows:
             return None
+        windows = [self._since_move(cluster, w) for w in windows]
         loads = cluster_loads(
             windows,
             bundles,
             settings=self.settings,
             capacity_of=self.capacity_of,
             window_end_ms=window_end_ms,
+        )
+        loads = ClusterLoads(
+            tuple(self._projected(cluster, load) for load in loads.brokers), loads.owners
         )
         self.last_loads[cluster] = loads
         try:
@@ -221,4 +232,29 @@ class MovePlanner:
             splits=[s for s in splits if s.cluster == cluster],
         )
         self.last_plans[cluster] = plan
+        for move in plan.moves:
+            self._moved[(cluster, move.source)] = (now_ms, plan.loads_after[move.source])
+            self._moved[(cluster, move.destination)] = (
+                now_ms,
+                plan.loads_after[move.destination],
+            )
         return plan
+
+    def _since_move(self, cluster: str, window: BrokerWindow) -> BrokerWindow:
+        moved = self._moved.get((cluster, window.broker))
+        if moved is None:
+            return window
+        if not window.reports:  # load from its bundles: a poll since the move shows it
+            if window.last_poll_ms > moved[0]:
+                del self._moved[(cluster, window.broker)]
+            return window
+        fresh = tuple(r for r in window.reports if r.timestamp_ms > moved[0])
+        if fresh:
+            del self._moved[(cluster, window.broker)]  # its reports show the move now
+        return replace(window, reports=fresh) if fresh else window
+
+    def _projected(self, cluster: str, load: BrokerLoad) -> BrokerLoad:
+        moved = self._moved.get((cluster, load.broker))
+        if moved is None:
+            return load
+        return replace(load, load_ratio=moved[1])
