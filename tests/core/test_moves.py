@@ -6,7 +6,8 @@ import pytest
 
 from balancer.core.broker_load import BrokerCapacity
 from balancer.core.bundles import BundleRange
-from balancer.core.decisions import SplitDecision
+from balancer.core.decisions import SplitDecision, SplitInputs, SplitReason
+from balancer.core.limits import BundleLimits
 from balancer.core.moves.decide import decide_moves, is_balanced
 from balancer.core.moves.model import (
     BlockReason,
@@ -16,7 +17,7 @@ from balancer.core.moves.model import (
     PlacementRules,
     move_decision_id,
 )
-from balancer.core.split import ChildLoad
+from balancer.core.split import ChildLoad, SplitAlgorithm
 from tests.core.moves_fixtures import CAP, broker, bundle, cluster
 
 S = MoveSettings()
@@ -188,11 +189,18 @@ def test_split_children_move_in_the_same_plan() -> None:
         ChildLoad(BundleRange(lo, mid), 1, 450.0, 0.0, 3),
         ChildLoad(BundleRange(mid, hi), 1, 450.0, 0.0, 2),
     )
-    split = SplitDecision.__new__(SplitDecision)
-    object.__setattr__(split, "decision_id", "split-1")
-    object.__setattr__(split, "namespace", "t/ns")
-    object.__setattr__(split, "bundle", parent.bundle)
-    object.__setattr__(split, "children", children)
+    split = SplitDecision(
+        decision_id="split-1",
+        cluster="c",
+        namespace="t/ns",
+        bundle=parent.bundle,
+        algorithm=SplitAlgorithm.BALANCED_FLOW_DIVIDE,
+        boundaries=(mid,),
+        children=children,
+        reasons=(SplitReason.MSG_RATE,),
+        window_end_ms=60_000,
+        inputs=SplitInputs(900.0, 0.0, 2, 5, 1.0, 3, BundleLimits(), 1, 128),
+    )
     p = plan(brokers, [parent], splits=[split])
     assert len(p.moves) == 1
     m = p.moves[0]

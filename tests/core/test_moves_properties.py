@@ -125,16 +125,17 @@ def test_no_placement_rule_broken(c) -> None:  # type: ignore[no-untyped-def]
         group = rules.anti_affinity.get(m.namespace)
         if group:
             # the destination holds no more of the group than the source did (without it)
-            def count(b: str) -> int:
-                return sum(
+            held = {
+                o: sum(
                     1
                     for x in bundles
                     if x.name != moved.name
                     and rules.anti_affinity.get(x.namespace) == group
-                    and owner[x.name] == b
+                    and owner[x.name] == o
                 )
-
-            assert count(m.destination) <= count(m.source) or any(
+                for o in (m.source, m.destination)
+            }
+            assert held[m.destination] <= held[m.source] or any(
                 by_name[b].failure_domain for b in by_name
             )
         owner[moved.name] = m.destination
