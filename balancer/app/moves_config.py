@@ -65,6 +65,7 @@ class MovesConfig(_Model):
     max_moves_per_cycle: int = Field(default=10, ge=0)  # per cluster and decision cycle
     max_moves_per_broker: int = Field(default=3, ge=1)  # out of or into one broker, per cycle
     min_bundle_load_ratio: float = Field(default=0.01, ge=0, le=1)
+    max_topics_per_broker: int = Field(default=50_000, ge=1)  # loadBalancerBrokerMaxTopics
     weights: WeightsConfig = WeightsConfig()
     # Read each broker's load-report every collector round; off (or unanswered): load from
     # the broker's bundles against `broker_capacity`.
