@@ -16,9 +16,8 @@ from balancer.controller.apply import Controller
 from balancer.controller.bookkeeper import BookKeeperCheck
 from balancer.controller.clock import Clock
 from balancer.controller.layouts import LayoutCache
-from balancer.controller.outcome import Outcome
+from balancer.controller.outcome import AnyDecision, Outcome, kind_of
 from balancer.controller.stats import ControllerStats
-from balancer.core.decisions import Decision
 from balancer.core.detect import DetectionSettings, DetectorState, detect
 from balancer.core.limits import is_near
 from balancer.core.load import BundleLoad
@@ -102,12 +101,12 @@ class ControllerHandler:
             self.state = result.state
             for skipped in result.skipped:
                 self.stats.count("split", "skipped", skipped.reason.value)
-            decisions: list[Decision] = [*result.splits, *result.offloads]
+            decisions: list[AnyDecision] = [*result.splits, *result.offloads]
             self.last_outcomes = tuple(self._apply(decisions, batch_id))
             self.controller.journal.mark_batch(batch_id, at_ms=self.clock.now_ms())
             self.stats.batch(replayed=False)
 
-    def _apply(self, decisions: list[Decision], batch_id: str) -> list[Outcome]:
+    def _apply(self, decisions: list[AnyDecision], batch_id: str) -> list[Outcome]:
         """Apply each cluster's decisions in order, the clusters side by side.
 
         A cluster's admin calls may take the client's attempts x timeout each (minutes on a
@@ -117,7 +116,7 @@ class ControllerHandler:
         the next batches are skipped (counted, logged) until it is done: the next windows
         decide them again.
         """
-        by_cluster: dict[str, list[Decision]] = {}
+        by_cluster: dict[str, list[AnyDecision]] = {}
         for decision in decisions:
             by_cluster.setdefault(decision.cluster, []).append(decision)
         done: dict[str, list[Outcome]] = {}
@@ -127,7 +126,7 @@ class ControllerHandler:
             busy = self._busy.get(cluster)
             if busy is not None and busy.is_alive():
                 for decision in todo:
-                    self.stats.count(decision.kind, "skipped", "cluster_busy")
+                    self.stats.count(kind_of(decision), "skipped", "cluster_busy")
                 log.warning(
                     "batch %s: %d decision(s) on %s skipped: its actions of an earlier batch "
                     "still wait for its admin API",
@@ -154,7 +153,7 @@ class ControllerHandler:
 
     def _apply_cluster(
         self,
-        decisions: list[Decision],
+        decisions: list[AnyDecision],
         batch_id: str,
         done: dict[str, list[Outcome]],
         errors: list[Exception],
