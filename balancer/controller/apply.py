@@ -37,10 +37,9 @@ from balancer.controller.breaker import Breakers, BreakerStatus
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal, JournalEntry
 from balancer.controller.layouts import LayoutCache
-from balancer.controller.offload_point import OffloadPointFn, default_offload_point
 from balancer.controller.move_steps import move_steps
+from balancer.controller.offload_point import OffloadPointFn, default_offload_point
 from balancer.controller.offload_steps import offload_steps
-from balancer.controller.outcome import Finish as _Finish
 from balancer.controller.outcome import (
     MOVED,
     AnyDecision,
@@ -50,6 +49,7 @@ from balancer.controller.outcome import (
     rechecked_outcome,
     report_outcome,
 )
+from balancer.controller.outcome import Finish as _Finish
 from balancer.controller.outcome import Step as _Step
 from balancer.controller.outcome import error_info as _error_info
 from balancer.controller.ports import AdminPort, MovePort, WriterLease

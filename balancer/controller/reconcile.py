@@ -1,10 +1,11 @@
 """What became of an action whose intent was journaled but whose outcome was not (a crash),
 or whose call was sent and got no answer (a timeout or reset: outcome `unknown`).
 
-Pulsar's state is the only witness (a move's is ownership: see move_steps): a split is done when the parent is gone and every decided
-boundary is in the layout; an offload is done when the ledgers before its point are
-offloaded or its status says SUCCESS, and only `started` while it is RUNNING (then followed
-by `follow_verdict` until SUCCESS or ERROR). Nothing here ever re-applies an action.
+Pulsar's state is the only witness (for a move, ownership: see move_steps): a split is done
+when the parent is gone and every decided boundary is in the layout; an offload is done when
+the ledgers before its point are offloaded or its status says SUCCESS, and only `started`
+while it is RUNNING (then followed by `follow_verdict` until SUCCESS or ERROR).
+Nothing here ever re-applies an action.
 
 An unanswered call may still be in flight inside Pulsar, so "not visible" stays `unknown`
 until the call is `settled` (old enough that Pulsar has surely answered it); only then is it
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 
 from balancer.controller.journal import JournalEntry
 from balancer.controller.layouts import LayoutCache
-from balancer.controller.move_steps import reconcile_move, recheck_move
+from balancer.controller.move_steps import recheck_move, reconcile_move
 from balancer.controller.ports import AdminPort, MovePort
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.decisions import DecisionKind

@@ -3,9 +3,10 @@
 `ActionResult` is what the controller records, counts and audits; its values are the
 `result` label of `pulsar_balancer_splits_total`, `pulsar_balancer_offloads_total` and
 `pulsar_balancer_moves_total` (docs/operations.md; alerts and dashboards select on them, so
-a value never changes). `SPLIT_RESULTS` / `OFFLOAD_RESULTS` / `MOVE_RESULTS` are the results each kind of action can end with (the
-label values created at 0 for every cluster), and `DECIDED` the one split label that is not
-a result: every split decision, whatever came of it.
+a value never changes). `SPLIT_RESULTS` / `OFFLOAD_RESULTS` / `MOVE_RESULTS` are the results
+each kind of action can end with (the label values created at 0 for every cluster), and
+`DECIDED` the one split label that is not a result: every split decision, whatever came of
+it.
 """
 
 from __future__ import annotations
