@@ -25,6 +25,7 @@ def controller_settings(config: BalancerConfig) -> ControllerSettings:
         deny_namespaces=c.deny_namespaces,
         unload_after_split=c.unload_after_split,
         offload_follow_s=c.offload_follow_s,
+        move_settle_s=c.move_settle_s,
     )
 
 
@@ -50,6 +51,8 @@ def build_controller(
             splits_per_minute_per_namespace=c.rate_limits.splits_per_minute_per_namespace,
             offloads_per_minute=c.rate_limits.offloads_per_minute,
             offloads_per_minute_per_namespace=c.rate_limits.offloads_per_minute_per_namespace,
+            moves_per_minute=c.rate_limits.moves_per_minute,
+            moves_per_minute_per_namespace=c.rate_limits.moves_per_minute_per_namespace,
             clock=clock,
         ),
         breakers=Breakers(
