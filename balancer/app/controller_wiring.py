@@ -11,7 +11,7 @@ from balancer.controller.breaker import Breakers
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
-from balancer.controller.ports import AdminPort, WriterLease
+from balancer.controller.ports import AdminPort, MovePort, WriterLease
 from balancer.controller.rate_limits import ActionLimits
 from balancer.controller.settings import ControllerSettings
 
@@ -62,6 +62,8 @@ def build_controller(
         ),
         clock=clock,
         lease=lease,
+        # The client moves bundles once it has unload-to-a-destination and ownership reads.
+        mover=admin if isinstance(admin, MovePort) else None,
     )
 
 

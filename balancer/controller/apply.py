@@ -102,9 +102,7 @@ class Controller:
     ) -> None:
         self.admin = admin
         # Moves need unload-to-a-destination and ownership reads (None: moves end `failed`).
-        self.mover = mover if mover is not None else (
-            admin if isinstance(admin, MovePort) else None
-        )  # fmt: skip
+        self.mover = mover
         self.lease = lease  # None: this balancer is the only writer (no lease configured)
         self.settings = settings
         self.journal = journal
