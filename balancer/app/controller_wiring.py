@@ -11,7 +11,8 @@ from balancer.controller.breaker import Breakers
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
-from balancer.controller.ports import AdminPort, MovePort, WriterLease
+from balancer.controller.ports import AdminPort, MovePort, PulsarConfigPort, WriterLease
+from balancer.controller.pulsar_shedder import SwitchSink, SwitchState, check_pulsar_switches
 from balancer.controller.rate_limits import ActionLimits
 from balancer.controller.settings import ControllerSettings
 
@@ -64,6 +65,25 @@ def build_controller(
         lease=lease,
         # The client moves bundles once it has unload-to-a-destination and ownership reads.
         mover=admin if isinstance(admin, MovePort) else None,
+    )
+
+
+def check_pulsar_switches_at_start(
+    config: BalancerConfig, admin: object, metrics: SwitchSink | None = None
+) -> list[SwitchState]:
+    """Read Pulsar's shedder and auto-split on every cluster; warn, export, and turn them off
+    when `controller.disable_pulsar_*` says so (apply mode only). Never raises for a cluster;
+    a client without the configuration routes is skipped."""
+    if not isinstance(admin, PulsarConfigPort):
+        return []
+    c = config.controller
+    return check_pulsar_switches(
+        admin,
+        [cluster.name for cluster in config.clusters],
+        disable_shedder=c.disable_pulsar_shedder,
+        disable_auto_split=c.disable_pulsar_auto_split,
+        dry_run=c.mode != "apply",
+        metrics=metrics,
     )
 
 
