@@ -260,6 +260,8 @@ class RateLimitsConfig(_Model):
     splits_per_minute_per_namespace: int = Field(default=3, ge=0)
     offloads_per_minute: int = Field(default=30, ge=0)
     offloads_per_minute_per_namespace: int = Field(default=10, ge=0)
+    moves_per_minute: int = Field(default=20, ge=0)  # cluster-wide; 0 forbids moves
+    moves_per_minute_per_namespace: int = Field(default=10, ge=0)
 
 
 class BreakerConfig(_Model):
@@ -275,6 +277,13 @@ class ControllerConfig(_Model):
     # A started offload (its 204) is followed through its status this long; one still
     # RUNNING after it is recorded `failed` (its bytes never counted).
     offload_follow_s: float = Field(default=1800.0, gt=0)
+    # A moved bundle no broker owns yet (the modular load manager answers before the next
+    # lookup places it) stays `unknown` this long, then is recorded `failed`.
+    move_settle_s: float = Field(default=300.0, gt=0)
+    # Set Pulsar's own shedder / auto-split off at start (apply mode only): they fight our
+    # moves and splits. False: only warn (and export them) when they are on.
+    disable_pulsar_shedder: bool = False
+    disable_pulsar_auto_split: bool = False
     rate_limits: RateLimitsConfig = RateLimitsConfig()
     breaker: BreakerConfig = BreakerConfig()
     # Batches in a row whose controller step failed before /readyz fails.

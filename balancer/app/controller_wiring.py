@@ -16,7 +16,8 @@ from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
 from balancer.controller.move_planning import MovePlanner, PlacementReads, RulesCache
-from balancer.controller.ports import AdminPort, WriterLease
+from balancer.controller.ports import AdminPort, MovePort, PulsarConfigPort, WriterLease
+from balancer.controller.pulsar_shedder import SwitchSink, SwitchState, check_pulsar_switches
 from balancer.controller.rate_limits import ActionLimits
 from balancer.controller.settings import ControllerSettings
 
@@ -33,6 +34,7 @@ def controller_settings(config: BalancerConfig) -> ControllerSettings:
         deny_namespaces=c.deny_namespaces,
         unload_after_split=c.unload_after_split,
         offload_follow_s=c.offload_follow_s,
+        move_settle_s=c.move_settle_s,
     )
 
 
@@ -58,6 +60,8 @@ def build_controller(
             splits_per_minute_per_namespace=c.rate_limits.splits_per_minute_per_namespace,
             offloads_per_minute=c.rate_limits.offloads_per_minute,
             offloads_per_minute_per_namespace=c.rate_limits.offloads_per_minute_per_namespace,
+            moves_per_minute=c.rate_limits.moves_per_minute,
+            moves_per_minute_per_namespace=c.rate_limits.moves_per_minute_per_namespace,
             clock=clock,
         ),
         breakers=Breakers(
@@ -67,6 +71,27 @@ def build_controller(
         ),
         clock=clock,
         lease=lease,
+        # The client moves bundles once it has unload-to-a-destination and ownership reads.
+        mover=admin if isinstance(admin, MovePort) else None,
+    )
+
+
+def check_pulsar_switches_at_start(
+    config: BalancerConfig, admin: object, metrics: SwitchSink | None = None
+) -> list[SwitchState]:
+    """Read Pulsar's shedder and auto-split on every cluster; warn, export, and turn them off
+    when `controller.disable_pulsar_*` says so (apply mode only). Never raises for a cluster;
+    a client without the configuration routes is skipped."""
+    if not isinstance(admin, PulsarConfigPort):
+        return []
+    c = config.controller
+    return check_pulsar_switches(
+        admin,
+        [cluster.name for cluster in config.clusters],
+        disable_shedder=c.disable_pulsar_shedder,
+        disable_auto_split=c.disable_pulsar_auto_split,
+        dry_run=c.mode != "apply",
+        metrics=metrics,
     )
 
 

@@ -11,9 +11,9 @@ from balancer.app.config import BalancerConfig
 from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.app.run_summary import OffloadTriggered, RunSummary, SplitApplied, UnknownAction
 from balancer.app.wiring import BalancerApp
-from balancer.controller.outcome import Outcome
+from balancer.controller.outcome import Outcome, target_of
 from balancer.core.bundles import format_position
-from balancer.core.decisions import SplitDecision
+from balancer.core.decisions import OffloadDecision, SplitDecision
 from balancer.core.results import ActionResult
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.errors import NotFoundError, PulsarAdminError
@@ -176,7 +176,7 @@ def actions_of(outcomes: list[Outcome]) -> Actions:
                     "detail": outcome.detail,
                 }
             )
-        else:
+        elif isinstance(d, OffloadDecision):  # moves: not in the summary yet (issue 35, item 5)
             offloads.append(
                 {
                     "cluster": d.cluster,
@@ -192,6 +192,4 @@ def actions_of(outcomes: list[Outcome]) -> Actions:
 
 def _target(outcome: Outcome) -> str:
     d = outcome.decision
-    if d is None:
-        return outcome.namespace
-    return d.bundle.key(d.namespace) if isinstance(d, SplitDecision) else d.topic
+    return outcome.namespace if d is None else target_of(d)

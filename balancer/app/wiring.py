@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 
 from balancer.app.config import BalancerConfig
-from balancer.app.controller_wiring import broker_board, build_handler
+from balancer.app.controller_wiring import (
+    broker_board,
+    build_handler,
+    check_pulsar_switches_at_start,
+)
 from balancer.app.lease_wiring import build_writer_lease
 from balancer.app.preflight import setting_error
 from balancer.app.pulsar_wiring import peer_group_from_config
@@ -255,6 +259,8 @@ class BalancerApp:
         )
         if self.lease is not None:  # joins in the background, while Spark starts
             self.lease.start()
+        # Pulsar's own shedder moves our bundles again: warn (and switch off if told to).
+        check_pulsar_switches_at_start(self.config, self.admin, self.metrics)
         checks = standard_checks(
             stream_running=self.stream_running,
             kafka_reachable=self.kafka_reachable,

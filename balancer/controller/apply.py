@@ -1,4 +1,4 @@
-"""The controller: turns split and offload decisions into admin calls, safely.
+"""The controller: turns split, offload and move decisions into admin calls, safely.
 
 For every decision, in order: allow/deny list -> already handled (journal) -> dry-run ->
 writer lease -> circuit breaker -> fresh check against Pulsar (bundle still there with the
@@ -20,6 +20,9 @@ never re-sent; no new action touches its bundle or topic until it is settled. An
 Without the single-writer lease (`writer_gate`) a decision ends `no_lease`, touching
 nothing; a lease lapsed just before the call closes the journaled intent as `no_lease`.
 Reads (`reconcile()`, layouts) need no lease.
+
+A move (`balancer.core.moves.MoveDecision`) takes the same gate, journal, limits and breaker;
+its unload to a destination is verified by reading ownership (see move_steps).
 """
 
 from __future__ import annotations
@@ -34,18 +37,22 @@ from balancer.controller.breaker import Breakers, BreakerStatus
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal, JournalEntry
 from balancer.controller.layouts import LayoutCache
+from balancer.controller.move_steps import move_steps
 from balancer.controller.offload_point import OffloadPointFn, default_offload_point
 from balancer.controller.offload_steps import offload_steps
-from balancer.controller.outcome import Finish as _Finish
 from balancer.controller.outcome import (
+    MOVED,
+    AnyDecision,
     Outcome,
     OutcomeListener,
+    kind_of,
     rechecked_outcome,
     report_outcome,
 )
+from balancer.controller.outcome import Finish as _Finish
 from balancer.controller.outcome import Step as _Step
 from balancer.controller.outcome import error_info as _error_info
-from balancer.controller.ports import AdminPort, WriterLease
+from balancer.controller.ports import AdminPort, MovePort, WriterLease
 from balancer.controller.rate_limits import ActionLimits
 from balancer.controller.reconcile import (
     follow_entry,
@@ -57,7 +64,8 @@ from balancer.controller.split_steps import split_steps
 from balancer.controller.stats import OFFLOAD_REASON, AppliedAction, ControllerStats
 from balancer.controller.writer_gate import check_writer
 from balancer.core.bundles import NamespaceBundles
-from balancer.core.decisions import Decision, OffloadDecision, SplitDecision
+from balancer.core.decisions import DecisionKind, OffloadDecision, SplitDecision
+from balancer.core.moves.model import MoveDecision
 from balancer.core.results import ActionResult
 from balancer.pulsar.errors import (
     ConflictError,
@@ -71,7 +79,7 @@ from balancer.pulsar.routing import routed_to
 
 log = logging.getLogger(__name__)
 
-_D = TypeVar("_D", SplitDecision, OffloadDecision)
+_D = TypeVar("_D", SplitDecision, OffloadDecision, MoveDecision)
 _T = TypeVar("_T")
 
 
@@ -90,8 +98,11 @@ class Controller:
         offload_point: OffloadPointFn = default_offload_point,
         layouts: LayoutCache | None = None,
         lease: WriterLease | None = None,
+        mover: MovePort | None = None,
     ) -> None:
         self.admin = admin
+        # Moves need unload-to-a-destination and ownership reads (None: moves end `failed`).
+        self.mover = mover
         self.lease = lease  # None: this balancer is the only writer (no lease configured)
         self.settings = settings
         self.journal = journal
@@ -105,7 +116,7 @@ class Controller:
         self.layouts = layouts or LayoutCache(admin, clock=self.clock, breakers=breakers)
         self._listeners: list[OutcomeListener] = []
         # Decisions whose outcome is unknown, kept for the listeners once a recheck settles them.
-        self._unsettled: dict[str, Decision] = {}
+        self._unsettled: dict[str, AnyDecision] = {}
         # One decision at a time per cluster (the journal order of a cluster is the truth);
         # clusters never wait for each other's admin calls.
         self._locks_guard = threading.Lock()
@@ -126,10 +137,22 @@ class Controller:
 
     # -- decisions ----------------------------------------------------------------------------
 
-    def handle(self, decision: Decision, *, batch_id: str | None = None) -> Outcome:
+    def handle(self, decision: AnyDecision, *, batch_id: str | None = None) -> Outcome:
         if isinstance(decision, SplitDecision):
             return self.apply_split(decision, batch_id=batch_id)
+        if isinstance(decision, MoveDecision):
+            return self.apply_move(decision, batch_id=batch_id)
         return self.apply_offload(decision, batch_id=batch_id)
+
+    def apply_move(self, decision: MoveDecision, *, batch_id: str | None = None) -> Outcome:
+        return self._run(
+            decision, batch_id, decision.reason.value, lambda d, b: move_steps(self, d, b)
+        )
+
+    def last_moves(self, cluster: str) -> dict[str, int]:
+        """Bundle name -> when its last move was sent (ms), from the journal (a restart
+        keeps it): `BundleState.last_moved_ms` for the move decision's grace period."""
+        return self.journal.last_moves(cluster)
 
     def apply_split(self, decision: SplitDecision, *, batch_id: str | None = None) -> Outcome:
         return self._run(
@@ -156,7 +179,7 @@ class Controller:
                 step = finish.step
         outcome = Outcome(
             decision_id=decision.decision_id,
-            kind=decision.kind,
+            kind=kind_of(decision),
             cluster=decision.cluster,
             namespace=decision.namespace,
             result=step.result,
@@ -169,6 +192,11 @@ class Controller:
             decision=decision,
             read_back=step.read_back,
             algorithm_refused=step.algorithm_refused,
+            sessions_moved=(
+                decision.sessions
+                if isinstance(decision, MoveDecision) and step.result in MOVED
+                else 0
+            ),
         )
         self._report(decision, outcome, batch_id)
         if outcome.result in (ActionResult.UNKNOWN, ActionResult.STARTED):
@@ -187,7 +215,7 @@ class Controller:
             except Exception:  # a metrics bug must not stop the controller
                 log.exception("outcome listener failed")
 
-    def _gate(self, decision: SplitDecision | OffloadDecision) -> None:
+    def _gate(self, decision: AnyDecision) -> None:
         """The checks that need no call to Pulsar."""
         if not self.settings.allows(decision.namespace):
             raise _Finish(ActionResult.DENIED, "namespace outside the allow-list or deny-listed")
@@ -248,14 +276,15 @@ class Controller:
         self.layouts.put(decision.cluster, layout)
         return layout
 
-    def _acquire(self, decision: SplitDecision | OffloadDecision) -> None:
-        refused = self.limits.try_acquire(decision.kind, decision.cluster, decision.namespace)
+    def _acquire(self, decision: AnyDecision) -> None:
+        kind = kind_of(decision)
+        refused = self.limits.try_acquire(kind, decision.cluster, decision.namespace)
         if refused is not None:
-            raise _Finish(ActionResult.RATE_LIMITED, f"{decision.kind} rate limit per {refused}")
+            raise _Finish(ActionResult.RATE_LIMITED, f"{kind} rate limit per {refused}")
 
     def _intent(
         self,
-        decision: SplitDecision | OffloadDecision,
+        decision: AnyDecision,
         batch_id: str | None,
         *,
         target: str,
@@ -265,7 +294,7 @@ class Controller:
     ) -> None:
         written = self.journal.record_intent(
             decision_id=decision.decision_id,
-            kind=decision.kind.value,
+            kind=kind_of(decision).value,
             cluster=decision.cluster,
             namespace=decision.namespace,
             target=target,
@@ -277,9 +306,13 @@ class Controller:
         if not written:
             raise _Finish(ActionResult.DUPLICATE, "decision already in the journal")
 
-    def _wait_unsettled(self, decision: SplitDecision | OffloadDecision, target: str) -> None:
-        """No new action on a bundle or topic while an earlier one there has no known outcome."""
-        earlier = self.journal.unsettled_for(decision.kind.value, target)
+    def _wait_unsettled(self, decision: AnyDecision, target: str) -> None:
+        """No new action on a bundle or topic while an earlier one there has no known outcome
+        (a bundle's split or move waits for both)."""
+        kind = kind_of(decision)
+        kinds = (kind,) if kind is DecisionKind.OFFLOAD else (DecisionKind.SPLIT, DecisionKind.MOVE)
+        unsettled = (self.journal.unsettled_for(k.value, target) for k in kinds)
+        earlier = next((e for e in unsettled if e is not None), None)
         if earlier is not None:
             raise _Finish(
                 ActionResult.DUPLICATE,
@@ -291,7 +324,7 @@ class Controller:
             decision_id, result=result.value, detail=detail, at_ms=self.clock.now_ms()
         )
 
-    def _report(self, decision: Decision, outcome: Outcome, batch_id: str | None) -> None:
+    def _report(self, decision: AnyDecision, outcome: Outcome, batch_id: str | None) -> None:
         report_outcome(
             self.stats, self.audit, decision, outcome,
             batch_id=batch_id, mode=self.settings.mode, now_ms=self.clock.now_ms(),
@@ -322,7 +355,9 @@ class Controller:
                     continue  # settled by its action just before we got the lock
                 try:
                     with routed_to(entry.cluster):
-                        result, detail = reconcile_entry(self.admin, self.layouts, entry)
+                        result, detail = reconcile_entry(
+                            self.admin, self.layouts, entry, mover=self.mover
+                        )
                 except PulsarAdminError as exc:
                     log.warning("cannot reconcile %s yet: %s", entry.decision_id, exc)
                     continue
@@ -359,7 +394,8 @@ class Controller:
     def _recheck(self, entry: JournalEntry) -> Outcome | None:
         """Settle one `unknown` action from Pulsar's state (None: still unknown)."""
         return self._settle(entry, "rechecked", ActionResult.UNKNOWN, lambda age_s: recheck_entry(
-            self.admin, self.layouts, entry, settled=age_s >= self.settings.unknown_settle_s
+            self.admin, self.layouts, entry, settled=age_s >= self.settings.unknown_settle_s,
+            mover=self.mover, age_s=age_s, move_settle_s=self.settings.move_settle_s,
         ))  # fmt: skip
 
     def _follow(self, entry: JournalEntry) -> Outcome | None:

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
 
 from balancer.controller.apply import Controller
 from balancer.controller.bookkeeper import BookKeeperCheck
 from balancer.controller.clock import Clock
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.move_planning import MovePlanner
-from balancer.controller.outcome import Outcome
+from balancer.controller.outcome import AnyDecision, Outcome, kind_of
 from balancer.controller.stats import ControllerStats
-from balancer.core.decisions import Decision, SplitDecision
+from balancer.core.decisions import SplitDecision
 from balancer.core.detect import DetectionSettings, DetectorState, detect
 from balancer.core.limits import is_near
 from balancer.core.load import BundleLoad
@@ -111,45 +110,13 @@ class ControllerHandler:
             for skipped in result.skipped:
                 self.stats.count("split", "skipped", skipped.reason.value)
             moves = self._plan_moves(report, result.splits)
-            decisions: list[Decision] = [*result.splits, *result.offloads, *moves]
+            decisions: list[AnyDecision] = [*result.splits, *result.offloads, *moves]
             self.last_outcomes = tuple(self._apply(decisions, batch_id))
             self.controller.journal.mark_batch(batch_id, at_ms=self.clock.now_ms())
             self.stats.batch(replayed=False)
 
-    def _plan_moves(
-        self, report: BatchReport, splits: Sequence[SplitDecision]
-    ) -> list[MoveDecision]:
-        """Each cluster's moves for the window (after its splits, whose children they may
-        move). A cluster the planner cannot read gets none (logged, counted)."""
-        if self.mover is None:
-            return []
-        by_cluster: dict[str, list[BundleLoad]] = {}
-        for bundle in report.bundles:
-            by_cluster.setdefault(bundle.cluster, []).append(bundle)
-        moves: list[MoveDecision] = []
-        for cluster in self.mover.board.clusters():
-            try:
-                plan = self.mover.plan(
-                    cluster,
-                    by_cluster.get(cluster, []),
-                    window_end_ms=report.window_end_ms,
-                    now_ms=self.clock.now_ms(),
-                    splits=splits,
-                )
-            except Exception:  # a bug or a bad input must not stop splits and offloads
-                log.exception("moves: planning cluster %s failed", cluster)
-                self.stats.count("move", "skipped", "planning_failed")
-                continue
-            if plan is None:
-                self.last_move_plans.pop(cluster, None)
-                continue
-            self.last_move_plans[cluster] = plan
-            for blocked in plan.blocked:
-                self.stats.count("move", "blocked", blocked.reason.value)
-            moves.extend(plan.moves)
-        return moves
-
-    def _apply(self, decisions: list[Decision], batch_id: str) -> list[Outcome]:
+            moves = self._plan_moves(report, result.splits)
+            decisions: list[AnyDecision] = [*result.splits, *result.offloads, *moves]
         """Apply each cluster's decisions in order, the clusters side by side.
 
         A cluster's admin calls may take the client's attempts x timeout each (minutes on a
@@ -159,7 +126,7 @@ class ControllerHandler:
         the next batches are skipped (counted, logged) until it is done: the next windows
         decide them again.
         """
-        by_cluster: dict[str, list[Decision]] = {}
+        by_cluster: dict[str, list[AnyDecision]] = {}
         for decision in decisions:
             by_cluster.setdefault(decision.cluster, []).append(decision)
         done: dict[str, list[Outcome]] = {}
@@ -169,7 +136,7 @@ class ControllerHandler:
             busy = self._busy.get(cluster)
             if busy is not None and busy.is_alive():
                 for decision in todo:
-                    self.stats.count(decision.kind, "skipped", "cluster_busy")
+                    self.stats.count(kind_of(decision), "skipped", "cluster_busy")
                 log.warning(
                     "batch %s: %d decision(s) on %s skipped: its actions of an earlier batch "
                     "still wait for its admin API",
@@ -196,7 +163,7 @@ class ControllerHandler:
 
     def _apply_cluster(
         self,
-        decisions: list[Decision],
+        decisions: list[AnyDecision],
         batch_id: str,
         done: dict[str, list[Outcome]],
         errors: list[Exception],
@@ -210,7 +177,7 @@ class ControllerHandler:
                     and decision.after_split not in applied_splits
                 ):
                     # The child exists only once its split is applied: next window decides.
-                    self.stats.count(decision.kind, "skipped", "split_not_applied")
+                    self.stats.count(kind_of(decision), "skipped", "split_not_applied")
                     continue
                 outcome = self.controller.handle(decision, batch_id=batch_id)
                 done[decision.decision_id] = [outcome]

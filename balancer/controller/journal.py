@@ -38,6 +38,7 @@ CREATE INDEX IF NOT EXISTS actions_key ON actions (action_key);
 CREATE INDEX IF NOT EXISTS actions_unknown ON actions (result) WHERE result = 'unknown';
 CREATE INDEX IF NOT EXISTS actions_started ON actions (result) WHERE result = 'started';
 CREATE INDEX IF NOT EXISTS actions_target ON actions (target);
+CREATE INDEX IF NOT EXISTS actions_moves ON actions (cluster, target) WHERE kind = 'move';
 CREATE TABLE IF NOT EXISTS batches (
     batch_id      TEXT PRIMARY KEY,
     handled_at_ms INTEGER NOT NULL
@@ -158,6 +159,39 @@ class Journal:
                 "WHERE decision_id = ?",
                 (result, detail, at_ms, decision_id),
             )
+
+    def add_to_payload(self, decision_id: str, **fields: Any) -> None:
+        """Merge `fields` into the entry's payload (what a recheck must know of the call)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._conn.execute(
+                    "SELECT payload FROM actions WHERE decision_id = ?", (decision_id,)
+                ).fetchone()
+                if row is not None:
+                    payload = {**json.loads(row[0]), **fields}
+                    self._conn.execute(
+                        "UPDATE actions SET payload = ? WHERE decision_id = ?",
+                        (json.dumps(payload, sort_keys=True, default=str), decision_id),
+                    )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def last_moves(self, cluster: str) -> dict[str, int]:
+        """Bundle name (`tenant/ns/0x.._0x..`) -> when its last move was sent (ms), for the
+        move decision's grace period. Counts every move sent that unloaded the bundle or may
+        have: applied, landed elsewhere, unknown, failed (erring on the side of not moving
+        a bundle again soon), and intents still open; not stale, dry-run or gated ones."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT target, MAX(intent_at_ms) FROM actions WHERE kind = 'move' "
+                "AND cluster = ? AND (result IS NULL OR result IN "
+                "('applied', 'landed_elsewhere', 'unknown', 'failed')) GROUP BY target",
+                (cluster,),
+            ).fetchall()
+        return {str(target): int(at_ms) for target, at_ms in rows}
 
     def pending(self) -> list[JournalEntry]:
         """Intents with no outcome: a crash happened between the call and its record."""

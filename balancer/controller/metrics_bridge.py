@@ -1,7 +1,8 @@
 """Feed the controller's outcomes and breaker states to the Prometheus exporter.
 
 `attach_metrics(controller, metrics)` registers a listener: each outcome's `ActionResult` is
-counted as is when its kind of action can have it (`SPLIT_RESULTS` / `OFFLOAD_RESULTS`), with
+counted as is when its kind of action can have it (`SPLIT_RESULTS` / `OFFLOAD_RESULTS` /
+`MOVE_RESULTS`, a move with the sessions its unload reconnected), with
 every split decision counted `decided` once (a recheck settles an earlier decision: not a new
 one), a refused split algorithm counted from the outcome's typed flag, and every cluster's
 breaker gauge updated.
@@ -15,7 +16,14 @@ from balancer.controller.apply import Controller
 from balancer.controller.breaker import BreakerState
 from balancer.controller.outcome import Outcome
 from balancer.core.decisions import DecisionKind
-from balancer.core.results import DECIDED, OFFLOAD_RESULTS, SPLIT_RESULTS, ActionResult, Decided
+from balancer.core.results import (
+    DECIDED,
+    MOVE_RESULTS,
+    OFFLOAD_RESULTS,
+    SPLIT_RESULTS,
+    ActionResult,
+    Decided,
+)
 from balancer.core.split import SplitAlgorithm
 
 
@@ -32,6 +40,8 @@ class MetricsSink(Protocol):
         self, cluster: str, result: ActionResult, bytes_offloaded: int = 0
     ) -> None: ...
 
+    def record_move(self, cluster: str, result: ActionResult, sessions_moved: int = 0) -> None: ...
+
     def set_breaker(self, cluster: str, open: bool) -> None: ...
 
 
@@ -46,6 +56,9 @@ def attach_metrics(controller: Controller, metrics: MetricsSink) -> None:
                 )
             if outcome.algorithm_refused is not None:
                 metrics.record_split_algorithm_refused(outcome.cluster, outcome.algorithm_refused)
+        elif outcome.kind is DecisionKind.MOVE:
+            if outcome.result in MOVE_RESULTS:
+                metrics.record_move(outcome.cluster, outcome.result, outcome.sessions_moved)
         elif outcome.result in OFFLOAD_RESULTS:
             metrics.record_offload(outcome.cluster, outcome.result, outcome.bytes_offloaded)
         # Every breaker: a decision on one cluster may have opened another cluster's.

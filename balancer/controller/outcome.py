@@ -18,12 +18,32 @@ from balancer.controller.journal import JournalEntry
 from balancer.controller.stats import OFFLOAD_REASON, AppliedAction, ControllerStats
 from balancer.core.bundles import format_position
 from balancer.core.decisions import Decision, DecisionKind, OffloadDecision, SplitDecision
+from balancer.core.moves.model import MoveDecision
 from balancer.core.results import ActionResult
 from balancer.core.split import SplitAlgorithm
 from balancer.pulsar.errors import PulsarAdminError
 from balancer.pulsar.models import InternalStats, MessageId
 
 log = logging.getLogger("balancer.controller.apply")  # the controller's logger, as before
+
+# Every decision the controller applies. Moves stay out of the core's `Decision` union
+# (balancer.core.moves.model imports balancer.core.decisions), and the detector's consumers
+# of `Decision` need not know them.
+AnyDecision = Decision | MoveDecision
+
+# Results after which a move's bundle was unloaded: its clients reconnected.
+MOVED = (ActionResult.APPLIED, ActionResult.LANDED_ELSEWHERE)
+
+
+def kind_of(decision: AnyDecision) -> DecisionKind:
+    return DecisionKind.MOVE if isinstance(decision, MoveDecision) else decision.kind
+
+
+def target_of(decision: AnyDecision) -> str:
+    """The bundle key (`tenant/ns/0x.._0x..`) or the topic the decision acts on."""
+    return decision.topic if isinstance(decision, OffloadDecision) else (
+        decision.bundle.key(decision.namespace)
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +53,7 @@ class Outcome:
     cluster: str
     namespace: str
     result: ActionResult
-    reason: str  # metric label: SplitReason spelling for splits, "Size" for offloads
+    reason: str  # SplitReason spelling for splits, "Size" for offloads, MoveReason for moves
     detail: str
     duration_s: float
     pulsar: dict[str, Any] = field(default_factory=dict)  # what Pulsar answered, for the audit
@@ -42,7 +62,7 @@ class Outcome:
     # shows it done (status SUCCESS or the ledgers offloaded), never on the 204 alone.
     bytes_offloaded: int = 0
     # The decision itself, for listeners that report what was done (e.g. the run summary).
-    decision: Decision | None = field(default=None, compare=False, repr=False)
+    decision: AnyDecision | None = field(default=None, compare=False, repr=False)
     # A later recheck settling an earlier `unknown` outcome (not a new decision).
     rechecked: bool = False
     # What reading Pulsar's state back after an unclear answer showed (None: not read back).
@@ -50,6 +70,8 @@ class Outcome:
     # The algorithm a broker refused with 412 (its supportedNamespaceBundleSplitAlgorithms
     # lacks it); the outcome is then `failed`.
     algorithm_refused: SplitAlgorithm | None = None
+    # Producers + consumers a move's unload reconnected (applied or landed elsewhere).
+    sessions_moved: int = 0
 
 
 OutcomeListener = Callable[[Outcome], None]
@@ -149,15 +171,19 @@ def rechecked_outcome(
     detail: str,
     *,
     age_s: float,
-    decision: Decision | None,
+    decision: AnyDecision | None,
     bytes_offloaded: int = 0,
 ) -> Outcome:
     """The Outcome that settles an earlier `unknown` or `started` one (`decision` None after
     a restart); `bytes_offloaded` only for an applied offload."""
     call = entry.payload.get("call", {})
+    sessions = 0
     if entry.kind == DecisionKind.SPLIT.value:
         reasons = entry.payload.get("decision", {}).get("reasons") or ["Unknown"]
         reason, children = str(reasons[0]), len(call.get("boundaries", ())) + 1
+    elif entry.kind == DecisionKind.MOVE.value:
+        reason, children = str(entry.payload.get("decision", {}).get("reason", "Unknown")), 0
+        sessions = int(entry.payload.get("expected", {}).get("sessions", 0))
     else:
         reason, children = OFFLOAD_REASON, 0
     return Outcome(
@@ -173,13 +199,14 @@ def rechecked_outcome(
         bytes_offloaded=bytes_offloaded if result is ActionResult.APPLIED else 0,
         decision=decision,
         rechecked=True,
+        sessions_moved=sessions if result in MOVED else 0,
     )
 
 
 def report_outcome(
     stats: ControllerStats,
     audit: AuditLog,
-    decision: SplitDecision | OffloadDecision,
+    decision: AnyDecision,
     outcome: Outcome,
     *,
     batch_id: str | None,
@@ -187,20 +214,22 @@ def report_outcome(
     now_ms: int,
 ) -> None:
     """Count the outcome, keep applied/planned actions for the summary, log it, audit it."""
-    stats.count(decision.kind.value, outcome.result.value, outcome.reason)
+    kind = kind_of(decision)
+    stats.count(kind.value, outcome.result.value, outcome.reason)
     if outcome.result in (ActionResult.APPLIED, ActionResult.DRY_RUN):
-        target = (
-            decision.bundle.key(decision.namespace)
-            if isinstance(decision, SplitDecision)
-            else decision.topic
-        )
+        target = target_of(decision)
         detail = outcome.detail
         if isinstance(decision, SplitDecision) and outcome.result is ActionResult.DRY_RUN:
             points = ", ".join(format_position(b) for b in decision.boundaries)
             detail = f"would split at {points} ({decision.reason.value})"
+        elif isinstance(decision, MoveDecision) and outcome.result is ActionResult.DRY_RUN:
+            detail = (
+                f"would move from {decision.source} to {decision.destination} "
+                f"({decision.reason.value})"
+            )
         action = AppliedAction(
             decision_id=decision.decision_id,
-            kind=decision.kind.value,
+            kind=kind.value,
             cluster=decision.cluster,
             namespace=decision.namespace,
             target=target,
@@ -211,12 +240,14 @@ def report_outcome(
             stats.applied(action)
         else:
             stats.planned(action)
-    warn = outcome.result in (ActionResult.FAILED, ActionResult.UNKNOWN)
+    warn = outcome.result in (
+        ActionResult.FAILED, ActionResult.UNKNOWN, ActionResult.LANDED_ELSEWHERE
+    )  # fmt: skip
     level = logging.WARNING if warn else logging.INFO
     log.log(
         level,
         "%s %s %s: %s (%s)",
-        decision.kind.value,
+        kind.value,
         decision.decision_id,
         outcome.result.value,
         outcome.detail,

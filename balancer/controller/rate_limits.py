@@ -1,4 +1,5 @@
-"""Rate limits on actions: at most N per minute per cluster and per namespace (sliding window)."""
+"""Rate limits on actions: at most N per minute per cluster and per namespace (sliding window),
+for each kind of action (split, offload, move)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ class SlidingWindowLimiter:
 
 
 class ActionLimits:
-    """Splits and offloads per minute, per cluster and per namespace; both must allow."""
+    """Splits, offloads and moves per minute, per cluster and per namespace; both must allow."""
 
     def __init__(
         self,
@@ -47,14 +48,18 @@ class ActionLimits:
         offloads_per_minute: int,
         offloads_per_minute_per_namespace: int,
         clock: Clock,
+        moves_per_minute: int = 20,
+        moves_per_minute_per_namespace: int = 10,
     ) -> None:
         self._cluster = {
             DecisionKind.SPLIT: SlidingWindowLimiter(splits_per_minute, clock),
             DecisionKind.OFFLOAD: SlidingWindowLimiter(offloads_per_minute, clock),
+            DecisionKind.MOVE: SlidingWindowLimiter(moves_per_minute, clock),
         }
         self._namespace = {
             DecisionKind.SPLIT: SlidingWindowLimiter(splits_per_minute_per_namespace, clock),
             DecisionKind.OFFLOAD: SlidingWindowLimiter(offloads_per_minute_per_namespace, clock),
+            DecisionKind.MOVE: SlidingWindowLimiter(moves_per_minute_per_namespace, clock),
         }
         self._lock = threading.Lock()
 

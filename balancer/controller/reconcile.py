@@ -1,10 +1,11 @@
 """What became of an action whose intent was journaled but whose outcome was not (a crash),
 or whose call was sent and got no answer (a timeout or reset: outcome `unknown`).
 
-Pulsar's state is the only witness: a split is done when the parent is gone and every decided
-boundary is in the layout; an offload is done when the ledgers before its point are
-offloaded or its status says SUCCESS, and only `started` while it is RUNNING (then followed
-by `follow_verdict` until SUCCESS or ERROR). Nothing here ever re-applies an action.
+Pulsar's state is the only witness (for a move, ownership: see move_steps): a split is done
+when the parent is gone and every decided boundary is in the layout; an offload is done when
+the ledgers before its point are offloaded or its status says SUCCESS, and only `started`
+while it is RUNNING (then followed by `follow_verdict` until SUCCESS or ERROR).
+Nothing here ever re-applies an action.
 
 An unanswered call may still be in flight inside Pulsar, so "not visible" stays `unknown`
 until the call is `settled` (old enough that Pulsar has surely answered it); only then is it
@@ -17,7 +18,8 @@ from collections.abc import Sequence
 
 from balancer.controller.journal import JournalEntry
 from balancer.controller.layouts import LayoutCache
-from balancer.controller.ports import AdminPort
+from balancer.controller.move_steps import recheck_move, reconcile_move
+from balancer.controller.ports import AdminPort, MovePort
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.decisions import DecisionKind
 from balancer.core.results import ActionResult
@@ -67,10 +69,20 @@ def offload_verdict(
 
 
 def recheck_entry(
-    admin: AdminPort, layouts: LayoutCache, entry: JournalEntry, *, settled: bool
+    admin: AdminPort,
+    layouts: LayoutCache,
+    entry: JournalEntry,
+    *,
+    settled: bool,
+    mover: MovePort | None = None,
+    age_s: float = 0.0,
+    move_settle_s: float = 300.0,
 ) -> tuple[ActionResult, str]:
-    """The outcome of an `unknown` action, read from Pulsar (PulsarAdminError if it cannot be)."""
+    """The outcome of an `unknown` action, read from Pulsar (PulsarAdminError if it cannot be).
+    A move settles after its own `move_settle_s` (a lookup must place the bundle first)."""
     call = entry.payload.get("call", {})
+    if entry.kind == DecisionKind.MOVE.value:
+        return recheck_move(mover, entry, age_s=age_s, settle_s=move_settle_s)
     if entry.kind == DecisionKind.SPLIT.value:
         try:
             layout = admin.get_bundles(entry.namespace)
@@ -90,10 +102,12 @@ def recheck_entry(
 
 
 def reconcile_entry(
-    admin: AdminPort, layouts: LayoutCache, entry: JournalEntry
+    admin: AdminPort, layouts: LayoutCache, entry: JournalEntry, *, mover: MovePort | None = None
 ) -> tuple[ActionResult, str]:
     """The outcome of a pending intent, read from Pulsar (PulsarAdminError if it cannot be)."""
     call = entry.payload.get("call", {})
+    if entry.kind == DecisionKind.MOVE.value:
+        return reconcile_move(mover, entry)
     if entry.kind == DecisionKind.SPLIT.value:
         bundle = BundleRange.parse(call["bundle"])
         boundaries = tuple(int(b) for b in call["boundaries"])

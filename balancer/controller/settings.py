@@ -22,6 +22,10 @@ class ControllerSettings:
     # RUNNING is given up on and recorded `failed` (Pulsar refuses a new one with 409 while it
     # runs on). Offloads of a few GiB to object storage take minutes.
     offload_follow_s: float = 1800.0
+    # How long after its unload a moved bundle that no broker owns (the modular load
+    # manager's 204 comes before anyone owns it; the next lookup places it) stays `unknown`
+    # before it is taken as `failed`.
+    move_settle_s: float = 300.0
 
     def allows(self, namespace: str) -> bool:
         """Allow-listed and not deny-listed (fnmatch globs over `tenant/namespace`)."""

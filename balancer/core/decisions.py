@@ -46,6 +46,7 @@ REASON_FOR_LIMIT: dict[Limit, SplitReason] = {
 class DecisionKind(StrEnum):
     SPLIT = "split"
     OFFLOAD = "offload"
+    MOVE = "move"  # a bundle unloaded to a chosen broker (balancer.core.moves.MoveDecision)
 
 
 class SkipReason(StrEnum):

@@ -1,11 +1,12 @@
 """What came of an action: one vocabulary from the controller to the exporter's labels.
 
 `ActionResult` is what the controller records, counts and audits; its values are the
-`result` label of `pulsar_balancer_splits_total` and `pulsar_balancer_offloads_total`
-(docs/operations.md; alerts and dashboards select on them, so a value never changes).
-`SPLIT_RESULTS` / `OFFLOAD_RESULTS` are the results each kind of action can end with (the
-label values created at 0 for every cluster), and `DECIDED` the one split label that is not
-a result: every split decision, whatever came of it.
+`result` label of `pulsar_balancer_splits_total`, `pulsar_balancer_offloads_total` and
+`pulsar_balancer_moves_total` (docs/operations.md; alerts and dashboards select on them, so
+a value never changes). `SPLIT_RESULTS` / `OFFLOAD_RESULTS` / `MOVE_RESULTS` are the results
+each kind of action can end with (the label values created at 0 for every cluster), and
+`DECIDED` the one split label that is not a result: every split decision, whatever came of
+it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ class ActionResult(StrEnum):
     # by reconcile() through the offload status until SUCCESS (`applied`, bytes counted) or
     # ERROR (`failed` with lastError); never re-sent, no new offload of the topic meanwhile.
     STARTED = "started"
+    # A move whose bundle is owned by a broker other than the chosen destination (the
+    # modular load manager's next lookup can place it elsewhere, apache/pulsar#24884): the
+    # clients reconnected, the load went elsewhere; the owner is in the audit log.
+    LANDED_ELSEWHERE = "landed_elsewhere"
 
 
 # Offload-only results: an offload's 204 is `started`, `applied` only once Pulsar's status
@@ -45,8 +50,15 @@ _OFFLOAD_ONLY = {
     ActionResult.ALREADY_RUNNING,
     ActionResult.NOTHING_TO_OFFLOAD,
 }
-SPLIT_RESULTS: Final[frozenset[ActionResult]] = frozenset(ActionResult) - _OFFLOAD_ONLY
-OFFLOAD_RESULTS: Final[frozenset[ActionResult]] = frozenset(ActionResult) - {ActionResult.STALE}
+# Move-only: a move is `applied` once the destination owns the bundle; `unknown` while no
+# broker owns it yet (rechecked, never re-sent); `stale` when the bundle left its source or
+# no longer exists (412).
+_MOVE_ONLY = {ActionResult.LANDED_ELSEWHERE}
+SPLIT_RESULTS: Final[frozenset[ActionResult]] = frozenset(ActionResult) - _OFFLOAD_ONLY - _MOVE_ONLY
+OFFLOAD_RESULTS: Final[frozenset[ActionResult]] = (
+    frozenset(ActionResult) - {ActionResult.STALE} - _MOVE_ONLY
+)
+MOVE_RESULTS: Final[frozenset[ActionResult]] = frozenset(ActionResult) - _OFFLOAD_ONLY
 
 # The split label counted for every decision before its result (not an ActionResult).
 Decided = Literal["decided"]

@@ -34,7 +34,14 @@ from balancer.core.limits import BundleLimits, is_over, ratios
 from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic
 from balancer.core.report import BatchReport
-from balancer.core.results import DECIDED, OFFLOAD_RESULTS, SPLIT_RESULTS, ActionResult, Decided
+from balancer.core.results import (
+    DECIDED,
+    MOVE_RESULTS,
+    OFFLOAD_RESULTS,
+    SPLIT_RESULTS,
+    ActionResult,
+    Decided,
+)
 from balancer.core.split import SplitAlgorithm
 from balancer.ops.broker_metrics import BrokerLoadFamilies
 from balancer.ops.collector_metrics import PREFIX, CollectorMetrics
@@ -167,6 +174,26 @@ class BalancerMetrics:
         self._offloaded_bytes = Counter(
             f"{PREFIX}_offloaded_bytes",
             "Bytes moved to tiered storage by offloads Pulsar reported done (SUCCESS).",
+            ["cluster"], registry=reg,
+        )  # fmt: skip
+        self._moves = Counter(
+            f"{PREFIX}_moves", "Bundle moves (unload to a chosen broker) and their outcome.",
+            ["cluster", "result"], registry=reg,
+        )  # fmt: skip
+        self._moved_sessions = Counter(
+            f"{PREFIX}_moved_sessions",
+            "Producers + consumers reconnected by moves (applied or landed elsewhere).",
+            ["cluster"], registry=reg,
+        )  # fmt: skip
+        self._pulsar_switch = Gauge(
+            f"{PREFIX}_pulsar_switch_enabled",
+            "1 while Pulsar's own shedder (switch=shedding) or auto-split (switch=auto_split) "
+            "is on, as read from the broker's runtime configuration at start.",
+            ["cluster", "switch"], registry=reg,
+        )  # fmt: skip
+        self._pulsar_config_errors = Counter(
+            f"{PREFIX}_pulsar_config_errors",
+            "Failed reads or writes of Pulsar's dynamic configuration (shedder check).",
             ["cluster"], registry=reg,
         )  # fmt: skip
         self._events_consumed = Counter(
@@ -356,6 +383,10 @@ class BalancerMetrics:
             cluster=cluster, algorithm=SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value
         )
         self._offloaded_bytes.labels(cluster=cluster)
+        for result in sorted(MOVE_RESULTS):
+            self._moves.labels(cluster=cluster, result=result.value)
+        self._moved_sessions.labels(cluster=cluster)
+        self._pulsar_config_errors.labels(cluster=cluster)
         self._breaker.labels(cluster=cluster).set(0)
         self.collector.register_poll_cluster(cluster)
 
@@ -387,6 +418,23 @@ class BalancerMetrics:
         self._offloads.labels(cluster=cluster, result=str(result)).inc()
         if bytes_offloaded and result == ActionResult.APPLIED:
             self._offloaded_bytes.labels(cluster=cluster).inc(bytes_offloaded)
+
+    def record_move(self, cluster: str, result: ActionResult, sessions_moved: int = 0) -> None:
+        """Count a move's result (one of `MOVE_RESULTS`) and the sessions it reconnected."""
+        if ActionResult(result) not in MOVE_RESULTS:
+            raise ValueError(f"{result!r} is not a move result")  # a closed label set
+        self._moves.labels(cluster=cluster, result=str(result)).inc()
+        if sessions_moved > 0:
+            self._moved_sessions.labels(cluster=cluster).inc(sessions_moved)
+
+    def set_pulsar_switch(self, cluster: str, switch: str, enabled: bool) -> None:
+        """Pulsar's own shedder or auto-split (`switch`: shedding | auto_split) on or off."""
+        if switch not in ("shedding", "auto_split"):
+            raise ValueError(f"unknown Pulsar switch {switch!r}")  # a closed label set
+        self._pulsar_switch.labels(cluster=cluster, switch=switch).set(1 if enabled else 0)
+
+    def record_pulsar_config_error(self, cluster: str) -> None:
+        self._pulsar_config_errors.labels(cluster=cluster).inc()
 
     def set_lone_hot_topics(self, topics: Iterable[LoneHotTopic]) -> None:
         """Replace the lone-hot-topic series with the latest window's (the others vanish)."""

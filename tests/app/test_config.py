@@ -123,6 +123,55 @@ def test_offload_follow_reaches_the_controller(tmp_path: Path) -> None:
     assert controller_settings(default).offload_follow_s == 1800.0
 
 
+def test_the_move_keys_reach_the_controller(tmp_path: Path) -> None:
+    from balancer.app.controller_wiring import build_controller, controller_settings
+    from balancer.controller.clock import FakeClock
+    from balancer.core.decisions import DecisionKind
+
+    data = with_setting(with_("controller.move_settle_s", 30), "controller.rate_limits", {
+        "moves_per_minute": 1, "moves_per_minute_per_namespace": 1,
+    })  # fmt: skip
+    config = load_config(write(tmp_path, data))
+    assert controller_settings(config).move_settle_s == 30.0
+    assert not config.controller.disable_pulsar_shedder
+    assert not config.controller.disable_pulsar_auto_split
+    controller = build_controller(
+        config, object(),  # type: ignore[arg-type]
+        clock=FakeClock(), journal_path=tmp_path / "j.sqlite3", audit_path=tmp_path / "a.jsonl",
+    )  # fmt: skip
+    assert controller.mover is None  # a client without unload-to-a-destination: moves fail
+    limits = controller.limits
+    assert limits.try_acquire(DecisionKind.MOVE, "east", "a/b") is None
+    assert limits.try_acquire(DecisionKind.MOVE, "east", "a/c") == "cluster"
+    controller.close()
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, with_("controller.move_settle_s", 0)))
+    assert "  controller.move_settle_s" in str(info.value)
+
+
+def test_the_pulsar_switches_are_checked_at_start_and_off_only_in_apply(tmp_path: Path) -> None:
+    from balancer.app.controller_wiring import check_pulsar_switches_at_start
+
+    class Admin:
+        def __init__(self) -> None:
+            self.writes: list[tuple[str, str, str]] = []
+
+        def runtime_configuration(self, cluster: str) -> dict[str, str]:
+            return {"loadBalancerSheddingEnabled": "true"}
+
+        def set_dynamic_configuration(self, cluster: str, name: str, value: str) -> None:
+            self.writes.append((cluster, name, value))
+
+    told = with_("controller.disable_pulsar_shedder", True)
+    admin = Admin()
+    (state,) = check_pulsar_switches_at_start(load_config(write(tmp_path, told)), admin)
+    assert admin.writes == [] and state.shedding is True  # dry-run: the default mode
+    told = with_setting(told, "controller.mode", "apply")
+    (state,) = check_pulsar_switches_at_start(load_config(write(tmp_path, told)), admin)
+    assert admin.writes == [(state.cluster, "loadBalancerSheddingEnabled", "false")]
+    assert check_pulsar_switches_at_start(load_config(write(tmp_path, told)), object()) == []
+
+
 def test_error_never_echoes_a_pasted_secret(tmp_path: Path) -> None:
     secret = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.sig"
     for data in (with_("clusters.0.token_env", secret), with_("clusters.0.token", secret)):

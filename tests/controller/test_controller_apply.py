@@ -443,13 +443,16 @@ def test_handler_retries_reconciliation_until_pulsar_answers(tmp_path: Path) -> 
 
 
 def test_every_controller_result_has_a_metric_label() -> None:
-    from balancer.core.results import OFFLOAD_RESULTS, SPLIT_RESULTS
+    from balancer.core.results import MOVE_RESULTS, OFFLOAD_RESULTS, SPLIT_RESULTS
 
     assert ActionResult.APPLIED in SPLIT_RESULTS
     assert {ActionResult.APPLIED, ActionResult.STARTED} <= OFFLOAD_RESULTS
     assert ActionResult.STARTED not in SPLIT_RESULTS and ActionResult.STALE not in OFFLOAD_RESULTS
-    # No controller result is silently dropped by both label sets.
-    assert set(ActionResult) == SPLIT_RESULTS | OFFLOAD_RESULTS
+    assert {ActionResult.LANDED_ELSEWHERE, ActionResult.UNKNOWN} <= MOVE_RESULTS
+    assert ActionResult.LANDED_ELSEWHERE not in SPLIT_RESULTS | OFFLOAD_RESULTS
+    assert ActionResult.STARTED not in MOVE_RESULTS
+    # No controller result is silently dropped by every label set.
+    assert set(ActionResult) == SPLIT_RESULTS | OFFLOAD_RESULTS | MOVE_RESULTS
 
 
 def test_every_action_result_is_exported_with_its_own_value(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from balancer.core.bundles import BundleRange
 from balancer.core.lease import LeaseStatus
 from balancer.core.limits import BundleLimits
 from balancer.core.load import BundleLoad
+from balancer.core.results import ActionResult
 from balancer.ops.exporter import BalancerMetrics, snapshot_family_names
 from tests.reports import batch_report
 
@@ -339,6 +340,8 @@ def test_every_metric_is_documented_in_operations_md() -> None:
     metrics, registry, _ = make()
     metrics.register_cluster("c")
     metrics.record_split("c", "applied", "topics", children=2)
+    metrics.record_move("c", ActionResult.APPLIED, sessions_moved=3)
+    metrics.set_pulsar_switch("c", "shedding", True)
     metrics.set_mode("apply")
     metrics.set_cluster_reachable("c", True)
     metrics.observe_admin_request("c", "GET", 200, 0.1)
@@ -422,3 +425,24 @@ def test_skipped_kafka_offsets_are_counted_by_reason() -> None:
     metrics.observe_batch(batch_report(offsets_skipped={"partition_gone": 1}))
     assert registry.get_sample_value(name, {"reason": "partition_gone"}) == 6
     assert registry.get_sample_value(name, {"reason": "records_lost"}) == 2
+
+
+def test_moves_count_by_result_with_their_sessions() -> None:
+    metrics, registry, _ = make()
+    metrics.register_cluster("c")
+    get = registry.get_sample_value
+    assert get("pulsar_balancer_moves_total", {"cluster": "c", "result": "landed_elsewhere"}) == 0
+    metrics.record_move("c", ActionResult.LANDED_ELSEWHERE, sessions_moved=7)
+    metrics.record_move("c", ActionResult.UNKNOWN)
+    assert get("pulsar_balancer_moves_total", {"cluster": "c", "result": "landed_elsewhere"}) == 1
+    assert get("pulsar_balancer_moved_sessions_total", {"cluster": "c"}) == 7
+    with pytest.raises(ValueError):
+        metrics.record_move("c", ActionResult.STARTED)  # an offload's result
+    metrics.set_pulsar_switch("c", "auto_split", False)
+    assert (
+        get("pulsar_balancer_pulsar_switch_enabled", {"cluster": "c", "switch": "auto_split"}) == 0
+    )
+    with pytest.raises(ValueError):
+        metrics.set_pulsar_switch("c", "anything", True)
+    metrics.record_pulsar_config_error("c")
+    assert get("pulsar_balancer_pulsar_config_errors_total", {"cluster": "c"}) == 1
