@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 
 from balancer.controller.apply import Controller
 from balancer.controller.bookkeeper import BookKeeperCheck
@@ -115,8 +116,40 @@ class ControllerHandler:
             self.controller.journal.mark_batch(batch_id, at_ms=self.clock.now_ms())
             self.stats.batch(replayed=False)
 
-            moves = self._plan_moves(report, result.splits)
-            decisions: list[AnyDecision] = [*result.splits, *result.offloads, *moves]
+    def _plan_moves(
+        self, report: BatchReport, splits: Sequence[SplitDecision]
+    ) -> list[MoveDecision]:
+        """Each cluster's moves for the window (after its splits, whose children they may
+        move). A cluster the planner cannot read gets none (logged, counted)."""
+        if self.mover is None:
+            return []
+        by_cluster: dict[str, list[BundleLoad]] = {}
+        for bundle in report.bundles:
+            by_cluster.setdefault(bundle.cluster, []).append(bundle)
+        moves: list[MoveDecision] = []
+        for cluster in self.mover.board.clusters():
+            try:
+                plan = self.mover.plan(
+                    cluster,
+                    by_cluster.get(cluster, []),
+                    window_end_ms=report.window_end_ms,
+                    now_ms=self.clock.now_ms(),
+                    splits=splits,
+                )
+            except Exception:  # a bug or a bad input must not stop splits and offloads
+                log.exception("moves: planning cluster %s failed", cluster)
+                self.stats.count("move", "skipped", "planning_failed")
+                continue
+            if plan is None:
+                self.last_move_plans.pop(cluster, None)
+                continue
+            self.last_move_plans[cluster] = plan
+            for blocked in plan.blocked:
+                self.stats.count("move", "blocked", blocked.reason.value)
+            moves.extend(plan.moves)
+        return moves
+
+    def _apply(self, decisions: list[AnyDecision], batch_id: str) -> list[Outcome]:
         """Apply each cluster's decisions in order, the clusters side by side.
 
         A cluster's admin calls may take the client's attempts x timeout each (minutes on a
