@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from balancer.sim.broker_scenarios import BrokerClusterSettings
 from balancer.support.yamlfile import read_yaml
 
 SplitAlgorithmName = Literal[
@@ -81,7 +82,7 @@ class BrokerSettings(_Strict):
     offloader: bool = True
 
 
-class ClusterSpec(_Strict):
+class ClusterSpec(BrokerClusterSettings):  # broker keys: balancer.sim.broker_scenarios
     name: str = Field(pattern=r"^[-=:.\w]+$")
     brokers: int = Field(1, ge=1, le=16)
     peers: list[str] = Field(default_factory=list)
@@ -102,6 +103,7 @@ class ClusterSpec(_Strict):
             raise ValueError(f"leader_broker {self.leader_broker} is not one of {self.brokers}")
         if self.multi_host_service_url and self.service_url_alias:
             raise ValueError("multi_host_service_url and service_url_alias exclude each other")
+        self.check_brokers(self.brokers)
         return self
 
 
@@ -186,6 +188,8 @@ class NamespaceSpec(_Strict):
     # False: no offloader for this namespace (no offload policies, none on the broker):
     # offloads end in ERROR "NullLedgerOffloader", as with broker.offloader false.
     offloader: bool = True
+    # The namespace's anti-affinity group (local policies, `namespaces set-anti-affinity-group`)
+    anti_affinity_group: str | None = None
 
     @property
     def tenant(self) -> str:
