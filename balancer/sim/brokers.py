@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from balancer.core.bundles import BundleRange
 from balancer.sim.broker_scenarios import DYNAMIC_CONFIG_DEFAULTS, BrokerClusterSettings
-from balancer.sim.scenarios import ClusterSpec, Scenario
+from balancer.sim.scenarios import ClusterSpec, NamespaceSpec, Scenario
 from balancer.sim.state import NamespaceState, OwnerRedirect, SimError
 
 if TYPE_CHECKING:
@@ -67,13 +67,16 @@ def isolation_candidates(spec: BrokerClusterSettings, namespace: str, brokers: i
     return free or list(range(brokers))
 
 
-def initial_owner(spec: ClusterSpec, namespace: str, bundle: BundleRange) -> int:
-    """Where a bundle starts: the placement hash over the brokers its isolation policy allows,
-    minus `idle_brokers` (a restarted or newly added broker owns nothing). Without either
-    key this is `balancer.sim.ownership.initial_owner`, as before."""
-    allowed = isolation_candidates(spec, namespace, spec.brokers)
+def initial_owner(spec: ClusterSpec, ns: NamespaceSpec, bundle: BundleRange) -> int:
+    """Where a bundle starts: the namespace's `owner_broker` if set, else the placement hash
+    over the brokers its isolation policy allows, minus `idle_brokers` (a restarted or newly
+    added broker owns nothing). Without these keys this is
+    `balancer.sim.ownership.initial_owner`, as before."""
+    if ns.owner_broker is not None:
+        return ns.owner_broker
+    allowed = isolation_candidates(spec, ns.name, spec.brokers)
     busy = [b for b in allowed if b not in spec.idle_brokers] or allowed
-    return placement_hash(namespace, bundle, busy)
+    return placement_hash(ns.name, bundle, busy)
 
 
 @dataclass

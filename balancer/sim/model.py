@@ -98,8 +98,7 @@ class SimModel:
                 cluster=spec.cluster,
                 layout=layout,
                 owners={
-                    b: broker_rules.initial_owner(cluster_spec, spec.name, b)
-                    for b in layout.bundles
+                    b: broker_rules.initial_owner(cluster_spec, spec, b) for b in layout.bundles
                 },
                 topic_indices=idx,
                 sorted_positions=table.positions[idx],

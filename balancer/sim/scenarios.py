@@ -190,6 +190,9 @@ class NamespaceSpec(_Strict):
     offloader: bool = True
     # The namespace's anti-affinity group (local policies, `namespaces set-anti-affinity-group`)
     anti_affinity_group: str | None = None
+    # Every bundle starts on this broker (index of its cluster) instead of the placement
+    # hash: e.g. one hot broker holding a namespace's many small bundles.
+    owner_broker: int | None = Field(None, ge=0)
 
     @property
     def tenant(self) -> str:
@@ -222,6 +225,11 @@ class Scenario(_Strict):
         for i, ns in enumerate(self.namespaces):
             if ns.cluster not in names:
                 raise ValueError(f"namespaces.{i}.cluster: unknown cluster {ns.cluster!r}")
+            brokers = next(c.brokers for c in self.clusters if c.name == ns.cluster)
+            if ns.owner_broker is not None and ns.owner_broker >= brokers:
+                raise ValueError(
+                    f"namespaces.{i}.owner_broker: broker {ns.owner_broker} is not one of {brokers}"
+                )
             _unique([g.name for g in ns.topic_groups], f"namespaces.{i}.topic_groups")
             _unique([o.topic for o in ns.outstanding], f"namespaces.{i}.outstanding")
         return self

@@ -332,3 +332,13 @@ def test_without_the_new_keys_placement_is_the_old_hash() -> None:
     model = PeerGroup.from_scenario(parse_scenario(scenario())).model
     ns = model.namespaces[NS]
     assert ns.owners == {b: initial_owner(NS, b, 3) for b in ns.layout.bundles}
+
+
+def test_owner_broker_places_every_bundle_of_a_namespace_on_one_broker() -> None:
+    doc = scenario()
+    doc["namespaces"][0]["owner_broker"] = 2
+    model = PeerGroup.from_scenario(parse_scenario(doc)).model
+    assert set(model.namespaces[NS].owners.values()) == {2}
+    doc["namespaces"][0]["owner_broker"] = 3
+    with pytest.raises(ScenarioError, match="namespaces.0.owner_broker: broker 3"):
+        parse_scenario(doc)
