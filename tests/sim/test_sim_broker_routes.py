@@ -340,5 +340,5 @@ def test_owner_broker_places_every_bundle_of_a_namespace_on_one_broker() -> None
     model = PeerGroup.from_scenario(parse_scenario(doc)).model
     assert set(model.namespaces[NS].owners.values()) == {2}
     doc["namespaces"][0]["owner_broker"] = 3
-    with pytest.raises(ScenarioError, match="namespaces.0.owner_broker: broker 3"):
+    with pytest.raises(ScenarioError, match=r"namespaces\.0\.owner_broker: broker 3"):
         parse_scenario(doc)
