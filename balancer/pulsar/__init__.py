@@ -4,6 +4,8 @@ The only package that speaks HTTP to Pulsar; the controller and the collector us
 """
 
 from balancer.pulsar.auth import AuthConfigError, BearerTokenAuth, TlsSettings, TokenSource
+from balancer.pulsar.broker_admin import LoadReportUnavailableError
+from balancer.pulsar.broker_models import LeaderBroker, OwnedBundle
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.errors import (
     BadRequestError,
@@ -57,12 +59,15 @@ __all__ = [
     "ForbiddenError",
     "InternalStats",
     "InvalidResponseError",
+    "LeaderBroker",
     "LedgerInfo",
+    "LoadReportUnavailableError",
     "MessageId",
     "NotFoundError",
     "OffloadState",
     "OffloadStatus",
     "OutcomeUnknownError",
+    "OwnedBundle",
     "PreconditionFailedError",
     "PulsarAdminError",
     "PulsarPeerGroup",

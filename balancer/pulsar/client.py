@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from balancer.core.bundles import BundleRange, InvalidBundle, NamespaceBundles
 from balancer.core.topics import TopicDomain, parse_topic
 from balancer.pulsar.admin_base import bundle_text, enc, ns_path, split_namespace, topic_path
-from balancer.pulsar.cluster_reads import ClusterReads
+from balancer.pulsar.broker_admin import BrokerAdmin, _broker_id
 from balancer.pulsar.models import (
     BrokerTopicStats,
     InternalStats,
@@ -44,7 +44,7 @@ from balancer.pulsar.settings import ClientSettings
 from balancer.pulsar.transport import Call
 
 
-class PulsarPeerGroup(ClusterReads):
+class PulsarPeerGroup(BrokerAdmin):
     """Admin client for one or more Pulsar clusters forming a peer group.
 
     `clusters` maps each cluster name to its endpoint (a list of endpoints works too);
@@ -114,12 +114,35 @@ class PulsarPeerGroup(ClusterReads):
         self._t.send(call)
 
     def unload_bundle(
-        self, namespace: str, bundle: BundleRange | str, *, cluster: str | None = None
+        self,
+        namespace: str,
+        bundle: BundleRange | str,
+        *,
+        cluster: str | None = None,
+        destination_broker: str | None = None,
     ) -> None:
-        """`PUT /admin/v2/namespaces/{t}/{ns}/{bundle}/unload`."""
+        """`PUT /admin/v2/namespaces/{t}/{ns}/{bundle}/unload[?destinationBroker=host:port]`.
+
+        With a destination (Pulsar 3.0+): ConflictError (409) when it is not an active
+        broker; the modular load manager answers 204 BEFORE the destination owns the bundle
+        (its next lookup takes it, or another broker: read ownership back), the extensible
+        one once it does. Never re-sent after a 5xx or a lost answer (OutcomeUnknownError):
+        a second unload would move the bundle again.
+        """
         path, template = ns_path(namespace, f"/{enc(bundle_text(bundle))}/unload")
+        params: tuple[tuple[str, str], ...] = ()
+        if destination_broker is not None:
+            params = (("destinationBroker", _broker_id(destination_broker)),)
         self._t.send(
-            Call("PUT", path, template + "/{bundle}/unload", namespace=namespace, home=cluster)
+            Call(
+                "PUT",
+                path,
+                template + "/{bundle}/unload",
+                params=params,
+                namespace=namespace,
+                home=cluster,
+                idempotent=destination_broker is None,
+            )
         )
 
     def topic_hash_positions(

@@ -20,6 +20,7 @@ from balancer.core.hashing import hash_position
 from balancer.core.load import TopicLoad
 from balancer.core.split import SplitError, compute_split
 from balancer.core.topics import InvalidTopicName, parse_topic
+from balancer.sim import brokers as broker_rules
 from balancer.sim import ownership
 from balancer.sim.faults import FaultInjector
 from balancer.sim.ownership import initial_owner as _initial_owner
@@ -91,12 +92,14 @@ class SimModel:
             order = np.argsort(table.positions[idx], kind="stable")
             idx = idx[order]
             layout = NamespaceBundles.initial(spec.name, spec.bundles)
-            brokers = self.clusters[spec.cluster].broker_count
+            cluster_spec = next(c for c in scenario.clusters if c.name == spec.cluster)
             self.namespaces[spec.name] = NamespaceState(
                 name=spec.name,
                 cluster=spec.cluster,
                 layout=layout,
-                owners={b: _initial_owner(spec.name, b, brokers) for b in layout.bundles},
+                owners={
+                    b: broker_rules.initial_owner(cluster_spec, spec, b) for b in layout.bundles
+                },
                 topic_indices=idx,
                 sorted_positions=table.positions[idx],
                 local_index={table.local_names[int(i)]: int(i) for i in idx},
@@ -121,6 +124,8 @@ class SimModel:
         # Bumped by every layout or ownership change: broker-stats snapshots are rebuilt.
         self.layout_version = 0
         self.broker_stats = BrokerStatsView(self)
+        # Capacity, load reports, moves, dynamic config (balancer.sim.brokers).
+        self.brokers = broker_rules.BrokerFleet(self, scenario)
 
     # ----- time and bookkeeping -------------------------------------------------------
 

@@ -34,8 +34,12 @@ def initial_owner(namespace: str, bundle: BundleRange, brokers: int) -> int:
 
 
 def lookup_candidate(ns: NamespaceState, cluster: ClusterState, bundle: BundleRange) -> int:
-    """The broker the leader gives an unowned bundle: the placement hash (Pulsar's load
-    manager picks the least loaded broker)."""
+    """The broker the leader gives an unowned bundle: a destination kept by an unload with
+    destinationBroker, used up (ModularLoadManagerImpl.selectBrokerForAssignment takes
+    bundleBrokerAffinityMap's entry first), else the placement hash (Pulsar's load manager
+    picks the least loaded broker)."""
+    if bundle in ns.affinity:
+        return ns.affinity.pop(bundle)
     return initial_owner(ns.name, bundle, cluster.broker_count)
 
 

@@ -10,15 +10,19 @@ lookup (`balancer.sim.ownership`). The HTTP server that serves them is `balancer
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import unquote
 
 from balancer.core.topics import InvalidTopicName, parse_topic
+from balancer.sim import broker_routes
+from balancer.sim.http_types import (
+    _SEG,
+    Handler,
+    RawJson,
+    Request,
+    Response,
+)
 from balancer.sim.model import NamespaceState, SimError, SimModel
 from balancer.sim.paths import metadata_path
 from balancer.sim.peers import (
@@ -31,49 +35,6 @@ from balancer.sim.peers import (
 from balancer.sim.splitting import check_supported
 
 log = logging.getLogger(__name__)
-
-_SEG = r"([^/]+)"
-MAX_BODY_BYTES = 16 * 1024 * 1024  # an admin request body is a few boundaries or a message id
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    body: bytes
-    cluster: str
-    broker: int
-    params: tuple[str, ...] = ()
-
-    def flag(self, name: str) -> bool:
-        return self.query.get(name, ["false"])[-1].lower() == "true"
-
-    def json_body(self) -> Any:
-        if not self.body.strip():
-            return None
-        try:
-            return json.loads(self.body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SimError(400, f"Request body is not valid JSON: {exc}") from None
-
-
-@dataclass
-class Response:
-    status: int
-    body: object = None  # JSON-serialisable, RawJson, or str for text/plain
-    content_type: str = "application/json"
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RawJson:
-    """A body already serialised to JSON bytes."""
-
-    payload: bytes
-
-
-Handler = Callable[[SimModel, Request], Response]
 
 
 def _ok(body: object) -> Response:
@@ -186,6 +147,9 @@ def _split(m: SimModel, r: Request) -> Response:
 
 
 def _unload(m: SimModel, r: Request) -> Response:
+    destination = r.query.get("destinationBroker", [""])[-1].strip()
+    if destination:  # a move: balancer.sim.broker_routes.unload_to
+        return broker_routes.unload_to(m, r, destination, locate=_ns)
     ns = _ns(m, r)
     with m.lock:
         bundle = m.resolve_bundle(ns, r.params[2])
@@ -287,6 +251,8 @@ def _partitions(m: SimModel, r: Request) -> Response:
 
 
 def _broker_stats(m: SimModel, r: Request) -> Response:
+    with m.lock:
+        m.brokers.settle()  # clients' lookups after moves change what a broker owns
     return Response(200, RawJson(m.broker_stats.payload(r.cluster, r.broker)))
 
 
@@ -343,6 +309,8 @@ _TOPIC = rf"/admin/v2/persistent/{_SEG}/{_SEG}/{_SEG}"
 ROUTES: list[tuple[str, re.Pattern[str], str, Handler]] = [
     (method, re.compile(f"^{pattern}/?$"), name, handler)
     for method, pattern, name, handler in [
+        # First: `/brokers/leaderBroker` would otherwise match `/brokers/{cluster}`.
+        *broker_routes.ROUTES,
         ("GET", "/admin/v2/clusters", "clusters", _clusters),
         ("GET", rf"/admin/v2/clusters/{_SEG}", "cluster", _cluster),
         ("GET", rf"/admin/v2/clusters/{_SEG}/peers", "peers", _get_peers),

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from balancer.sim.broker_scenarios import BrokerClusterSettings
 from balancer.support.yamlfile import read_yaml
 
 SplitAlgorithmName = Literal[
@@ -81,7 +82,7 @@ class BrokerSettings(_Strict):
     offloader: bool = True
 
 
-class ClusterSpec(_Strict):
+class ClusterSpec(BrokerClusterSettings):  # broker keys: balancer.sim.broker_scenarios
     name: str = Field(pattern=r"^[-=:.\w]+$")
     brokers: int = Field(1, ge=1, le=16)
     peers: list[str] = Field(default_factory=list)
@@ -102,6 +103,7 @@ class ClusterSpec(_Strict):
             raise ValueError(f"leader_broker {self.leader_broker} is not one of {self.brokers}")
         if self.multi_host_service_url and self.service_url_alias:
             raise ValueError("multi_host_service_url and service_url_alias exclude each other")
+        self.check_brokers(self.brokers)
         return self
 
 
@@ -186,6 +188,11 @@ class NamespaceSpec(_Strict):
     # False: no offloader for this namespace (no offload policies, none on the broker):
     # offloads end in ERROR "NullLedgerOffloader", as with broker.offloader false.
     offloader: bool = True
+    # The namespace's anti-affinity group (local policies, `namespaces set-anti-affinity-group`)
+    anti_affinity_group: str | None = None
+    # Every bundle starts on this broker (index of its cluster) instead of the placement
+    # hash: e.g. one hot broker holding a namespace's many small bundles.
+    owner_broker: int | None = Field(None, ge=0)
 
     @property
     def tenant(self) -> str:
@@ -218,6 +225,11 @@ class Scenario(_Strict):
         for i, ns in enumerate(self.namespaces):
             if ns.cluster not in names:
                 raise ValueError(f"namespaces.{i}.cluster: unknown cluster {ns.cluster!r}")
+            brokers = next(c.brokers for c in self.clusters if c.name == ns.cluster)
+            if ns.owner_broker is not None and ns.owner_broker >= brokers:
+                raise ValueError(
+                    f"namespaces.{i}.owner_broker: broker {ns.owner_broker} is not one of {brokers}"
+                )
             _unique([g.name for g in ns.topic_groups], f"namespaces.{i}.topic_groups")
             _unique([o.topic for o in ns.outstanding], f"namespaces.{i}.outstanding")
         return self

@@ -22,14 +22,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from balancer.sim.faults import FaultInjector, FaultKind
+from balancer.sim.http_types import MAX_BODY_BYTES, RawJson, Request, Response
 from balancer.sim.model import OwnerRedirect, PeerRedirect, SimError, SimModel
-from balancer.sim.routes import (
-    MAX_BODY_BYTES,
-    RawJson,
-    Request,
-    Response,
-    route,
-)
+from balancer.sim.routes import route
 
 log = logging.getLogger(__name__)
 

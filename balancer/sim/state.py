@@ -97,6 +97,9 @@ class NamespaceState:
     # Bundles no broker owns (released): the next lookup assigns them. `owners` keeps the
     # last owner of each so every bundle still has an int there.
     unowned: set[BundleRange] = field(default_factory=set)
+    # Destinations kept for a bundle's next lookup (ModularLoadManagerImpl's
+    # bundleBrokerAffinityMap, set by an unload with destinationBroker): broker index.
+    affinity: dict[BundleRange, int] = field(default_factory=dict)
 
     @property
     def tenant(self) -> str:

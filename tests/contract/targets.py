@@ -40,7 +40,7 @@ from tests.kafka_broker import docker_available
 
 BUNDLES = 4  # every prepared namespace starts with Pulsar's default of 4 bundles
 TOPICS_PER_BUNDLE = 2  # specified_positions_divide splits nothing with <= 1 topic
-SIM_NAMESPACES = 16
+SIM_NAMESPACES = 20
 SIM_TENANT = "contract"
 MAX_HOPS = 5
 # broker-stats/topics is refreshed every statsUpdateFrequencyInSecs (60 by default).

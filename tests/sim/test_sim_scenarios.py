@@ -18,6 +18,12 @@ REQUIRED = {
     "single-heavy-topic",
     "three-cluster-peers",
     "offload-growth",
+    # issue 35: brokers
+    "broker-restart",
+    "scale-out-5-to-10",
+    "hot-broker-small-bundles",
+    "mixed-capacity",
+    "isolation-policy",
 }
 
 
