@@ -21,6 +21,7 @@ from balancer.app.config_base import FrozenModel as _Model
 from balancer.app.config_base import env_name as _env_name
 from balancer.app.kafka_config import KafkaConfig
 from balancer.app.lease_config import WriterLeaseConfig
+from balancer.app.moves_config import MovesConfig
 from balancer.collector.rounds import DEFAULT_MAX_PARALLEL_PER_CLUSTER
 from balancer.core.detect import DetectionSettings
 from balancer.core.envelopes import DEFAULT_ENVELOPE_MAX_BYTES, DEFAULT_ENVELOPE_MAX_EVENTS
@@ -319,6 +320,7 @@ class BalancerConfig(_Model):
     controller: ControllerConfig = ControllerConfig()
     offload: OffloadConfig = OffloadConfig()
     metrics: MetricsConfig = MetricsConfig()
+    moves: MovesConfig = MovesConfig()
 
     @field_validator("clusters")
     @classmethod

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 from balancer.app.config import BalancerConfig
 from balancer.controller.apply import Controller
 from balancer.controller.audit import AuditLog
 from balancer.controller.breaker import Breakers
+from balancer.controller.broker_board import BrokerLoadBoard
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
+from balancer.controller.move_planning import MovePlanner, PlacementReads, RulesCache
 from balancer.controller.ports import AdminPort, WriterLease
 from balancer.controller.rate_limits import ActionLimits
 from balancer.controller.settings import ControllerSettings
+
+# Isolation policies, failure domains and anti-affinity groups change rarely: read again after.
+PLACEMENT_RULES_TTL_S = 300.0
 
 
 def controller_settings(config: BalancerConfig) -> ControllerSettings:
@@ -62,19 +70,65 @@ def build_controller(
     )
 
 
+def broker_board(config: BalancerConfig) -> BrokerLoadBoard | None:
+    """Where the collector leaves each broker's polls for the moves (None: moves are off).
+    Kept for three windows: a window closes up to its watermark delay after its end."""
+    if not config.moves.enabled:
+        return None
+    window_s = max(config.spark.window_s, config.collector.interval_s)
+    return BrokerLoadBoard(retain_ms=int(3 * window_s * 1000))
+
+
+def move_planner(
+    config: BalancerConfig,
+    admin: PlacementReads,
+    board: BrokerLoadBoard,
+    *,
+    last_moves_ms: Callable[[str], Mapping[str, int]],
+    monotonic: Callable[[], float] = time.monotonic,
+) -> MovePlanner:
+    """The move planner `run` and `plan` share, wired from `moves`."""
+    moves = config.moves
+    return MovePlanner(
+        board,
+        RulesCache(
+            admin,
+            ttl_s=PLACEMENT_RULES_TTL_S,
+            max_topics_per_broker=moves.max_topics_per_broker,
+            monotonic=monotonic,
+        ),
+        settings=moves.settings(),
+        capacity_of=moves.capacity_of,
+        window_s=config.spark.window_s,
+        last_moves_ms=last_moves_ms,
+    )
+
+
 def build_handler(
     config: BalancerConfig,
-    admin: AdminPort,
+    admin: BalancerAdmin,
     *,
     clock: Clock | None = None,
     lease: WriterLease | None = None,
+    board: BrokerLoadBoard | None = None,
 ) -> ControllerHandler:
-    """The BatchHandler for the stream, wired from the config."""
+    """The BatchHandler for the stream, wired from the config. With a `board`, each window
+    also plans bundle moves between brokers."""
     controller = build_controller(config, admin, clock=clock, lease=lease)
+    mover = (
+        None
+        if board is None
+        else move_planner(config, admin, board, last_moves_ms=controller.journal.last_moves)
+    )
     return ControllerHandler(
         controller,
         thresholds=config.thresholds_model(),
         detection=config.detection_settings(),
         # A batch waits this long for a slow cluster's actions, then goes on without them.
         batch_wait_s=max(10.0, config.spark.trigger_interval_s),
+        mover=mover,
     )
+
+
+class BalancerAdmin(AdminPort, PlacementReads, Protocol):
+    """What the handler's controller and move planner ask of Pulsar."""

@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from balancer.app.config import BalancerConfig
-from balancer.app.liveview import OffloadTriggered, RunSummary, SplitApplied, UnknownAction
 from balancer.app.pulsar_wiring import peer_group_from_config
+from balancer.app.run_summary import OffloadTriggered, RunSummary, SplitApplied, UnknownAction
 from balancer.app.wiring import BalancerApp
 from balancer.controller.outcome import Outcome
 from balancer.core.bundles import format_position

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 
 from balancer.app.config import BalancerConfig
-from balancer.app.controller_wiring import build_handler
+from balancer.app.controller_wiring import broker_board, build_handler
 from balancer.app.lease_wiring import build_writer_lease
 from balancer.app.preflight import setting_error
 from balancer.app.pulsar_wiring import peer_group_from_config
@@ -190,7 +190,11 @@ class BalancerApp:
         self.lease = build_writer_lease(config)
         if self.lease is not None:
             self.metrics.watch_writer_lease(self.lease.status)
-        self.controller = build_handler(config, self.admin, lease=self.lease)
+        # What the collector saw of each broker, for the moves (None: moves are off).
+        self.broker_board = broker_board(config)
+        self.controller = build_handler(
+            config, self.admin, lease=self.lease, board=self.broker_board
+        )
         # The controller stores every layout it reads and each split's result, so the
         # stream maps topics to the children as soon as a split is applied.
         self.layouts: LayoutCache = self.controller.layouts
@@ -305,7 +309,7 @@ class BalancerApp:
         targets, listers = polling_plan(self.config.clusters, self.admin)
         collector = Collector(
             targets=targets,
-            fetch=admin_fetch(self.admin),
+            fetch=admin_fetch(self.admin, load_reports=self._load_reports()),
             sink=sink,
             envelope_max_events=self.config.collector.envelope_max_events,
             envelope_max_bytes=self.config.collector.envelope_max_bytes,
@@ -313,6 +317,7 @@ class BalancerApp:
             dead_letters=sink,
             broker_listers=listers,
             max_parallel_per_cluster=self.config.collector.max_parallel_per_cluster,
+            broker_loads=self.broker_board,
         )
         interval_s = self.config.collector.interval_s
         thread = threading.Thread(
@@ -330,6 +335,9 @@ class BalancerApp:
         self._collector_sink = sink
         self._collector_thread = thread
         return collector
+
+    def _load_reports(self) -> bool:
+        return self.config.moves.enabled and self.config.moves.read_load_reports
 
     def _cluster_read_check(self, cluster: str) -> Callable[[], bool]:
         """Some broker of `cluster` read within `collector.unread_intervals` intervals."""

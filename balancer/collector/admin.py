@@ -8,6 +8,8 @@ brokers, or its brokers listed again every round (`balancer.collector.targets`);
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -22,7 +24,10 @@ from balancer.collector.targets import (
 )
 
 if TYPE_CHECKING:
+    from balancer.core.broker_load import BrokerLoadReport
     from balancer.pulsar.models import BrokerTopicStats
+
+log = logging.getLogger(__name__)
 
 
 class BrokerStatsSource(Protocol):
@@ -32,17 +37,42 @@ class BrokerStatsSource(Protocol):
         self, cluster: str, broker_url: str | None = None
     ) -> BrokerTopicStats: ...
 
+    def load_report(self, cluster: str, broker: str) -> BrokerLoadReport: ...
 
-def admin_fetch(peer_group: BrokerStatsSource) -> Fetch:
-    """A `Fetch` over `balancer.pulsar.PulsarPeerGroup.broker_topic_stats`."""
+
+def admin_fetch(peer_group: BrokerStatsSource, *, load_reports: bool = False) -> Fetch:
+    """A `Fetch` over `balancer.pulsar.PulsarPeerGroup.broker_topic_stats`; with
+    `load_reports`, each broker's load report is read in the same round. A broker that does
+    not answer it (the extensible load manager's brokers) still gives its stats: its load is
+    then derived from its bundles (logged once per broker)."""
+    unanswered: set[tuple[str, str]] = set()
+    lock = threading.Lock()
 
     def fetch(target: Target) -> Fetched:
         stats = peer_group.broker_topic_stats(target.cluster, target.broker_url)
+        report = None
+        if load_reports and target.broker is not None:
+            try:
+                report = peer_group.load_report(target.cluster, target.broker)
+            except Exception as exc:  # any answer but a report: fall back, say so once
+                with lock:
+                    first = (target.cluster, target.broker) not in unanswered
+                    unanswered.add((target.cluster, target.broker))
+                if first:
+                    log.warning(
+                        "collector: %s gives no load report (%s: %s); its load is derived "
+                        "from its bundles against moves.broker_capacity (logged once)",
+                        target,
+                        type(exc).__name__,
+                        str(exc)[:200],
+                    )
         return Fetched(
             samples=[(entry.topic, entry.stats) for entry in stats],
             skipped_namespaces=stats.skipped_namespaces,
             no_data=stats.no_data,
             rejected=stats.rejected,
+            broker_load=report,
+            owned_bundles=frozenset(f"{e.namespace}/{e.bundle}" for e in stats),
         )
 
     return fetch

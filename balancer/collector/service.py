@@ -28,6 +28,7 @@ from typing import Protocol
 from balancer.collector.failures import PollFailure, classify
 from balancer.collector.rounds import DEFAULT_MAX_PARALLEL_PER_CLUSTER, FetchResult, RoundRunner
 from balancer.collector.targets import BrokerDirectory, BrokerLister, Target
+from balancer.core.broker_load import BrokerLoadReport
 from balancer.core.envelopes import (
     DEFAULT_ENVELOPE_MAX_BYTES,
     DEFAULT_ENVELOPE_MAX_EVENTS,
@@ -64,6 +65,10 @@ class Fetched:
     no_data: bool = False
     # Topic entries left out of the answer (the rest is used): dead-lettered and counted.
     rejected: Sequence[RejectedSample] = ()
+    # The broker's load report read in the same round (None: not read or not answered).
+    broker_load: BrokerLoadReport | None = None
+    # "tenant/ns/0x.._0x.." the broker reported (its bundles with topics).
+    owned_bundles: frozenset[str] = frozenset()
 
 
 class RejectedSample(Protocol):
@@ -116,6 +121,21 @@ class CollectorMetricsSink(Protocol):
         polled through the admin URL alone, its brokers never listed."""
 
 
+class BrokerLoadOut(Protocol):
+    """Where each broker's poll goes for balancing the brokers
+    (`balancer.controller.broker_board.BrokerLoadBoard`)."""
+
+    def record_poll(
+        self,
+        cluster: str,
+        broker: str,
+        *,
+        poll_ms: int,
+        report: BrokerLoadReport | None,
+        owned_bundles: frozenset[str],
+    ) -> None: ...
+
+
 class EventSink(Protocol):
     def send(self, *, key: bytes, value: bytes, events: int = 1) -> None: ...
 
@@ -166,6 +186,7 @@ class Collector:
         broker_listers: Mapping[str, BrokerLister] | None = None,
         round_deadline_s: float | None = None,
         max_parallel_per_cluster: int = DEFAULT_MAX_PARALLEL_PER_CLUSTER,
+        broker_loads: BrokerLoadOut | None = None,
     ) -> None:
         """`targets`: what to poll at first; `broker_listers`: clusters whose brokers are
         listed again every round (`BrokerDirectory`). `round_deadline_s`: how long a round
@@ -187,6 +208,7 @@ class Collector:
         self.counts = CollectorCounts()
         self.metrics = metrics
         self.dead_letters = dead_letters
+        self.broker_loads = broker_loads
         self._logged_rejects: set[tuple[str, str]] = set()  # (cluster, topic) logged once
         self._rounds: RoundRunner[Iterable[tuple[str, TopicStatsSample]] | Fetched] = RoundRunner(
             fetch,
@@ -273,6 +295,14 @@ class Collector:
                 rejected_entries=rejected,
             )
         self._note_read(target, result.poll_ms)
+        if self.broker_loads is not None and target.broker is not None:
+            self.broker_loads.record_poll(
+                target.cluster,
+                target.broker,
+                poll_ms=result.poll_ms,
+                report=fetched.broker_load,
+                owned_bundles=fetched.owned_bundles,
+            )
         if fetched.no_data:
             self.counts.no_data[target.cluster] += 1
             log.info("collector: %s has no stats yet (before its first stats update)", target)

@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 
 from balancer.controller.apply import Controller
 from balancer.controller.bookkeeper import BookKeeperCheck
 from balancer.controller.clock import Clock
 from balancer.controller.layouts import LayoutCache
+from balancer.controller.move_planning import MovePlanner
 from balancer.controller.outcome import Outcome
 from balancer.controller.stats import ControllerStats
-from balancer.core.decisions import Decision
+from balancer.core.decisions import Decision, SplitDecision
 from balancer.core.detect import DetectionSettings, DetectorState, detect
 from balancer.core.limits import is_near
 from balancer.core.load import BundleLoad
+from balancer.core.moves.model import MoveDecision, MovePlan
 from balancer.core.report import BatchReport
+from balancer.core.results import ActionResult
 from balancer.core.thresholds import Thresholds
 
 log = logging.getLogger(__name__)
@@ -39,7 +43,9 @@ class ControllerHandler:
         detection: DetectionSettings,
         clock: Clock | None = None,
         batch_wait_s: float = 30.0,
+        mover: MovePlanner | None = None,
     ) -> None:
+        """`mover`: plans each window's bundle moves between brokers (None: no moves)."""
         if batch_wait_s <= 0:
             raise ValueError("batch_wait_s must be > 0")
         self.controller = controller
@@ -53,6 +59,8 @@ class ControllerHandler:
         self.bookkeeper = BookKeeperCheck(controller.admin)
         self.last_outcomes: tuple[Outcome, ...] = ()
         self.batch_wait_s = batch_wait_s
+        self.mover = mover
+        self.last_move_plans: dict[str, MovePlan] = {}  # cluster -> its newest window's
         self._busy: dict[str, threading.Thread] = {}  # cluster -> its actions' thread
         self._lock = threading.Lock()
 
@@ -102,10 +110,44 @@ class ControllerHandler:
             self.state = result.state
             for skipped in result.skipped:
                 self.stats.count("split", "skipped", skipped.reason.value)
-            decisions: list[Decision] = [*result.splits, *result.offloads]
+            moves = self._plan_moves(report, result.splits)
+            decisions: list[Decision] = [*result.splits, *result.offloads, *moves]
             self.last_outcomes = tuple(self._apply(decisions, batch_id))
             self.controller.journal.mark_batch(batch_id, at_ms=self.clock.now_ms())
             self.stats.batch(replayed=False)
+
+    def _plan_moves(
+        self, report: BatchReport, splits: Sequence[SplitDecision]
+    ) -> list[MoveDecision]:
+        """Each cluster's moves for the window (after its splits, whose children they may
+        move). A cluster the planner cannot read gets none (logged, counted)."""
+        if self.mover is None:
+            return []
+        by_cluster: dict[str, list[BundleLoad]] = {}
+        for bundle in report.bundles:
+            by_cluster.setdefault(bundle.cluster, []).append(bundle)
+        moves: list[MoveDecision] = []
+        for cluster in self.mover.board.clusters():
+            try:
+                plan = self.mover.plan(
+                    cluster,
+                    by_cluster.get(cluster, []),
+                    window_end_ms=report.window_end_ms,
+                    now_ms=self.clock.now_ms(),
+                    splits=splits,
+                )
+            except Exception:  # a bug or a bad input must not stop splits and offloads
+                log.exception("moves: planning cluster %s failed", cluster)
+                self.stats.count("move", "skipped", "planning_failed")
+                continue
+            if plan is None:
+                self.last_move_plans.pop(cluster, None)
+                continue
+            self.last_move_plans[cluster] = plan
+            for blocked in plan.blocked:
+                self.stats.count("move", "blocked", blocked.reason.value)
+            moves.extend(plan.moves)
+        return moves
 
     def _apply(self, decisions: list[Decision], batch_id: str) -> list[Outcome]:
         """Apply each cluster's decisions in order, the clusters side by side.
@@ -159,9 +201,21 @@ class ControllerHandler:
         done: dict[str, list[Outcome]],
         errors: list[Exception],
     ) -> None:
+        applied_splits: set[str] = set()
         try:
             for decision in decisions:
-                done[decision.decision_id] = [self.controller.handle(decision, batch_id=batch_id)]
+                if (
+                    isinstance(decision, MoveDecision)
+                    and decision.after_split is not None
+                    and decision.after_split not in applied_splits
+                ):
+                    # The child exists only once its split is applied: next window decides.
+                    self.stats.count(decision.kind, "skipped", "split_not_applied")
+                    continue
+                outcome = self.controller.handle(decision, batch_id=batch_id)
+                done[decision.decision_id] = [outcome]
+                if isinstance(decision, SplitDecision) and outcome.result == ActionResult.APPLIED:
+                    applied_splits.add(decision.decision_id)
         except Exception as exc:  # raised by the batch if it still waits, and logged here
             log.exception("controller failed on %s in batch %s", decisions[0].cluster, batch_id)
             errors.append(exc)

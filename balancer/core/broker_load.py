@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from math import fsum
 
 from balancer.core.load import BundleLoad
 
@@ -117,7 +118,25 @@ class BrokerLoad:
 
 def load_ratio(resources: Mapping[Resource, ResourceUsage], weights: LoadWeights) -> float:
     """Pulsar's `getMaxResourceUsageWithWeight`: max over resources of ratio x weight."""
-    raise NotImplementedError
+    # Copies org.apache.pulsar.policies.data.loadbalancer.LocalBrokerData
+    # .getMaxResourceUsageWithWeight: max(percentUsage x weight) / 100, where percentUsage is
+    # 0 for a limit <= 0 (ResourceUsage.percentUsage). A missing resource counts as unused.
+    return max((usage.ratio * weights.of(r) for r, usage in resources.items()), default=0.0)
+
+
+def _averaged_resources(reports: Sequence[BrokerLoadReport]) -> dict[Resource, ResourceUsage]:
+    """Each resource's usage and limit averaged over the reports that carry it."""
+    sums: dict[Resource, list[float]] = {}
+    for report in reports:
+        for resource, usage in report.resources.items():
+            acc = sums.setdefault(resource, [0.0, 0.0, 0.0])
+            acc[0] += usage.usage
+            acc[1] += usage.limit
+            acc[2] += 1.0
+    return {
+        r: ResourceUsage(usage=acc[0] / acc[2], limit=acc[1] / acc[2])
+        for r, acc in sorted(sums.items())
+    }
 
 
 def broker_load_from_reports(
@@ -128,8 +147,58 @@ def broker_load_from_reports(
     window_end_ms: int,
 ) -> BrokerLoad:
     """The window's load of one broker from the load reports read within the window (usages
-    averaged) and the windowed loads of the bundles it owns."""
-    raise NotImplementedError
+    averaged) and the windowed loads of the bundles it owns.
+
+    Without bundle loads (none given), the msg rate, throughput and counts are the reports'
+    own figures (rates averaged, counts from the newest report). Raises ValueError for no
+    reports or reports of more than one broker: the caller groups them.
+    """
+    if not reports:
+        raise ValueError("broker_load_from_reports needs at least one load report")
+    ids = {(r.cluster, r.broker) for r in reports}
+    if len(ids) != 1:
+        raise ValueError(f"load reports of more than one broker: {sorted(ids)}")
+    cluster, broker = next(iter(ids))
+    resources = _averaged_resources(reports)
+    # Averaging a window's samples damps a one-sample spike without the long memory of
+    # ThresholdShedder's 0.9 history EMA (apache/pulsar#18173): the window is the history.
+    if bundles:
+        msg_rate = fsum(b.msg_rate for b in bundles)
+        throughput = fsum(b.throughput_bytes for b in bundles)
+        bundle_count = len(bundles)
+        topic_count = sum(b.topic_count for b in bundles)
+    else:
+        n = len(reports)
+        msg_rate = fsum(r.msg_rate_in + r.msg_rate_out for r in reports) / n
+        throughput = fsum(r.msg_throughput_in + r.msg_throughput_out for r in reports) / n
+        newest = max(reports, key=lambda r: r.timestamp_ms)
+        bundle_count = newest.num_bundles
+        topic_count = newest.num_topics
+    return BrokerLoad(
+        cluster=cluster,
+        broker=broker,
+        window_end_ms=window_end_ms,
+        load_ratio=load_ratio(resources, weights),
+        source=LoadSource.LOAD_REPORT,
+        resource_ratios={r: u.ratio for r, u in resources.items()},
+        msg_rate=msg_rate,
+        throughput_bytes=throughput,
+        bundle_count=bundle_count,
+        topic_count=topic_count,
+        samples=len(reports),
+    )
+
+
+def bundle_load_ratio(msg_rate: float, throughput_bytes: float, capacity: BrokerCapacity) -> float:
+    """A load against a capacity: the larger of msg rate / max_msg_rate and throughput /
+    max_throughput_bytes (a capacity <= 0 counts as unknown: that term is 0)."""
+    by_rate = msg_rate / capacity.max_msg_rate if capacity.max_msg_rate > 0 else 0.0
+    by_bytes = (
+        throughput_bytes / capacity.max_throughput_bytes
+        if capacity.max_throughput_bytes > 0
+        else 0.0
+    )
+    return max(by_rate, by_bytes)
 
 
 def broker_load_from_bundles(
@@ -142,4 +211,17 @@ def broker_load_from_bundles(
 ) -> BrokerLoad:
     """The fallback: the larger of msg rate / max_msg_rate and throughput /
     max_throughput_bytes of the bundles the broker owns (source BUNDLES)."""
-    raise NotImplementedError
+    msg_rate = fsum(b.msg_rate for b in bundles)
+    throughput = fsum(b.throughput_bytes for b in bundles)
+    return BrokerLoad(
+        cluster=cluster,
+        broker=broker,
+        window_end_ms=window_end_ms,
+        load_ratio=bundle_load_ratio(msg_rate, throughput, capacity),
+        source=LoadSource.BUNDLES,
+        msg_rate=msg_rate,
+        throughput_bytes=throughput,
+        bundle_count=len(bundles),
+        topic_count=sum(b.topic_count for b in bundles),
+        samples=0,
+    )

@@ -36,6 +36,7 @@ from balancer.core.partitions import LoneHotTopic
 from balancer.core.report import BatchReport
 from balancer.core.results import DECIDED, OFFLOAD_RESULTS, SPLIT_RESULTS, ActionResult, Decided
 from balancer.core.split import SplitAlgorithm
+from balancer.ops.broker_metrics import BrokerLoadFamilies
 from balancer.ops.collector_metrics import PREFIX, CollectorMetrics
 from balancer.ops.status_families import TokenFileFamilies, WriterLeaseFamilies
 
@@ -257,6 +258,9 @@ class BalancerMetrics:
         # hands it to its Collector).
         self.collector = CollectorMetrics(reg, clock=clock)
         registry.register(_SnapshotCollector(self._current_snapshot, limits))
+        # Broker loads and the move plans, per cluster (set by the move planner's caller).
+        self.brokers = BrokerLoadFamilies()
+        registry.register(self.brokers)
         if process_metrics:
             ProcessCollector(registry=reg)
             PlatformCollector(registry=reg)

@@ -7,7 +7,8 @@ import json
 
 from rich.console import Console
 
-from balancer.app.liveview import RunSummary, render_live, render_summary
+from balancer.app.liveview import render_live
+from balancer.app.run_summary import RunSummary, render_summary
 from balancer.app.wiring import LiveState
 from balancer.controller.outcome import Outcome
 from balancer.core.bundles import BundleRange

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from balancer.core.broker_load import BrokerLoad, LoadSource
 from balancer.core.bundles import BundleRange
 from balancer.core.limits import BundleLimits
 from balancer.core.load import BundleLoad
@@ -146,6 +147,11 @@ def feed(metrics: BalancerMetrics, batch_id: int) -> None:
     metrics.record_offload("west", "already_running")
     metrics.observe_admin_request("east", "PUT", 204, 0.12)
     metrics.observe_admin_request("west", "PUT", 500, 0.8)
+    loads = [
+        BrokerLoad("east", "b0:8080", 60_000 * batch_id, 0.2 * batch_id, LoadSource.LOAD_REPORT),
+        BrokerLoad("east", "b1:8080", 60_000 * batch_id, 0.1, LoadSource.BUNDLES),
+    ]
+    metrics.brokers.set_cluster("east", loads, None)
 
 
 # Outside CI a machine without prometheus skips; in CI (.ci/install-tools installs it) it fails.

@@ -92,7 +92,8 @@ def _logging(state_dir: Path | None, live: bool) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     from balancer.app.embedded import EmbeddedStack
-    from balancer.app.liveview import RunSummary, children_stderr_to, print_summary, render_live
+    from balancer.app.liveview import children_stderr_to, render_live
+    from balancer.app.run_summary import RunSummary, print_summary
     from balancer.app.summary import start_census, summarize
     from balancer.app.wiring import BalancerApp
 

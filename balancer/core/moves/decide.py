@@ -1,26 +1,236 @@
 """The move decision: which bundles go to which brokers so that every broker is within its
 target, in the fewest moves and with the least load and sessions moved.
 
+Load model (an approximation, documented in docs/algorithms.md): a bundle's load on broker b
+is max(msg_rate / b.capacity.max_msg_rate, throughput / b.capacity.max_throughput_bytes).
+Moving it subtracts its load on the source from the source's load ratio (never below 0) and
+adds its load on the destination to the destination's. A broker's measured load (cpu,
+bandwidth) is not exactly the sum of its bundles' loads, so the projection is linear in the
+bundle's traffic and re-measured in the next window.
+
+Greedy: while the cluster is not balanced, take the most loaded broker over its target and
+move the bundle that best covers its excess (the smallest that brings it to target, else the
+largest that fits) to the least loaded allowed broker after the move; a move must strictly
+lower max(source after, destination after) below the source's load before, so the most
+loaded broker never gets worse. Then fill idle brokers from brokers above the mean. Ties
+break by name, so the plan does not depend on the input order.
+
 Purely computational, with no side effects; time is passed in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from math import fsum
 
+from balancer.core.broker_load import bundle_load_ratio
 from balancer.core.decisions import SplitDecision
 from balancer.core.moves.model import (
+    BlockedBroker,
+    BlockReason,
     BrokerState,
     BundleState,
+    MoveDecision,
     MovePlan,
+    MoveReason,
     MoveSettings,
     PlacementRules,
+    move_decision_id,
 )
+from balancer.core.moves.placement import anti_affinity_allowed, isolation_allowed
+
+EPSILON = 1e-9  # float noise: a load within this of a bound is at the bound
+
+
+def _mean(loads: Mapping[str, float]) -> float:
+    return fsum(loads[b] for b in sorted(loads)) / len(loads) if loads else 0.0
+
+
+def target_ratio(loads: Mapping[str, float], settings: MoveSettings) -> float:
+    """The most a broker may carry: min(mean + margin, overload_ratio)."""
+    return min(_mean(loads) + settings.margin, settings.overload_ratio)
 
 
 def is_balanced(loads: Mapping[str, float], settings: MoveSettings) -> bool:
     """Every broker within `mean +- margin` and none over `overload_ratio` (see MoveSettings)."""
-    raise NotImplementedError
+    if not loads:
+        return True
+    mean = _mean(loads)
+    high = target_ratio(loads, settings)
+    if any(v > high + EPSILON for v in loads.values()):
+        return False
+    idle = any(v < mean - settings.margin - EPSILON for v in loads.values())
+    busy = any(v > mean + EPSILON for v in loads.values())
+    return not (idle and busy)
+
+
+def with_splits(
+    bundles: Sequence[BundleState], splits: Sequence[SplitDecision]
+) -> tuple[list[BundleState], dict[str, str]]:
+    """The bundles with each split parent replaced by its children on the parent's owner, and
+    child name -> split decision id. A split whose parent is not among the bundles is
+    ignored (its owner is unknown)."""
+    by_key = {(b.namespace, b.bundle): b for b in bundles}
+    out = {(b.namespace, b.bundle): b for b in bundles}
+    after_split: dict[str, str] = {}
+    for split in sorted(splits, key=lambda s: s.decision_id):
+        parent = by_key.get((split.namespace, split.bundle))
+        if parent is None or not split.children:
+            continue
+        del out[(parent.namespace, parent.bundle)]
+        for child in split.children:
+            state = BundleState(
+                namespace=parent.namespace,
+                bundle=child.bundle,
+                owner=parent.owner,
+                msg_rate=child.msg_rate,
+                throughput_bytes=child.throughput_bytes,
+                sessions=child.sessions,
+                topics=child.topics,
+            )
+            out[(state.namespace, state.bundle)] = state
+            after_split[state.name] = split.decision_id
+    return sorted(out.values(), key=lambda b: b.name), after_split
+
+
+class _Cycle:
+    """The plan's running state: loads, owners, counts, budgets."""
+
+    def __init__(
+        self,
+        brokers: Sequence[BrokerState],
+        bundles: Sequence[BundleState],
+        rules: PlacementRules,
+        settings: MoveSettings,
+        now_ms: int,
+    ) -> None:
+        self.brokers = {b.broker: b for b in sorted(brokers, key=lambda b: b.broker)}
+        self.active = sorted(b for b, s in self.brokers.items() if s.active)
+        self.rules = rules
+        self.settings = settings
+        self.now_ms = now_ms
+        self.loads = {b: max(0.0, s.load_ratio) for b, s in self.brokers.items()}
+        self.topics = {b: s.topic_count for b, s in self.brokers.items()}
+        self.owner = {b.name: b.owner for b in bundles}
+        self.bundles = {b.name: b for b in bundles}
+        self.moved: set[str] = set()
+        self.moves_of: dict[str, int] = dict.fromkeys(self.brokers, 0)
+        self.moves = 0
+        self.domains = {b: s.failure_domain for b, s in self.brokers.items()}
+        self._allowed: dict[str, frozenset[str]] = {}
+
+    def active_loads(self) -> dict[str, float]:
+        return {b: self.loads[b] for b in self.active}
+
+    def load_on(self, bundle: BundleState, broker: str) -> float:
+        return bundle_load_ratio(
+            bundle.msg_rate, bundle.throughput_bytes, self.brokers[broker].capacity
+        )
+
+    def owned(self, broker: str) -> list[BundleState]:
+        return [b for name, b in self.bundles.items() if self.owner[name] == broker]
+
+    def in_grace(self, bundle: BundleState) -> bool:
+        last = bundle.last_moved_ms
+        return last is not None and self.now_ms - last < self.settings.grace_period_s * 1000.0
+
+    def group_counts(self, bundle: BundleState) -> dict[str, int] | None:
+        group = self.rules.anti_affinity.get(bundle.namespace)
+        if not group:
+            return None
+        counts: dict[str, int] = {}
+        for name, other in self.bundles.items():
+            if name != bundle.name and self.rules.anti_affinity.get(other.namespace) == group:
+                owner = self.owner[name]
+                counts[owner] = counts.get(owner, 0) + 1
+        return counts
+
+    def destinations(self, bundle: BundleState, source: str) -> list[str]:
+        """The brokers the placement rules allow for the bundle, apart from its source."""
+        if bundle.namespace not in self._allowed:
+            self._allowed[bundle.namespace] = isolation_allowed(
+                bundle.namespace, list(self.brokers.values()), self.rules
+            )
+        allowed = set(self._allowed[bundle.namespace])
+        counts = self.group_counts(bundle)
+        if counts is not None:
+            # The source stays a candidate: a move may not leave the bundle's group worse
+            # spread than staying put would.
+            allowed = set(anti_affinity_allowed(allowed | {source}, counts, self.domains))
+        limit = self.rules.max_topics_per_broker
+        return sorted(b for b in allowed if b != source and self.topics[b] + bundle.topics <= limit)
+
+    def apply(self, bundle: BundleState, source: str, destination: str) -> tuple[float, float]:
+        on_source = self.load_on(bundle, source)
+        self.loads[source] = max(0.0, self.loads[source] - on_source)
+        self.loads[destination] += self.load_on(bundle, destination)
+        self.topics[source] -= bundle.topics
+        self.topics[destination] += bundle.topics
+        self.owner[bundle.name] = destination
+        self.moved.add(bundle.name)
+        self.moves_of[source] += 1
+        self.moves_of[destination] += 1
+        self.moves += 1
+        return self.loads[source], self.loads[destination]
+
+
+_Candidate = tuple[BundleState, str, float, float, float]  # bundle, dest, on_src, src, dst
+
+
+def _best_move(
+    cycle: _Cycle, source: str, excess: float, only_to: frozenset[str] | None
+) -> tuple[_Candidate | None, BlockReason]:
+    """The bundle of `source` that best covers `excess`, and its destination; else why not."""
+    settings = cycle.settings
+    before = cycle.loads[source]
+    high = target_ratio(cycle.active_loads(), settings)
+    if cycle.moves >= settings.max_moves_per_cluster:
+        return None, BlockReason.BUDGET
+    owned = cycle.owned(source)
+    sized = [b for b in owned if cycle.load_on(b, source) >= settings.min_bundle_load_ratio]
+    if not sized:
+        return None, BlockReason.TOO_SMALL
+    movable = [b for b in sized if b.name not in cycle.moved and not cycle.in_grace(b)]
+    if not movable:
+        return None, BlockReason.GRACE_PERIOD
+    if cycle.moves_of[source] >= settings.max_moves_per_broker:
+        return None, BlockReason.BUDGET
+    feasible: list[_Candidate] = []
+    for bundle in movable:
+        on_source = cycle.load_on(bundle, source)
+        source_after = max(0.0, before - on_source)
+        best: tuple[float, str] | None = None
+        for dest in cycle.destinations(bundle, source):
+            if only_to is not None and dest not in only_to:
+                continue
+            if cycle.moves_of[dest] >= settings.max_moves_per_broker:
+                continue
+            dest_after = cycle.loads[dest] + cycle.load_on(bundle, dest)
+            # The most loaded of the two must end strictly under the source's load before,
+            # and the destination within the target unless it ends no higher than the source
+            # (an overloaded cluster still evens out).
+            if max(source_after, dest_after) >= before - EPSILON:
+                continue
+            if dest_after > max(high, source_after) + EPSILON:
+                continue
+            if best is None or (dest_after, dest) < best:
+                best = (dest_after, dest)
+        if best is not None:
+            feasible.append((bundle, best[1], on_source, source_after, best[0]))
+    if not feasible:
+        largest = max(cycle.load_on(b, source) for b in movable)
+        rest = fsum(cycle.load_on(b, source) for b in movable) - largest
+        if largest >= excess - EPSILON and rest < excess - EPSILON:
+            return None, BlockReason.SINGLE_BUNDLE
+        return None, BlockReason.NO_DESTINATION
+    covering = [c for c in feasible if c[2] >= excess - EPSILON]
+    if covering:
+        # The smallest bundle that brings the source to target: one move, least load moved.
+        choice = min(covering, key=lambda c: (c[2], c[0].sessions, c[0].name))
+    else:
+        # None is enough alone: the largest that fits, so the fewest moves follow.
+        choice = min(feasible, key=lambda c: (-c[2], c[0].sessions, c[0].name))
+    return choice, BlockReason.NO_DESTINATION
 
 
 def decide_moves(
@@ -37,4 +247,86 @@ def decide_moves(
     """The moves of one cluster for one window. `splits` are the split decisions of the same
     cycle: each parent bundle is replaced by its children (on the parent's owner, with the
     loads the split computed), and children may be given destinations (reason SPLIT_CHILD)."""
-    raise NotImplementedError
+    all_bundles, after_split = with_splits(bundles, splits)
+    known = {b.broker for b in brokers}
+    all_bundles = [b for b in all_bundles if b.owner in known]  # an unknown owner: not ours
+    cycle = _Cycle(brokers, all_bundles, rules, settings, now_ms)
+    loads_before = dict(cycle.loads)
+    balanced_before = is_balanced(cycle.active_loads(), settings)
+    moves: list[MoveDecision] = []
+    while not is_balanced(cycle.active_loads(), settings):
+        active = cycle.active_loads()
+        mean = _mean(active)
+        high = target_ratio(active, settings)
+        by_load = sorted(active, key=lambda b: (-active[b], b))
+        over = [b for b in by_load if active[b] > high + EPSILON]
+        idle = frozenset(b for b in active if active[b] < mean - settings.margin - EPSILON)
+        attempts: list[tuple[str, float, frozenset[str] | None]] = [
+            (b, active[b] - high, None) for b in over
+        ]
+        if idle:
+            attempts += [(b, active[b] - mean, idle) for b in by_load if active[b] > mean]
+        made = False
+        for source, excess, only_to in attempts:
+            candidate, _ = _best_move(cycle, source, excess, only_to)
+            if candidate is None:
+                continue
+            bundle, dest, on_source, _, _ = candidate
+            before_src, before_dst = cycle.loads[source], cycle.loads[dest]
+            if bundle.name in after_split:
+                reason = MoveReason.SPLIT_CHILD
+            elif before_src > settings.overload_ratio + EPSILON:
+                reason = MoveReason.OVERLOADED
+            elif only_to is None:
+                reason = MoveReason.ABOVE_MEAN
+            else:
+                reason = MoveReason.IDLE_BROKER
+            after_src, after_dst = cycle.apply(bundle, source, dest)
+            moves.append(
+                MoveDecision(
+                    decision_id=move_decision_id(
+                        cluster=cluster,
+                        namespace=bundle.namespace,
+                        bundle=bundle.bundle,
+                        window_end_ms=window_end_ms,
+                    ),
+                    cluster=cluster,
+                    namespace=bundle.namespace,
+                    bundle=bundle.bundle,
+                    source=source,
+                    destination=dest,
+                    reason=reason,
+                    bundle_load_ratio=on_source,
+                    msg_rate=bundle.msg_rate,
+                    throughput_bytes=bundle.throughput_bytes,
+                    sessions=bundle.sessions,
+                    source_load_before=before_src,
+                    source_load_after=after_src,
+                    destination_load_before=before_dst,
+                    destination_load_after=after_dst,
+                    window_end_ms=window_end_ms,
+                    after_split=after_split.get(bundle.name),
+                )
+            )
+            made = True
+            break
+        if not made:
+            break
+    active_after = cycle.active_loads()
+    high_after = target_ratio(active_after, settings)
+    # Over target with no permitted move: say why (the last check that failed for it).
+    still_over = sorted(b for b in active_after if active_after[b] > high_after + EPSILON)
+    blocked = {b: _best_move(cycle, b, active_after[b] - high_after, None)[1] for b in still_over}
+    return MovePlan(
+        cluster=cluster,
+        window_end_ms=window_end_ms,
+        moves=tuple(moves),
+        loads_before=loads_before,
+        loads_after=dict(cycle.loads),
+        blocked=tuple(
+            BlockedBroker(broker=b, load_ratio=cycle.loads[b], reason=blocked[b])
+            for b in still_over
+        ),
+        balanced_before=balanced_before,
+        balanced_after=is_balanced(active_after, settings),
+    )

@@ -1,0 +1,260 @@
+"""The moves of one cluster for one closed window: the broker board's loads, the window's
+bundle loads and the placement rules read from Pulsar, handed to the pure decision
+(`balancer.core.moves.decide.decide_moves`).
+
+Placement rules (isolation policies, failure domains, anti-affinity groups) are read from the
+cluster and cached for `rules_ttl_s`. A cluster whose rules cannot be read gets no move: a
+move that breaks an isolation policy is worse than no move. `run` (each window) and `plan`
+(once) share this code, so they agree on moves.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from balancer.controller.broker_board import BrokerLoadBoard, BrokerWindow
+from balancer.core.broker_load import (
+    BrokerCapacity,
+    BrokerLoad,
+    broker_load_from_bundles,
+    broker_load_from_reports,
+)
+from balancer.core.decisions import SplitDecision
+from balancer.core.load import BundleLoad
+from balancer.core.moves.decide import decide_moves
+from balancer.core.moves.inputs import broker_states, bundle_states
+from balancer.core.moves.model import IsolationPolicy, MovePlan, MoveSettings, PlacementRules
+
+log = logging.getLogger(__name__)
+
+
+class PlacementReads(Protocol):
+    """The admin reads behind the placement rules (`balancer.pulsar.PulsarPeerGroup`)."""
+
+    def isolation_policies(self, cluster: str) -> tuple[IsolationPolicy, ...]: ...
+
+    def failure_domains(self, cluster: str) -> Mapping[str, tuple[str, ...]]: ...
+
+    def anti_affinity_group(self, namespace: str, *, cluster: str | None = None) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRules:
+    rules: PlacementRules
+    failure_domains: Mapping[str, str]  # broker -> domain
+    read_at_s: float
+
+
+class RulesCache:
+    """Each cluster's placement rules, read again after `ttl_s`."""
+
+    def __init__(
+        self,
+        admin: PlacementReads,
+        *,
+        ttl_s: float,
+        max_topics_per_broker: int,
+        monotonic: Callable[[], float],
+    ) -> None:
+        self.admin = admin
+        self.ttl_s = ttl_s
+        self.max_topics_per_broker = max_topics_per_broker
+        self.monotonic = monotonic
+        self._cached: dict[str, ClusterRules] = {}
+        self._groups: dict[tuple[str, str], tuple[str | None, float]] = {}
+
+    def rules(self, cluster: str, namespaces: Sequence[str]) -> ClusterRules:
+        """Raises as the admin client does when a rule cannot be read."""
+        now_s = self.monotonic()
+        cached = self._cached.get(cluster)
+        if cached is None or now_s - cached.read_at_s >= self.ttl_s:
+            isolation = self.admin.isolation_policies(cluster)
+            domains = {
+                broker: domain
+                for domain, brokers in sorted(self.admin.failure_domains(cluster).items())
+                for broker in brokers
+            }
+            base = PlacementRules(
+                isolation=isolation, max_topics_per_broker=self.max_topics_per_broker
+            )
+            cached = ClusterRules(base, domains, now_s)
+            self._cached[cluster] = cached
+        groups: dict[str, str] = {}
+        for namespace in sorted(set(namespaces)):
+            known = self._groups.get((cluster, namespace))
+            if known is None or now_s - known[1] >= self.ttl_s:
+                known = (self.admin.anti_affinity_group(namespace, cluster=cluster), now_s)
+                self._groups[(cluster, namespace)] = known
+            if known[0]:
+                groups[namespace] = known[0]
+        rules = PlacementRules(
+            isolation=cached.rules.isolation,
+            anti_affinity=groups,
+            max_topics_per_broker=cached.rules.max_topics_per_broker,
+        )
+        return ClusterRules(rules, cached.failure_domains, cached.read_at_s)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLoads:
+    """A cluster's broker loads for one window (what `plan` and the live view show)."""
+
+    brokers: tuple[BrokerLoad, ...]
+    owners: Mapping[str, str]  # bundle name -> broker
+
+
+def cluster_loads(
+    windows: Sequence[BrokerWindow],
+    bundles: Sequence[BundleLoad],
+    *,
+    settings: MoveSettings,
+    capacity_of: Callable[[str, str], BrokerCapacity],
+    window_end_ms: int,
+) -> ClusterLoads:
+    """Each broker's windowed load, from its load reports when it has some, else from its
+    bundles against its configured capacity."""
+    owners: dict[str, str] = {}
+    for window in windows:
+        owned = set(window.owned_bundles)
+        if window.reports:
+            owned.update(window.reports[-1].bundles)
+        for name in owned:
+            owners.setdefault(name, window.broker)
+    by_broker: dict[str, list[BundleLoad]] = {w.broker: [] for w in windows}
+    for load in bundles:
+        owner = owners.get(f"{load.namespace}/{load.bundle}")
+        if owner is not None:
+            by_broker[owner].append(load)
+    loads = []
+    for window in windows:
+        mine = by_broker[window.broker]
+        if window.reports:
+            loads.append(
+                broker_load_from_reports(
+                    window.reports, mine, weights=settings.weights, window_end_ms=window_end_ms
+                )
+            )
+        else:
+            loads.append(
+                broker_load_from_bundles(
+                    window.cluster,
+                    window.broker,
+                    mine,
+                    capacity=capacity_of(window.cluster, window.broker),
+                    window_end_ms=window_end_ms,
+                )
+            )
+    return ClusterLoads(tuple(loads), owners)
+
+
+class MovePlanner:
+    def __init__(
+        self,
+        board: BrokerLoadBoard,
+        rules: RulesCache,
+        *,
+        settings: MoveSettings,
+        capacity_of: Callable[[str, str], BrokerCapacity],
+        window_s: float,
+        last_moves_ms: Callable[[str], Mapping[str, int]],
+    ) -> None:
+        self.board = board
+        self.rules = rules
+        self.settings = settings
+        self.capacity_of = capacity_of
+        self.window_ms = int(window_s * 1000)
+        self.last_moves_ms = last_moves_ms
+        self.last_loads: dict[str, ClusterLoads] = {}  # cluster -> its newest window's
+        self.last_plans: dict[str, MovePlan] = {}
+        # (cluster, broker) -> (when a plan moved a bundle from or to it, its projected load):
+        # its load reports from before then describe bundles it no longer has (or not yet).
+        self._moved: dict[tuple[str, str], tuple[int, float]] = {}
+
+    def plan(
+        self,
+        cluster: str,
+        bundles: Sequence[BundleLoad],
+        *,
+        window_end_ms: int,
+        now_ms: int,
+        splits: Sequence[SplitDecision] = (),
+    ) -> MovePlan | None:
+        """The cluster's moves for the window ending at `window_end_ms`; None when no broker
+        of it was read lately, or its placement rules cannot be read (logged).
+
+        Bundle loads are the closed window's; broker loads are the load reports of the last
+        window length before `now_ms` (the freshest picture of what each broker carries),
+        less those a broker gave before a move this planner made from or to it. A broker
+        left with no report since its move counts at the load the plan projected for it,
+        so a move is not decided twice on the reports of before it."""
+        windows = self.board.window(cluster, start_ms=now_ms - self.window_ms, end_ms=now_ms + 1)
+        if not windows:
+            return None
+        windows = [self._since_move(cluster, w) for w in windows]
+        loads = cluster_loads(
+            windows,
+            bundles,
+            settings=self.settings,
+            capacity_of=self.capacity_of,
+            window_end_ms=window_end_ms,
+        )
+        loads = ClusterLoads(
+            tuple(self._projected(cluster, load) for load in loads.brokers), loads.owners
+        )
+        self.last_loads[cluster] = loads
+        try:
+            rules = self.rules.rules(cluster, [b.namespace for b in bundles])
+        except Exception as exc:  # an admin error: no move without the rules
+            log.warning(
+                "moves: the placement rules of %s cannot be read (%s): no move this window",
+                cluster,
+                exc,
+            )
+            return None
+        brokers = broker_states(
+            loads.brokers,
+            weights=self.settings.weights,
+            configured={w.broker: self.capacity_of(cluster, w.broker) for w in windows},
+            failure_domains=rules.failure_domains,
+        )
+        states = bundle_states(bundles, loads.owners, self.last_moves_ms(cluster))
+        plan = decide_moves(
+            cluster,
+            brokers,
+            states,
+            rules=rules.rules,
+            settings=self.settings,
+            now_ms=now_ms,
+            window_end_ms=window_end_ms,
+            splits=[s for s in splits if s.cluster == cluster],
+        )
+        self.last_plans[cluster] = plan
+        for move in plan.moves:
+            self._moved[(cluster, move.source)] = (now_ms, plan.loads_after[move.source])
+            self._moved[(cluster, move.destination)] = (
+                now_ms,
+                plan.loads_after[move.destination],
+            )
+        return plan
+
+    def _since_move(self, cluster: str, window: BrokerWindow) -> BrokerWindow:
+        moved = self._moved.get((cluster, window.broker))
+        if moved is None:
+            return window
+        if not window.reports:  # load from its bundles: a poll since the move shows it
+            if window.last_poll_ms > moved[0]:
+                del self._moved[(cluster, window.broker)]
+            return window
+        fresh = tuple(r for r in window.reports if r.timestamp_ms > moved[0])
+        if fresh:
+            del self._moved[(cluster, window.broker)]  # its reports show the move now
+        return replace(window, reports=fresh) if fresh else window
+
+    def _projected(self, cluster: str, load: BrokerLoad) -> BrokerLoad:
+        moved = self._moved.get((cluster, load.broker))
+        if moved is None:
+            return load
+        return replace(load, load_ratio=moved[1])

@@ -1,0 +1,107 @@
+"""Where a bundle may go: namespace isolation policies, anti-affinity groups with failure
+domains, and the topic limit. Pulsar's admin unload path may not check these for us (the
+extensible load manager applies no isolation or anti-affinity filter to an explicit
+destination), so the mover checks them itself.
+
+Purely computational, with no side effects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+
+from balancer.core.moves.model import BrokerState, IsolationPolicy, PlacementRules
+
+DEFAULT_DOMAIN = "default"  # LoadManagerShared.DEFAULT_DOMAIN: brokers in no failure domain
+
+
+@lru_cache(maxsize=1024)
+def _compiled(pattern: str) -> re.Pattern[str] | None:
+    try:
+        return re.compile(pattern)
+    except re.error:
+        return None  # a bad regex matches nothing rather than crash the decision
+
+
+def _matches_any(patterns: Iterable[str], text: str) -> bool:
+    # Java's String.matches: the whole text (NamespaceIsolationPolicyImpl.isApplicable,
+    # matchesBrokerRegex).
+    for pattern in patterns:
+        compiled = _compiled(pattern)
+        if compiled is not None and compiled.fullmatch(text):
+            return True
+    return False
+
+
+def policy_for(namespace: str, rules: PlacementRules) -> IsolationPolicy | None:
+    """The isolation policy of a namespace: the first (by name) whose namespace regexes match."""
+    for policy in sorted(rules.isolation, key=lambda p: p.name):
+        if _matches_any(policy.namespaces, namespace):
+            return policy
+    return None
+
+
+def is_shared_broker(broker: BrokerState, rules: PlacementRules) -> bool:
+    """A broker that is no policy's primary (NamespaceIsolationPolicies.isSharedBroker):
+    the brokers a namespace under no policy may use."""
+    return not any(_matches_any(p.primary, broker.host) for p in rules.isolation)
+
+
+def isolation_allowed(
+    namespace: str, brokers: Sequence[BrokerState], rules: PlacementRules
+) -> frozenset[str]:
+    """The active brokers the isolation policies allow for a namespace.
+
+    Follows LoadManagerShared.applyNamespacePolicies: a namespace under a policy goes to its
+    primary brokers, and also to its secondary ones when fewer than `min_primary_brokers`
+    primaries are active (auto_failover_policy min_limit); a namespace under no policy goes
+    to shared brokers only.
+    """
+    active = [b for b in brokers if b.active]
+    policy = policy_for(namespace, rules)
+    if policy is None:
+        return frozenset(b.broker for b in active if is_shared_broker(b, rules))
+    primaries = {b.broker for b in active if _matches_any(policy.primary, b.host)}
+    if len(primaries) >= max(1, policy.min_primary_brokers):
+        return frozenset(primaries)
+    secondaries = {b.broker for b in active if _matches_any(policy.secondary, b.host)}
+    return frozenset(primaries | secondaries)
+
+
+def anti_affinity_allowed(
+    candidates: Iterable[str],
+    group_counts: Mapping[str, int],
+    domains: Mapping[str, str | None],
+) -> frozenset[str]:
+    """Keep the candidates whose failure domain, then whose broker, hold the fewest bundles of
+    the group (LoadManagerShared.filterAntiAffinityGroupOwnedBrokers and
+    filterDomainsNotHavingLeastNumberAntiAffinityNamespaces). `group_counts`: broker -> the
+    group's bundles it owns (without the bundle being placed). The domain step applies when
+    any broker has a failure domain (Pulsar: failureDomainsEnabled with domains defined)."""
+    kept = sorted(set(candidates))
+    if not kept:
+        return frozenset()
+    if any(domains.get(b) for b in domains):
+        per_domain: dict[str, int] = {}
+        for b in kept:
+            domain = domains.get(b) or DEFAULT_DOMAIN
+            per_domain[domain] = per_domain.get(domain, 0) + group_counts.get(b, 0)
+        least_domain = min(per_domain.values())
+        kept = [b for b in kept if per_domain[domains.get(b) or DEFAULT_DOMAIN] == least_domain]
+    least = min(group_counts.get(b, 0) for b in kept)
+    return frozenset(b for b in kept if group_counts.get(b, 0) == least)
+
+
+def violations(
+    namespace: str,
+    destination: str,
+    brokers: Sequence[BrokerState],
+    rules: PlacementRules,
+) -> list[str]:
+    """The isolation rules a destination breaks for a namespace (empty: allowed); the
+    anti-affinity and topic rules depend on the plan's state and are checked by the mover."""
+    if destination not in isolation_allowed(namespace, brokers, rules):
+        return [f"isolation: {namespace} may not go to {destination}"]
+    return []
