@@ -13,6 +13,7 @@ minute is exact. No clock, no sleeping, no I/O beyond reading a scenario file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -147,8 +148,6 @@ class ClusterState:
         """Pulsar's `LoadManagerShared.applyNamespacePolicies`: a namespace under a policy
         goes to its primary brokers (secondary when too few primaries); a namespace under
         none goes only to brokers that no policy names."""
-        import re
-
         hosts = {b.broker: b.host for b in self.brokers}
         named: set[str] = set()
         for policy in self.scenario.isolation:
@@ -168,8 +167,6 @@ class ClusterState:
         return set(hosts) - named
 
     def has_policy(self, namespace: str) -> bool:
-        import re
-
         return any(
             re.fullmatch(p, namespace) for pol in self.scenario.isolation for p in pol.namespaces
         )
