@@ -43,7 +43,7 @@ from balancer.core.broker_load import (
     broker_load_from_reports,
 )
 from balancer.core.load import BundleLoad
-from balancer.core.moves.decide import decide_moves
+from balancer.core.moves.decide import decide_moves, is_balanced
 from balancer.core.moves.model import BrokerState, BundleState, MoveSettings, PlacementRules
 from bench.broker_cluster import (
     ClusterScenario,
@@ -173,12 +173,8 @@ BALANCERS: dict[str, Callable[[int], Balancer]] = {
 
 
 def within_target(loads: dict[str, float], settings: MoveSettings) -> bool:
-    """The target of `MoveSettings` (the bench's own measure, the same for every balancer)."""
-    values = list(loads.values())
-    mean = sum(values) / len(values)
-    if any(v > mean + settings.margin + 1e-9 or v > settings.overload_ratio for v in values):
-        return False
-    return not (any(v < mean - settings.margin for v in values) and any(v > mean for v in values))
+    """The target of `MoveSettings`, as the core defines it (the same for every balancer)."""
+    return is_balanced(loads, settings)
 
 
 @dataclass
