@@ -224,3 +224,17 @@ def test_inactive_broker_is_never_a_destination() -> None:
 
 def test_capacity_constant() -> None:
     assert CAP.max_msg_rate == 1000.0
+
+
+def test_an_isolation_pattern_naming_host_and_port_picks_that_broker_among_one_hosts() -> None:
+    from balancer.core.broker_load import BrokerCapacity
+    from balancer.core.moves.model import BrokerState, IsolationPolicy, PlacementRules
+    from balancer.core.moves.placement import isolation_allowed
+
+    capacity = BrokerCapacity(max_msg_rate=1.0, max_throughput_bytes=1.0)
+    brokers = [BrokerState(f"127.0.0.1:{port}", 0.1, capacity) for port in (8080, 8081, 8082)]
+    rules = PlacementRules(
+        isolation=(IsolationPolicy("p", ("t/iso",), primary=(r"127\.0\.0\.1:8081",)),)
+    )
+    assert isolation_allowed("t/iso", brokers, rules) == {"127.0.0.1:8081"}
+    assert isolation_allowed("t/other", brokers, rules) == {"127.0.0.1:8080", "127.0.0.1:8082"}

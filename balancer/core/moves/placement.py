@@ -35,6 +35,14 @@ def _matches_any(patterns: Iterable[str], text: str) -> bool:
     return False
 
 
+def _names_broker(patterns: Iterable[str], broker: BrokerState) -> bool:
+    """Pulsar matches policies against the broker's host; a pattern that names the whole id
+    `host:port` is taken too, to tell apart brokers that share a host (as the simulator's
+    do, all on 127.0.0.1)."""
+    patterns = tuple(patterns)
+    return _matches_any(patterns, broker.host) or _matches_any(patterns, broker.broker)
+
+
 def policy_for(namespace: str, rules: PlacementRules) -> IsolationPolicy | None:
     """The isolation policy of a namespace: the first (by name) whose namespace regexes match."""
     for policy in sorted(rules.isolation, key=lambda p: p.name):
@@ -46,7 +54,7 @@ def policy_for(namespace: str, rules: PlacementRules) -> IsolationPolicy | None:
 def is_shared_broker(broker: BrokerState, rules: PlacementRules) -> bool:
     """A broker that is no policy's primary (NamespaceIsolationPolicies.isSharedBroker):
     the brokers a namespace under no policy may use."""
-    return not any(_matches_any(p.primary, broker.host) for p in rules.isolation)
+    return not any(_names_broker(p.primary, broker) for p in rules.isolation)
 
 
 def isolation_allowed(
@@ -63,10 +71,10 @@ def isolation_allowed(
     policy = policy_for(namespace, rules)
     if policy is None:
         return frozenset(b.broker for b in active if is_shared_broker(b, rules))
-    primaries = {b.broker for b in active if _matches_any(policy.primary, b.host)}
+    primaries = {b.broker for b in active if _names_broker(policy.primary, b)}
     if len(primaries) >= max(1, policy.min_primary_brokers):
         return frozenset(primaries)
-    secondaries = {b.broker for b in active if _matches_any(policy.secondary, b.host)}
+    secondaries = {b.broker for b in active if _names_broker(policy.secondary, b)}
     return frozenset(primaries | secondaries)
 
 
