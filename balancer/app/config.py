@@ -260,8 +260,8 @@ class RateLimitsConfig(_Model):
     splits_per_minute_per_namespace: int = Field(default=3, ge=0)
     offloads_per_minute: int = Field(default=30, ge=0)
     offloads_per_minute_per_namespace: int = Field(default=10, ge=0)
-    moves_per_minute: int = Field(default=20, ge=0)  # cluster-wide; 0 forbids moves
-    moves_per_minute_per_namespace: int = Field(default=10, ge=0)
+    moves_per_minute: int = Field(default=60, ge=0)  # cluster-wide; 0 forbids moves
+    moves_per_minute_per_namespace: int = Field(default=40, ge=0)
 
 
 class BreakerConfig(_Model):

@@ -62,8 +62,8 @@ class MovesConfig(_Model):
     margin: float = Field(default=0.10, ge=0, le=1)  # balanced: every broker <= mean + margin
     overload_ratio: float = Field(default=0.85, gt=0, le=1)  # and none over this
     grace_period_s: float = Field(default=1800.0, ge=0)  # a bundle is not moved again within
-    max_moves_per_cycle: int = Field(default=10, ge=0)  # per cluster and decision cycle
-    max_moves_per_broker: int = Field(default=3, ge=1)  # out of or into one broker, per cycle
+    max_moves_per_cycle: int = Field(default=40, ge=0)  # per cluster and decision cycle
+    max_moves_per_broker: int = Field(default=15, ge=1)  # out of or into one broker, per cycle
     min_bundle_load_ratio: float = Field(default=0.01, ge=0, le=1)
     max_topics_per_broker: int = Field(default=50_000, ge=1)  # loadBalancerBrokerMaxTopics
     weights: WeightsConfig = WeightsConfig()

@@ -48,8 +48,8 @@ class ActionLimits:
         offloads_per_minute: int,
         offloads_per_minute_per_namespace: int,
         clock: Clock,
-        moves_per_minute: int = 20,
-        moves_per_minute_per_namespace: int = 10,
+        moves_per_minute: int = 60,
+        moves_per_minute_per_namespace: int = 40,
     ) -> None:
         self._cluster = {
             DecisionKind.SPLIT: SlidingWindowLimiter(splits_per_minute, clock),

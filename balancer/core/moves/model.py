@@ -85,8 +85,8 @@ class MoveSettings:
     margin: float = 0.10
     overload_ratio: float = 0.85  # OverloadShedder's 85 %
     grace_period_s: float = 1800.0  # a bundle is not moved again within this (no ping-pong)
-    max_moves_per_cluster: int = 10  # per decision cycle
-    max_moves_per_broker: int = 3  # out of or into one broker, per decision cycle
+    max_moves_per_cluster: int = 40  # per decision cycle
+    max_moves_per_broker: int = 15  # out of or into one broker, per decision cycle
     min_bundle_load_ratio: float = 0.01  # a bundle moving less than this is not worth a move
     weights: LoadWeights = field(default_factory=LoadWeights)
 
