@@ -240,9 +240,16 @@ def report_outcome(
             stats.applied(action)
         else:
             stats.planned(action)
+    # Under the modular load manager a move answered 204 is owned by nobody until the next
+    # lookup: `unknown` then is the normal course (rechecked), not a warning.
+    placing = (
+        outcome.kind is DecisionKind.MOVE
+        and outcome.pulsar.get("status") == 204
+        and outcome.pulsar.get("owner") is None
+    )
     warn = outcome.result in (
         ActionResult.FAILED, ActionResult.UNKNOWN, ActionResult.LANDED_ELSEWHERE
-    )  # fmt: skip
+    ) and not (outcome.result is ActionResult.UNKNOWN and placing)  # fmt: skip
     level = logging.WARNING if warn else logging.INFO
     log.log(
         level,

@@ -224,6 +224,12 @@ def _best_move(
             return None, BlockReason.SINGLE_BUNDLE
         return None, BlockReason.NO_DESTINATION
     covering = [c for c in feasible if c[2] >= excess - EPSILON]
+    low = _mean(cycle.active_loads()) - settings.margin
+    if any(v < low - EPSILON for v in cycle.active_loads().values()):
+        # An idle broker waits: a bundle that also lifts its destination out of idle saves
+        # the move that would fill it next.
+        filling = [c for c in covering if c[4] >= low - EPSILON]
+        covering = filling or covering
     if covering:
         # The smallest bundle that brings the source to target: one move, least load moved.
         choice = min(covering, key=lambda c: (c[2], c[0].sessions, c[0].name))
