@@ -144,7 +144,7 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
         )
         for o in plan.offloads:
             points[o.decision_id] = OffloadPoint(None, "offline: needs the topic's internalStats")
-        moves = MovesPlan(note=STATS_FILE_NOTE)
+        moves: MovesPlan | None = MovesPlan(note=STATS_FILE_NOTE)
         source = f"stats file {args.stats_file}"
     else:
         if config is None:
