@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich import box
-from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.panel import Panel
 from rich.segment import Segment
@@ -23,7 +23,10 @@ from rich.text import Text
 
 from balancer.app.wiring import LiveState
 from balancer.controller.outcome import Outcome
+from balancer.core.broker_load import BrokerLoad
+from balancer.core.decisions import DecisionKind
 from balancer.core.load import BundleLoad
+from balancer.core.moves.model import MoveDecision
 from balancer.core.partitions import LoneHotTopic
 from balancer.core.results import ActionResult
 
@@ -39,6 +42,11 @@ INTRO = (
     "once, at flow-equal points - and moves old data of topics past a size limit to tiered "
     "storage (offload)."
 )
+
+
+# Brokers named on a cluster's line, and moves in the panel: the panel is drawn in every layout.
+BROKERS_SHOWN = 6
+MOVES_SHOWN = 3
 
 
 def _pct(ratio: float) -> Text:
@@ -63,6 +71,8 @@ class LiveFrame:
     lone: dict[tuple[str, str], LoneHotTopic]
     outcomes: list[Outcome]  # oldest first
     hit_count_threshold: int = 3
+    brokers: dict[str, list[BrokerLoad]] | None = None  # cluster -> most loaded first
+    moves: list[Outcome] | None = None  # the newest moves' outcomes, oldest first
 
 
 def render_live(
@@ -83,6 +93,8 @@ def render_live(
             lone={(h.cluster, h.bundle): h for h in live.lone_hot_topics},
             outcomes=list(live.outcomes)[-8:],
             hit_count_threshold=live.hit_count_threshold,
+            brokers={c: list(b) for c, b in live.broker_loads.items()},
+            moves=[o for o in live.outcomes if o.kind is DecisionKind.MOVE][-MOVES_SHOWN:],
         )
     return LiveView(frame)
 
@@ -178,7 +190,15 @@ class LiveView:
         stream.add_row("Kafka lag", f"{f.lag:,}", "bundles reporting", str(f.reporting))
         if f.errors:
             stream.add_row("controller errors", Text(str(f.errors), style="red"), "", "")
-        return Panel(stream, title="pulsar-balancer", subtitle="Ctrl-C stops")
+        # One line each, cut (never wrapped) to the panel's width: the frame's height is known.
+        lines = [
+            Text(f"broker load {c}: ").append_text(line)
+            for c, line in broker_lines(f.brokers or {})
+        ]
+        lines += [Text("move ").append_text(move_line(m)) for m in f.moves or []]
+        for line in lines:
+            line.no_wrap, line.overflow = True, "ellipsis"
+        return Panel(Group(stream, *lines), title="pulsar-balancer", subtitle="Ctrl-C stops")
 
     def _hot(self, layout: _Layout) -> list[RenderableType]:
         """The bundles over their limit, the most loaded first."""
@@ -239,6 +259,9 @@ class LiveView:
             for load, ratio in f.over
         )
         lines.append(f"bundles over their limit: {len(f.over)}" + (f" ({over})" if over else ""))
+        lines += [f"broker load {c}: {line.plain}" for c, line in broker_lines(f.brokers or {})]
+        if f.moves:
+            lines.append(f"latest move: {move_line(f.moves[-1]).plain}")
         if f.outcomes:
             o = f.outcomes[-1]
             lines.append(
@@ -248,6 +271,38 @@ class LiveView:
         else:
             lines.append(f"decisions: waiting for {f.hit_count_threshold} windows over the limit")
         return [Text(line, no_wrap=True, overflow="ellipsis") for line in lines]
+
+
+def broker_lines(brokers: dict[str, list[BrokerLoad]]) -> list[tuple[str, Text]]:
+    """One line per cluster: its brokers' loads, the most loaded first (a broker's share of
+    its capacity; `*` marks a load from its bundles, without a load report)."""
+    out = []
+    for cluster, loads in sorted(brokers.items()):
+        line = Text(no_wrap=True, overflow="ellipsis")
+        for i, load in enumerate(loads[:BROKERS_SHOWN]):
+            if i:
+                line.append("  ")
+            mark = "*" if load.source.value == "bundles" else ""
+            line.append(f"{load.broker}{mark} ")
+            line.append(_pct(load.load_ratio).plain.strip(), style=_pct(load.load_ratio).style)
+        if len(loads) > BROKERS_SHOWN:
+            line.append(f"  ... {len(loads) - BROKERS_SHOWN} more")
+        out.append((cluster, line))
+    return out
+
+
+def move_line(outcome: Outcome) -> Text:
+    """A move's outcome in one line: bundle, from -> to, reason and result."""
+    d = outcome.decision
+    where = (
+        f"{d.namespace}/{d.bundle} {d.source} -> {d.destination}"
+        if isinstance(d, MoveDecision)
+        else outcome.namespace
+    )
+    line = Text(f"{outcome.cluster} {where} ({outcome.reason}): ", no_wrap=True)
+    line.append(outcome.result.value, style=_result_style(outcome.result))
+    line.overflow = "ellipsis"
+    return line
 
 
 def _table(title: str, columns: tuple[str, ...], free_text: str, layout: _Layout) -> Table:

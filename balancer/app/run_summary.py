@@ -36,6 +36,25 @@ class OffloadTriggered(TypedDict):
     detail: str
 
 
+class MoveApplied(TypedDict):
+    cluster: str
+    namespace: str
+    bundle: str
+    source: str
+    destination: str
+    reason: str  # MoveReason
+    result: str  # applied or landed_elsewhere (the bundle unloaded, owned by another broker)
+    sessions: int  # producers + consumers reconnected
+    detail: str
+
+
+class BrokerLoadAtEnd(TypedDict):
+    cluster: str
+    broker: str
+    load_ratio: float  # the newest window's (1.0 is full)
+    source: str  # load_report or bundles (no load report: against the configured capacity)
+
+
 class UnknownAction(TypedDict):
     kind: str
     cluster: str
@@ -62,6 +81,8 @@ class RunSummary:
     # next start rechecks them (never re-sends); their bundles and topics wait until then.
     unknown: list[UnknownAction] = field(default_factory=list)
     lone_hot_topics: list[dict[str, Any]] = field(default_factory=list)  # LoneHotTopic.to_dict
+    moves: list[MoveApplied] = field(default_factory=list)
+    brokers: list[BrokerLoadAtEnd] = field(default_factory=list)  # at the end of the run
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +100,8 @@ class RunSummary:
             "stream_error": self.stream_error,
             "unknown": self.unknown,
             "lone_hot_topics": self.lone_hot_topics,
+            "moves": self.moves,
+            "brokers": self.brokers,
         }
 
 
@@ -169,7 +192,10 @@ def render_summary(summary: RunSummary) -> Group:
         bundles,
         splits,
         offloads,
+        _moves(summary),
     ]
+    if summary.brokers:
+        parts.append(_brokers(summary))
     if summary.lone_hot_topics:
         lone = Table(title="Topics alone over a bundle limit (no split can help)", expand=True)
         for col in ("cluster", "topic", "msg/s", "partitions", "recommended", "remedy"):
@@ -185,6 +211,37 @@ def render_summary(summary: RunSummary) -> Group:
             )
         parts.append(lone)
     return Group(*parts)
+
+
+def _moves(summary: RunSummary) -> Table:
+    moves = Table(title="Moves applied (bundles unloaded to a broker with room)", expand=True)
+    for col in ("cluster", "namespace", "bundle", "from -> to", "reason", "result"):
+        moves.add_column(col)
+    for m in summary.moves:
+        elsewhere = m["result"] != "applied"
+        moves.add_row(
+            m["cluster"],
+            m["namespace"],
+            m["bundle"],
+            f"{m['source']} -> {m['destination']}",
+            m["reason"],
+            Text(
+                m["result"] + (f": {m['detail']}" if elsewhere else ""),
+                style="yellow" if elsewhere else "green",
+            ),
+        )
+    if not summary.moves:
+        moves.add_row("-", "none", "", "", "", "")
+    return moves
+
+
+def _brokers(summary: RunSummary) -> Table:
+    brokers = Table(title="Broker load at the end (share of the broker's capacity)", expand=True)
+    for col in ("cluster", "broker", "load", "load from"):
+        brokers.add_column(col)
+    for b in summary.brokers:
+        brokers.add_row(b["cluster"], b["broker"], f"{b['load_ratio'] * 100:.0f} %", b["source"])
+    return brokers
 
 
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:

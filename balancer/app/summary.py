@@ -5,15 +5,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from balancer.app.config import BalancerConfig
 from balancer.app.pulsar_wiring import peer_group_from_config
-from balancer.app.run_summary import OffloadTriggered, RunSummary, SplitApplied, UnknownAction
+from balancer.app.run_summary import (
+    BrokerLoadAtEnd,
+    MoveApplied,
+    OffloadTriggered,
+    RunSummary,
+    SplitApplied,
+    UnknownAction,
+)
 from balancer.app.wiring import BalancerApp
-from balancer.controller.outcome import Outcome, target_of
+from balancer.controller.outcome import MOVED, Outcome, target_of
+from balancer.core.broker_load import BrokerLoad
 from balancer.core.bundles import format_position
 from balancer.core.decisions import OffloadDecision, SplitDecision
+from balancer.core.moves.model import MoveDecision
 from balancer.core.results import ActionResult
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.errors import NotFoundError, PulsarAdminError
@@ -122,6 +131,7 @@ def summarize(
         late = app.live.events_late
         batches = app.live.batches
         lone = sorted(app.live.lone_hot_seen.values(), key=lambda h: (h.cluster, h.topic))
+        brokers = brokers_of(app.live.broker_loads)
     splits, offloads, unknown = actions_of(outcomes)
     with peer_group_from_config(config) as admin:
         after = census(admin)
@@ -140,6 +150,8 @@ def summarize(
         stream_error=error,
         unknown=unknown,
         lone_hot_topics=[h.to_dict() for h in lone],
+        moves=moves_of(outcomes),
+        brokers=brokers,
     )
 
 
@@ -176,7 +188,7 @@ def actions_of(outcomes: list[Outcome]) -> Actions:
                     "detail": outcome.detail,
                 }
             )
-        elif isinstance(d, OffloadDecision):  # moves: not in the summary yet (issue 35, item 5)
+        elif isinstance(d, OffloadDecision):  # moves: `moves_of`
             offloads.append(
                 {
                     "cluster": d.cluster,
@@ -188,6 +200,44 @@ def actions_of(outcomes: list[Outcome]) -> Actions:
                 }
             )
     return splits, offloads, unknown
+
+
+def moves_of(outcomes: list[Outcome]) -> list[MoveApplied]:
+    """The moves that unloaded their bundle: applied, or landed on another broker than the
+    destination (the modular load manager can lose it, apache/pulsar#24884)."""
+    moves: list[MoveApplied] = []
+    for outcome in outcomes:
+        d = outcome.decision
+        if outcome.result not in MOVED or not isinstance(d, MoveDecision):
+            continue
+        moves.append(
+            {
+                "cluster": d.cluster,
+                "namespace": d.namespace,
+                "bundle": str(d.bundle),
+                "source": d.source,
+                "destination": d.destination,
+                "reason": d.reason.value,
+                "result": outcome.result.value,
+                "sessions": outcome.sessions_moved,
+                "detail": outcome.detail,
+            }
+        )
+    return moves
+
+
+def brokers_of(loads: Mapping[str, Sequence[BrokerLoad]]) -> list[BrokerLoadAtEnd]:
+    """Each broker's load in the newest window the handler planned moves for."""
+    return [
+        {
+            "cluster": cluster,
+            "broker": load.broker,
+            "load_ratio": load.load_ratio,
+            "source": load.source.value,
+        }
+        for cluster, brokers in sorted(loads.items())
+        for load in brokers
+    ]
 
 
 def _target(outcome: Outcome) -> str:

@@ -35,6 +35,7 @@ from balancer.controller.handler import ControllerHandler
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.metrics_bridge import attach_metrics
 from balancer.controller.outcome import Outcome
+from balancer.core.broker_load import BrokerLoad
 from balancer.core.limits import BundleLimits, is_over, max_ratio
 from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic, lone_hot_topics
@@ -83,6 +84,9 @@ class LiveState:
     lone_hot_topics: list[LoneHotTopic] = field(default_factory=list)
     lone_hot_seen: dict[tuple[str, str], LoneHotTopic] = field(default_factory=dict)
     hit_count_threshold: int = 3  # consecutive windows over a limit before a split
+    # Each cluster's broker loads in the newest window the handler planned moves for, as the
+    # move planner read them (`MovePlanner.last_loads`), most loaded first.
+    broker_loads: dict[str, list[BrokerLoad]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -138,6 +142,7 @@ class AppHandler:
                 fill_factor=self.controller.detection.fill_factor,
             )
             self.metrics.set_lone_hot_topics(lone)
+        broker_loads = self._broker_loads()
         ranked = sorted(
             ((b, max_ratio(b, self.limits(b.namespace))) for b in report.bundles),
             key=lambda pair: -pair[1],
@@ -152,6 +157,7 @@ class AppHandler:
             if report.kafka_lag:  # the source fetched high-water marks: Kafka answered
                 self.live.kafka_seen_at_s = time.monotonic()
             if report.window_end_ms:
+                self.live.broker_loads = broker_loads
                 self.live.last_window_end_ms = report.window_end_ms
                 self.live.bundles_reporting = len(report.bundles)
                 self.live.over_threshold = [
@@ -160,6 +166,19 @@ class AppHandler:
                 self.live.lone_hot_topics = lone
                 for hot in lone:
                     self.live.lone_hot_seen[(hot.cluster, hot.topic)] = hot
+
+    def _broker_loads(self) -> dict[str, list[BrokerLoad]]:
+        """The move planner's newest loads of the clusters it planned this window (read, not
+        recomputed); a cluster it skipped (no rules, no broker read) is left out."""
+        mover = self.controller.mover
+        if mover is None:
+            return {}
+        planned = set(self.controller.last_move_plans)
+        return {
+            cluster: sorted(loads.brokers, key=lambda b: (-b.load_ratio, b.broker))
+            for cluster, loads in sorted(mover.last_loads.items())
+            if cluster in planned
+        }
 
     def on_outcome(self, outcome: Outcome) -> None:
         with self.live.lock:

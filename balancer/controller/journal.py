@@ -79,6 +79,16 @@ class Journal:
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.executescript(_SCHEMA)
 
+    @classmethod
+    def open_read_only(cls, path: Path | str) -> Journal:
+        """An existing journal, for reads only (`plan`): never created, migrated or written."""
+        journal = cls.__new__(cls)
+        journal.path = Path(path)
+        uri = f"{journal.path.resolve().as_uri()}?mode=ro"
+        journal._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        journal._lock = threading.Lock()
+        return journal
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

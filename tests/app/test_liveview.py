@@ -9,8 +9,10 @@ from rich.console import Console
 
 from balancer.app.liveview import render_live
 from balancer.app.run_summary import RunSummary, render_summary
+from balancer.app.summary import brokers_of, moves_of
 from balancer.app.wiring import LiveState
 from balancer.controller.outcome import Outcome
+from balancer.core.broker_load import BrokerLoad, LoadSource
 from balancer.core.bundles import BundleRange
 from balancer.core.decisions import DecisionKind
 from balancer.core.load import BundleLoad
@@ -183,3 +185,115 @@ def test_live_view_waits_for_the_configured_number_of_windows() -> None:
                                duration_s=None))  # fmt: skip
     assert "waiting for 5 windows over the limit" in text
     assert "waiting for 3 windows" not in text
+
+
+def _move(result: ActionResult, reason: str = "overloaded") -> Outcome:
+    from balancer.core.moves.model import MoveDecision, MoveReason
+
+    decision = MoveDecision(
+        decision_id="move-1",
+        cluster="east",
+        namespace="acme/orders",
+        bundle=BundleRange(0, 0x40000000),
+        source="10.0.0.1:8080",
+        destination="10.0.0.3:8080",
+        reason=MoveReason(reason),
+        bundle_load_ratio=0.2,
+        msg_rate=12_000,
+        throughput_bytes=12_582_912,
+        sessions=58,
+        source_load_before=0.97,
+        source_load_after=0.77,
+        destination_load_before=0.01,
+        destination_load_after=0.21,
+        window_end_ms=60_000,
+    )
+    return Outcome(
+        "move-1",
+        DecisionKind.MOVE,
+        "east",
+        "acme/orders",
+        result,
+        reason,
+        "owned by 10.0.0.2:8080, not the destination 10.0.0.3:8080"
+        if result is ActionResult.LANDED_ELSEWHERE
+        else "owned by the destination",
+        0.2,
+        decision=decision,
+        sessions_moved=58,
+    )
+
+
+def _broker_loads() -> dict[str, list[BrokerLoad]]:
+    return {
+        "east": [
+            BrokerLoad("east", "10.0.0.1:8080", 60_000, 0.97, LoadSource.LOAD_REPORT),
+            BrokerLoad("east", "10.0.0.3:8080", 60_000, 0.01, LoadSource.BUNDLES),
+        ]
+    }
+
+
+def test_live_view_shows_broker_load_per_cluster_and_the_newest_moves() -> None:
+    live = LiveState()
+    live.broker_loads = _broker_loads()
+    live.outcomes.append(_move(ActionResult.APPLIED))
+    text = text_of(render_live(live, mode="apply", elapsed_s=30, duration_s=None))
+    assert "broker load" in text and "east" in text
+    assert "10.0.0.1:8080 97 %" in text and "10.0.0.3:8080* 1 %" in text
+    assert "acme/orders/0x00000000_0x40000000 10.0.0.1:8080 -> 10.0.0.3:8080" in text
+    assert "(overloaded): applied" in text
+
+
+def test_summary_lists_moves_applied_and_broker_loads_at_the_end() -> None:
+    outcomes = [
+        _move(ActionResult.APPLIED),
+        _move(ActionResult.LANDED_ELSEWHERE, "idle_broker"),
+        _move(ActionResult.DRY_RUN),  # nothing unloaded: not listed
+    ]
+    moves = moves_of(outcomes)
+    assert [m["result"] for m in moves] == ["applied", "landed_elsewhere"]
+    summary = RunSummary(
+        bundles_before={},
+        bundles_after={},
+        splits=[],
+        offloads=[],
+        events_processed=0,
+        events_rejected=0,
+        moves=moves,
+        brokers=brokers_of(_broker_loads()),
+    )
+    text = text_of(render_summary(summary))
+    assert "Moves applied" in text
+    assert "10.0.0.1:8080 -> 10.0.0.3:8080" in text and "overloaded" in text
+    assert "landed_elsewhere: owned by 10.0.0.2:8080" in text
+    assert "Broker load at the end" in text and "97 %" in text and "bundles" in text
+    doc = json.loads(json.dumps(summary.to_dict()))
+    assert doc["moves"][1]["result"] == "landed_elsewhere"
+    assert doc["moves"][0]["sessions"] == 58
+    assert doc["brokers"][0] == {
+        "cluster": "east",
+        "broker": "10.0.0.1:8080",
+        "load_ratio": 0.97,
+        "source": "load_report",
+    }
+
+
+def test_the_handler_keeps_the_planners_newest_broker_loads_for_the_view() -> None:
+    from unittest.mock import MagicMock
+
+    from balancer.app.wiring import AppHandler
+    from balancer.controller.move_planning import ClusterLoads
+    from tests.reports import batch_report
+
+    controller = MagicMock()
+    loads = _broker_loads()["east"]
+    controller.mover.last_loads = {
+        "east": ClusterLoads(tuple(reversed(loads)), {}),
+        "west": ClusterLoads((), {}),  # not planned this window (no rules): left out
+    }
+    controller.last_move_plans = {"east": object()}
+    live = LiveState()
+    handler = AppHandler(controller, MagicMock(), live, lambda _ns: MagicMock())
+    handler.handle(batch_report(batch_id=1, window_end_ms=60_000))
+    assert list(live.broker_loads) == ["east"]
+    assert [b.broker for b in live.broker_loads["east"]] == ["10.0.0.1:8080", "10.0.0.3:8080"]

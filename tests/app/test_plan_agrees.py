@@ -62,7 +62,7 @@ def test_the_controller_applies_exactly_what_the_plan_proposes(
 ) -> None:
     with start_peer_group(scenario) as group:
         config = config_for(group, tmp_path, **sections)
-        plan, points, _errors = live_plan(
+        plan, points, _errors, _moves = live_plan(
             config,
             samples=2,
             interval_s=0,

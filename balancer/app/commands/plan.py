@@ -5,8 +5,10 @@ Polls `GET /admin/v2/broker-stats/topics` of every broker of every cluster (the 
 INTERVAL seconds apart, and applies the controller's own rules (`balancer.core.planning`) to the
 averaged samples. Only GET requests are sent: broker-stats, the broker list, each
 namespace's bundles (for its bundle budget) and, per proposed offload, the offload status
-and internalStats (for the offload point). With `--stats-file` nothing is asked of any
-cluster: the plan is computed from saved broker-stats answers.
+and internalStats (for the offload point) and, for the moves between brokers, each broker's
+load report and the placement rules (`balancer.app.commands.plan_moves`: each broker's load
+before and after, each move and its reason). With `--stats-file` nothing is asked of any
+cluster: the plan is computed from saved broker-stats answers (no broker loads: no moves).
 
 It plans what it can. A cluster that cannot be read (down, 401, a broker that fails) is
 left out whole, named in the output ("Not read: ...", the JSON's `errors`), and the other
@@ -16,7 +18,7 @@ internalStats) is listed as skipped (`vanished`), which changes nothing else.
 Exit codes (like `terraform plan -detailed-exitcode`, but 2 stays every command's error code):
   0  nothing to do in the clusters read
   2  error: NO cluster could be read, or a bad stats file or arguments: one line on stderr
-  3  there are proposals (splits or offloads) in the clusters read
+  3  there are proposals (splits, offloads or moves) in the clusters read
 
     pulsar-balancer plan --config conf/balancer.yaml
     pulsar-balancer plan --admin-url east=http://127.0.0.1:8080 --samples 3 --interval-s 30
@@ -42,6 +44,7 @@ from balancer.app.commands.output import (
     wants_json,
 )
 from balancer.app.commands.plan_live import LivePlan, live_plan, say_rejected, take_samples
+from balancer.app.commands.plan_moves import STATS_FILE_NOTE, MovesPlan
 from balancer.app.commands.plan_output import (
     EXIT_ERROR,
     EXIT_NOTHING,
@@ -78,7 +81,7 @@ DEFAULT_SAMPLES = 2
 def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         NAME,
-        help="read-only: the splits and offloads the balancer would make now (exit 3: some)",
+        help="read-only: the splits, offloads and moves the balancer would make now (exit 3: some)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -141,6 +144,7 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
         )
         for o in plan.offloads:
             points[o.decision_id] = OffloadPoint(None, "offline: needs the topic's internalStats")
+        moves: MovesPlan | None = MovesPlan(note=STATS_FILE_NOTE)
         source = f"stats file {args.stats_file}"
     else:
         if config is None:
@@ -158,7 +162,7 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
             taken[0] += 1
             sleep(seconds)
 
-        plan, points, errors = live_plan(
+        plan, points, errors, moves = live_plan(
             config,
             samples=args.samples,
             interval_s=args.interval_s,
@@ -166,11 +170,14 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
             allows=settings.allows,
         )
         source = "clusters " + ", ".join(c.name for c in config.clusters)
-    code = EXIT_PROPOSALS if plan.has_proposals else EXIT_NOTHING
+    proposals = plan.has_proposals or bool(moves is not None and moves.moves)
+    code = EXIT_PROPOSALS if proposals else EXIT_NOTHING
     if wants_json(args):
-        print_json(plan_json(plan, points, source=source, exit_code=code, errors=errors))
+        print_json(
+            plan_json(plan, points, source=source, exit_code=code, errors=errors, moves=moves)
+        )
     else:
-        print_plan(plan, points, source=source, exit_code=code, errors=errors)
+        print_plan(plan, points, source=source, exit_code=code, errors=errors, moves=moves)
     return code
 
 

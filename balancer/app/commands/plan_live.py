@@ -16,6 +16,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
+from balancer.app.commands.plan_moves import (
+    MOVES_OFF_NOTE,
+    MovesPlan,
+    plan_board,
+    plan_moves,
+    reads_load_reports,
+)
 from balancer.app.commands.plan_output import OffloadPoint
 from balancer.app.config import BalancerConfig
 from balancer.collector.admin import listed_targets
@@ -24,6 +31,7 @@ from balancer.controller.offload_point import default_offload_point
 from balancer.core.planning import Plan, PlannedSkip, TopicSample, make_plan, window_loads
 
 if TYPE_CHECKING:  # the admin client is imported when a cluster is asked
+    from balancer.controller.broker_board import BrokerLoadBoard
     from balancer.core.decisions import OffloadDecision
     from balancer.pulsar.client import PulsarPeerGroup
     from balancer.pulsar.errors import PulsarAdminError
@@ -39,6 +47,7 @@ class LivePlan(NamedTuple):
     plan: Plan
     points: dict[str, OffloadPoint]
     errors: dict[str, str]  # cluster -> why it was not read (no credentials), in config order
+    moves: MovesPlan | None = None  # the bundle moves between brokers (None: not planned)
 
 
 class _Vanished(Exception):
@@ -65,10 +74,19 @@ def live_plan(
     from balancer.pulsar.errors import NotFoundError, PulsarAdminError
 
     errors: dict[str, str] = {}
+    load_errors: dict[str, str] = {}  # cluster -> why its broker loads were not read
     vanished: list[PlannedSkip] = []
+    board = plan_board(config)
     with peer_group_from_config(config) as admin:
         taken = take_samples(
-            admin, config, samples=samples, interval_s=interval_s, sleep=sleep, errors=errors
+            admin,
+            config,
+            samples=samples,
+            interval_s=interval_s,
+            sleep=sleep,
+            errors=errors,
+            board=board,
+            load_errors=load_errors,
         )
         if len(errors) == len(config.clusters):
             raise ValueError("; ".join(errors.values()))
@@ -92,14 +110,29 @@ def live_plan(
         ]
         if len(errors) == len(config.clusters):
             raise ValueError("; ".join(errors.values()))
+        now_ms = int(time.time() * 1000)
         plan = make_plan(
             bundles,
             thresholds=config.thresholds_model(),
             detection=config.detection_settings(),
             allows=allows,
-            now_ms=int(time.time() * 1000),
+            now_ms=now_ms,
             bundle_counts=counts,
         )
+        moves = MovesPlan(note=MOVES_OFF_NOTE)
+        if board is not None:
+            moves = plan_moves(
+                config,
+                admin,
+                board,
+                bundles,
+                clusters=[c.name for c in config.clusters if c.name not in errors],
+                splits=plan.splits,
+                window_end_ms=plan.window_end_ms,
+                now_ms=now_ms,
+                allows=allows,
+                errors=load_errors,
+            )
         points: dict[str, OffloadPoint] = {}
         for offload in plan.offloads:
             try:
@@ -122,7 +155,10 @@ def live_plan(
         skipped=(*plan.skipped, *vanished),
     )
     ordered = {c.name: errors[c.name] for c in config.clusters if c.name in errors}
-    return LivePlan(plan, {d: p for d, p in points.items() if d in moved}, ordered)
+    moves = dataclasses.replace(
+        moves, errors={c: e for c, e in moves.errors.items() if c not in ordered}
+    )
+    return LivePlan(plan, {d: p for d, p in points.items() if d in moved}, ordered, moves)
 
 
 def take_samples(
@@ -133,6 +169,8 @@ def take_samples(
     interval_s: float,
     sleep: Callable[[float], None],
     errors: dict[str, str] | None = None,
+    board: BrokerLoadBoard | None = None,
+    load_errors: dict[str, str] | None = None,
 ) -> list[TopicSample]:
     """`samples` rounds of broker-stats of every broker of every cluster, the brokers chosen
     as `run` and `collect` choose them (`balancer.collector.admin.polling_plan`).
@@ -140,6 +178,11 @@ def take_samples(
     With `errors`, a cluster that fails (its brokers not listed, one poll failing) is
     recorded there (cluster -> why) and its samples left out; without, the first failure
     raises.
+
+    With `board`, each broker poll is recorded there as the collector records it for `run`:
+    the bundles its broker-stats listed and its load report (None when the broker gives
+    none: its load is then derived from its bundles). A cluster whose load reports cannot
+    be read at all (401, no answer) goes to `load_errors` and gets no moves.
     """
     failed: dict[str, str] = {}
     targets, list_errors = listed_targets(config.clusters, admin)
@@ -153,11 +196,15 @@ def take_samples(
             if target.cluster in failed:
                 continue
             try:
-                taken.setdefault(target.cluster, []).extend(_poll(admin, target))
+                polled = _poll(admin, target)
+                taken.setdefault(target.cluster, []).extend(polled)
             except Exception as exc:  # PulsarAdminError or a wrong shape (ValueError)
                 if errors is None:
                     raise
                 failed[target.cluster] = _explain(target.cluster, exc)
+                continue
+            if board is not None and target.broker is not None:
+                _record_broker(admin, config, target, polled, board, load_errors)
     if failed and errors is None:
         raise ValueError(next(iter(failed.values())))
     if errors is not None:
@@ -185,6 +232,42 @@ def _poll(admin: PulsarPeerGroup, target: Target) -> list[TopicSample]:
         )
         for entry in stats
     ]
+
+
+def _record_broker(
+    admin: PulsarPeerGroup,
+    config: BalancerConfig,
+    target: Target,
+    polled: list[TopicSample],
+    board: BrokerLoadBoard,
+    load_errors: dict[str, str] | None,
+) -> None:
+    """One broker's poll on the board, with its load report when it gives one (as
+    `balancer.collector.admin.admin_fetch` reads it for `run`)."""
+    from balancer.pulsar.broker_admin import LoadReportUnavailableError
+
+    broker = target.broker
+    if broker is None or (load_errors is not None and target.cluster in load_errors):
+        return
+    poll_ms = int(time.time() * 1000)
+    report = None
+    if reads_load_reports(config):
+        try:
+            report = _ask(target.cluster, lambda: admin.load_report(target.cluster, broker))
+        except LoadReportUnavailableError:  # the extensible load manager: from its bundles
+            report = None
+        except Exception as exc:  # 401/403, no answer: no load of this cluster is known
+            if load_errors is None:
+                raise
+            load_errors[target.cluster] = f"{_explain(target.cluster, exc)} (its load report)"
+            return
+    board.record_poll(
+        target.cluster,
+        broker,
+        poll_ms=poll_ms,
+        report=report,
+        owned_bundles=frozenset(f"{s.namespace}/{s.bundle}" for s in polled),
+    )
 
 
 def _ask(cluster: str, call: Callable[[], _T]) -> _T:

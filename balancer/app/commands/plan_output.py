@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import RenderableType
 
 from balancer.app.commands.output import make_table, print_tables
+from balancer.app.commands.plan_moves import MovesPlan, moves_json, moves_parts
 from balancer.core.planning import Plan
 from balancer.core.sizes import format_size
 
@@ -32,6 +33,7 @@ def plan_json(
     source: str,
     exit_code: int,
     errors: Mapping[str, str] | None = None,
+    moves: MovesPlan | None = None,
 ) -> dict[str, Any]:
     """`errors`: cluster -> why it was not read (left out of the plan)."""
     return {
@@ -54,6 +56,7 @@ def plan_json(
         ],
         "skipped": [s.to_dict() for s in plan.skipped],
         "lone_hot_topics": [h.to_dict() for h in plan.lone_hot_topics],
+        **moves_json(moves),
         "exit_code": exit_code,
     }
 
@@ -73,6 +76,7 @@ def print_plan(
     source: str,
     exit_code: int,
     errors: Mapping[str, str] | None = None,
+    moves: MovesPlan | None = None,
 ) -> None:
     head = (
         f"Plan for {source}: {plan.bundles} bundles with load, {plan.over_limit} over a limit. "
@@ -171,10 +175,11 @@ def print_plan(
                 ],
             )
         )
+    parts += moves_parts(moves)
     if exit_code == EXIT_PROPOSALS:
         parts.append(
-            f"{len(plan.splits)} split(s), {len(plan.offloads)} offload(s) proposed "
-            f"(exit code {EXIT_PROPOSALS})"
+            f"{len(plan.splits)} split(s), {len(plan.offloads)} offload(s), "
+            f"{len(moves.moves) if moves else 0} move(s) proposed (exit code {EXIT_PROPOSALS})"
         )
     else:
         parts.append(f"Nothing to do (exit code {EXIT_NOTHING})")

@@ -40,23 +40,44 @@ def register(subparsers: Subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", type=Path, help="balancer YAML config (default: embedded)")
-    parser.add_argument("--duration", type=float, metavar="SECONDS",
-                        help="stop after this many seconds (default: run until Ctrl-C)")
-    parser.add_argument("--summary-json", type=Path, metavar="PATH",
-                        help="also write the end-of-run summary as JSON to PATH")
-    parser.add_argument("--mode", choices=("apply", "dry-run"),
-                        help="override the controller mode (embedded default: apply)")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        metavar="SECONDS",
+        help="stop after this many seconds (default: run until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--summary-json",
+        type=Path,
+        metavar="PATH",
+        help="also write the end-of-run summary as JSON to PATH",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("apply", "dry-run"),
+        help="override the controller mode (embedded default: apply)",
+    )
     embedded = parser.add_argument_group("embedded default (no --config)")
-    embedded.add_argument("--scenario", type=Path,
-                          help="simulator scenario (default: conf/scenarios/default.yaml)")
-    embedded.add_argument("--time-scale", type=float, default=60.0,
-                          help="simulated seconds per real second (default: 60)")
-    embedded.add_argument("--state-dir", type=Path,
-                          help="checkpoint, journal and audit log (default: a new temp dir)")
-    embedded.add_argument("--metrics-port", type=int, default=0,
-                          help="metrics port (default: any free port)")
-    parser.add_argument("--no-live", action="store_true",
-                        help="plain log lines instead of the live view (default when not a TTY)")
+    embedded.add_argument(
+        "--scenario", type=Path, help="simulator scenario (default: conf/scenarios/default.yaml)"
+    )
+    embedded.add_argument(
+        "--time-scale",
+        type=float,
+        default=60.0,
+        help="simulated seconds per real second (default: 60)",
+    )
+    embedded.add_argument(
+        "--state-dir", type=Path, help="checkpoint, journal and audit log (default: a new temp dir)"
+    )
+    embedded.add_argument(
+        "--metrics-port", type=int, default=0, help="metrics port (default: any free port)"
+    )
+    parser.add_argument(
+        "--no-live",
+        action="store_true",
+        help="plain log lines instead of the live view (default when not a TTY)",
+    )
     parser.set_defaults(handler=run_command)
 
 
@@ -84,8 +105,12 @@ def _logging(state_dir: Path | None, live: bool) -> None:
         handlers.append(logging.FileHandler(state_dir / "balancer.log"))
     if not live:
         handlers.append(logging.StreamHandler(sys.stderr))
-    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        handlers=handlers,
+        force=True,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     for noisy in ("py4j", "kafka", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -115,8 +140,10 @@ def run_command(args: argparse.Namespace) -> int:
             raise setting_error("controller.journal_path", state_dir, exc) from None
         _logging(state_dir, live_view)
     else:
-        console.print("[bold]Starting the embedded demo[/]: a simulated Pulsar peer group, "
-                      "an embedded Kafka broker and Spark, all on 127.0.0.1 ...")
+        console.print(
+            "[bold]Starting the embedded demo[/]: a simulated Pulsar peer group, "
+            "an embedded Kafka broker and Spark, all on 127.0.0.1 ..."
+        )
         stack = EmbeddedStack.start(
             scenario=args.scenario,
             time_scale=args.time_scale,
@@ -150,8 +177,10 @@ def run_command(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         assert app.health is not None
-        console.print(f"metrics: {app.health.url}/metrics   clusters: "
-                      + ", ".join(f"{c.name}={c.admin_url}" for c in config.clusters))
+        console.print(
+            f"metrics: {app.health.url}/metrics   clusters: "
+            + ", ".join(f"{c.name}={c.admin_url}" for c in config.clusters)
+        )
         _wait(app, stop, args.duration, live_view, console, render_live, config, started)
         error = app.stream_error()
         app.stop()
@@ -184,8 +213,9 @@ def _wait(
     mode = config.controller.mode
 
     def view() -> RenderableType:
-        return render(app.live, mode=mode, elapsed_s=time.monotonic() - started,
-                      duration_s=duration_s)
+        return render(
+            app.live, mode=mode, elapsed_s=time.monotonic() - started, duration_s=duration_s
+        )
 
     def should_stop() -> bool:
         if stop.event.is_set():
@@ -210,6 +240,8 @@ def _wait(
             rejected, over = app.live.events_rejected_total, len(app.live.over_threshold)
         if batches != last_batches:
             last_batches = batches
-            print(f"[{time.monotonic() - started:5.0f} s] batches={batches} "
-                  f"events={consumed} rejected={rejected} bundles_over_limit={over}",
-                  flush=True)
+            print(
+                f"[{time.monotonic() - started:5.0f} s] batches={batches} "
+                f"events={consumed} rejected={rejected} bundles_over_limit={over}",
+                flush=True,
+            )
