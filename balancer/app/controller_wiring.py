@@ -126,6 +126,7 @@ def move_planner(
         capacity_of=moves.capacity_of,
         window_s=config.spark.window_s,
         last_moves_ms=last_moves_ms,
+        movable=controller_settings(config).allows,
     )
 
 

@@ -160,8 +160,13 @@ class MovePlanner:
         capacity_of: Callable[[str, str], BrokerCapacity],
         window_s: float,
         last_moves_ms: Callable[[str], Mapping[str, int]],
+        movable: Callable[[str], bool] = lambda _namespace: True,
     ) -> None:
+        """`movable`: namespaces the controller may act on (its allow/deny lists): the
+        others' bundles still load their brokers but are never moved, so they take no
+        part of a cycle's move budget."""
         self.board = board
+        self.movable = movable
         self.rules = rules
         self.settings = settings
         self.capacity_of = capacity_of
@@ -220,7 +225,11 @@ class MovePlanner:
             configured={w.broker: self.capacity_of(cluster, w.broker) for w in windows},
             failure_domains=rules.failure_domains,
         )
-        states = bundle_states(bundles, loads.owners, self.last_moves_ms(cluster))
+        states = bundle_states(
+            [b for b in bundles if self.movable(b.namespace)],
+            loads.owners,
+            self.last_moves_ms(cluster),
+        )
         plan = decide_moves(
             cluster,
             brokers,

@@ -199,7 +199,9 @@ def test_outside_the_allow_list_a_move_is_not_proposed(
         )
     doc = json.loads(out)
     assert code == EXIT_NOTHING, err
-    assert doc["moves"] == [] and doc["moves_denied"]
+    # Bundles outside the allow-list are never sources: nothing to deny either.
+    assert doc["moves"] == [] and doc["moves_denied"] == []
+    assert doc["brokers"], "their brokers' loads are still shown"
 
 
 def test_plan_proposes_the_moves_run_decides(tmp_path: Path) -> None:
