@@ -1,0 +1,190 @@
+"""Moving bundles with the real `pulsar-balancer run` process: a restarted broker owns nothing
+(conf/scenarios/broker-restart.yaml) and `run` gives it bundles; dry-run sends no unload; a
+SIGKILL right after a move went out, then a restart on the same state, sends no move twice.
+
+Kept short (two Spark starts in all): the CI budget is shared with every other e2e test.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from balancer.sim import PeerGroup, RunningPeerGroup, load_scenario
+from tests.e2e.harness import (
+    SECRET_TOKEN,
+    TOKEN_ENV,
+    BalancerProcess,
+    audit_records,
+    wait_for,
+)
+from tests.kafka_broker import Broker
+
+pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.kafka]
+
+RESTART = Path("conf/scenarios/broker-restart.yaml")
+CLUSTER = "standalone"
+IDLE = 2  # the restarted broker's index
+TIME_SCALE = 10.0  # 1 real second = 10 simulated seconds
+# Simulated seconds from an unload to the clients' lookup that places the bundle: long
+# enough that the process is killed while its first move is still unsettled.
+RECONNECT_DELAY_S = 40.0
+
+
+def start_sim() -> RunningPeerGroup:
+    scenario = load_scenario(RESTART)
+    (cluster,) = scenario.clusters
+    cluster = cluster.model_copy(update={"reconnect_delay_s": RECONNECT_DELAY_S})
+    scenario = scenario.model_copy(update={"clusters": [cluster]})
+    group = PeerGroup(scenario, time_scale=TIME_SCALE)
+    return group.start(required_token=SECRET_TOKEN)
+
+
+def write_config(tmp: Path, sim: RunningPeerGroup, kafka: Broker, mode: str) -> Path:
+    topic = f"stats-{uuid.uuid4().hex[:8]}"
+    config: dict[str, Any] = {
+        "kafka": {
+            "bootstrap_servers": [kafka.bootstrap_servers],
+            "stats_topic": topic,
+            "dead_letter_topic": f"{topic}-dlq",
+        },
+        "spark": {
+            "master": "local[2]",
+            "checkpoint_dir": str(tmp / "checkpoints"),
+            "window_s": 10,
+            "slide_s": 5,
+            "watermark_s": 5,
+            "trigger_interval_s": 3,
+        },
+        "clusters": [
+            {"name": CLUSTER, "admin_url": sim.admin_urls[CLUSTER], "token_env": TOKEN_ENV}
+        ],
+        "collector": {"interval_s": 2},
+        "detection": {"cooldown_s": 5, "hit_count_threshold": 3},
+        "controller": {
+            "mode": mode,
+            "journal_path": str(tmp / "journal.sqlite3"),
+            "audit_log_path": str(tmp / "audit.jsonl"),
+            "writer_lease": {"enabled": False},
+        },
+        "metrics": {"port": 0},
+    }
+    path = tmp / "balancer.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def idle_owns(sim: RunningPeerGroup) -> int:
+    """Bundles the restarted broker owns now."""
+    with sim.model.lock:
+        return len(sim.model.brokers.owned(CLUSTER, IDLE))
+
+
+def journal_moves(tmp: Path) -> list[tuple[str, str, str | None]]:
+    """(decision id, action key, result) of every move in the journal."""
+    with sqlite3.connect(tmp / "journal.sqlite3") as db:
+        rows = db.execute(
+            "SELECT decision_id, action_key, result FROM actions WHERE kind = 'move'"
+        ).fetchall()
+    return [(str(d), str(k), r) for d, k, r in rows]
+
+
+def move_records(tmp: Path) -> list[tuple[str, str]]:
+    """(decision id, result) of each audit record of a move: a decision's own outcome names
+    its `decision`, a recheck (after an `unknown` or a restart) its `intent`'s."""
+    out = []
+    for record in audit_records(tmp):
+        decision = record.get("decision") or record.get("intent", {}).get("decision", {})
+        if decision.get("kind") == "move":
+            out.append((str(decision["decision_id"]), str(record["result"])))
+    return out
+
+
+def test_apply_balances_a_restarted_broker_across_a_sigkill(kafka: Broker, tmp_path: Path) -> None:
+    """The first run is killed right after its first unload reached the simulator (its
+    outcome not yet known); the second, on the same journal and checkpoints, settles it from
+    ownership and finishes the job: one unload per move decision, none applied twice."""
+    sim = start_sim()
+    try:
+        assert idle_owns(sim) == 0
+        config = write_config(tmp_path, sim, kafka, "apply")
+        first = BalancerProcess(config, tmp_path, tmp_path / "summary-1.json").start()
+        try:
+            wait_for(
+                lambda: bool(sim.model.brokers.moves),
+                timeout_s=240,
+                what="the first move",
+                process=first,
+            )
+        finally:
+            first.kill()
+        at_kill = journal_moves(tmp_path)
+        assert at_kill, "the move was sent before its intent was journaled"
+        assert any(r in (None, "unknown") for _, _, r in at_kill), at_kill
+
+        second = BalancerProcess(config, tmp_path, tmp_path / "summary-2.json").start()
+        try:
+
+            def settled() -> bool:
+                moves = journal_moves(tmp_path)
+                return (
+                    idle_owns(sim) > 0
+                    and bool(moves)
+                    and all(r not in (None, "unknown") for _, _, r in moves)
+                )
+
+            wait_for(settled, timeout_s=240, what="every move settled", process=second)
+            # A few more micro-batches: an over-eager balancer would move bundles again.
+            seen = second.batches()
+            wait_for(
+                lambda: second.batches() >= seen + 3,
+                timeout_s=120,
+                what="three more micro-batches",
+                process=second,
+            )
+        finally:
+            assert second.stop() == 0, second.text()[-3000:]
+
+        moves = journal_moves(tmp_path)
+        sent = sim.model.brokers.moves
+        # One unload per move decision: nothing re-sent across the kill.
+        assert len(sent) == len(moves), (sent, moves)
+        keys = [k for _, k, _ in moves]
+        assert len(keys) == len(set(keys))
+        bundles = [f"{m.namespace}/{m.bundle}" for m in sent]
+        assert len(bundles) == len(set(bundles)), "a bundle moved twice within its grace"
+        assert {m.destination for m in sent} == {IDLE}
+        assert {r for _, _, r in moves} == {"applied"}, moves
+        assert all(m.outcome == "landed" for m in sent)
+        # The audit log shows the moves applied (the one the kill left open: rechecked).
+        applied = [d for d, result in move_records(tmp_path) if result == "applied"]
+        assert sorted(applied) == sorted(d for d, _, _ in moves)
+    finally:
+        sim.stop()
+
+
+def test_dry_run_moves_nothing(kafka: Broker, tmp_path: Path) -> None:
+    sim = start_sim()
+    try:
+        config = write_config(tmp_path, sim, kafka, "dry-run")
+        process = BalancerProcess(config, tmp_path, tmp_path / "summary.json").start()
+        try:
+            wait_for(
+                lambda: any(result == "dry_run" for _, result in move_records(tmp_path)),
+                timeout_s=240,
+                what="a dry-run move",
+                process=process,
+            )
+        finally:
+            assert process.stop() == 0, process.text()[-3000:]
+        assert sim.model.brokers.moves == []
+        assert sim.model.requests(route="unload") == 0
+        assert idle_owns(sim) == 0
+        assert process.read_summary()["mode"] == "dry-run"
+    finally:
+        sim.stop()
