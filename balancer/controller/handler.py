@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 from balancer.controller.apply import Controller
 from balancer.controller.bookkeeper import BookKeeperCheck
@@ -111,7 +112,14 @@ class ControllerHandler:
             for skipped in result.skipped:
                 self.stats.count("split", "skipped", skipped.reason.value)
             moves = self._plan_moves(report, result.splits)
-            decisions: list[AnyDecision] = [*result.splits, *result.offloads, *moves]
+            # Where a move plan was made, it counted each split's children on their parent's
+            # broker and placed those that must go: the split must not unload them for
+            # Pulsar to place elsewhere (their moves would find them gone: stale).
+            splits = [
+                replace(s, unload_children=False) if s.cluster in self.last_move_plans else s
+                for s in result.splits
+            ]
+            decisions: list[AnyDecision] = [*splits, *result.offloads, *moves]
             self.last_outcomes = tuple(self._apply(decisions, batch_id))
             self.controller.journal.mark_batch(batch_id, at_ms=self.clock.now_ms())
             self.stats.batch(replayed=False)

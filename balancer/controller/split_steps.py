@@ -40,13 +40,18 @@ def split_steps(ctl: Controller, decision: SplitDecision, batch_id: str | None) 
     if earlier is not None:
         raise Finish(ActionResult.DUPLICATE, f"same split done by {earlier.decision_id}")
     ctl._acquire(decision)
+    unload = (
+        ctl.settings.unload_after_split
+        if decision.unload_children is None
+        else decision.unload_children
+    )
     call = {
         "op": "split_bundle",
         "namespace": decision.namespace,
         "bundle": str(decision.bundle),
         "algorithm": SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value,
         "boundaries": list(decision.boundaries),
-        "unload": ctl.settings.unload_after_split,
+        "unload": unload,
     }
     ctl._intent(
         decision,
@@ -66,7 +71,7 @@ def split_steps(ctl: Controller, decision: SplitDecision, batch_id: str | None) 
                     decision.bundle,
                     algorithm=SplitAlgorithm.SPECIFIED_POSITIONS_DIVIDE.value,
                     boundaries=decision.boundaries,
-                    unload=ctl.settings.unload_after_split,
+                    unload=unload,
                 ),
             ),
         )

@@ -124,6 +124,10 @@ class SplitDecision:
     reasons: tuple[SplitReason, ...]  # in Pulsar's priority order, never empty
     window_end_ms: int
     inputs: SplitInputs
+    # Unload the children after the split (Pulsar then places them)? None: the controller's
+    # `unload_after_split`. False when the same window's move plan places them itself: the
+    # plan counts the children on their parent's broker and gives some a destination.
+    unload_children: bool | None = None
 
     @property
     def kind(self) -> DecisionKind:
