@@ -22,6 +22,7 @@ from balancer.core.bundles import BundleRange
 from balancer.core.limits import BundleLimits
 from balancer.core.load import BundleLoad
 from balancer.core.report import BatchReport
+from balancer.core.results import ActionResult
 from balancer.ops.exporter import BalancerMetrics
 from balancer.ops.health import HealthServer
 from tests.prometheus_server import (
@@ -152,6 +153,7 @@ def feed(metrics: BalancerMetrics, batch_id: int) -> None:
         BrokerLoad("east", "b1:8080", 60_000 * batch_id, 0.1, LoadSource.BUNDLES),
     ]
     metrics.brokers.set_cluster("east", loads, None)
+    metrics.record_move("east", ActionResult.APPLIED, sessions_moved=12)
 
 
 # Outside CI a machine without prometheus skips; in CI (.ci/install-tools installs it) it fails.
