@@ -125,7 +125,7 @@ def summarize(
     error: str | None,
 ) -> RunSummary:
     with app.live.lock:
-        outcomes = list(app.live.outcomes)
+        outcomes = list(app.live.summary_outcomes)
         consumed = app.live.events_consumed
         rejected = dict(app.live.events_rejected)
         late = app.live.events_late

@@ -40,6 +40,7 @@ from balancer.core.limits import BundleLimits, is_over, max_ratio
 from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic, lone_hot_topics
 from balancer.core.report import BatchReport
+from balancer.core.results import ActionResult
 from balancer.kafka.topics import ensure_topics
 from balancer.ops.exporter import BalancerMetrics
 from balancer.ops.health import HealthServer, standard_checks
@@ -61,6 +62,18 @@ STATS_TOPIC_PARTITIONS = 4
 _REFUSED = (401, 403)
 
 
+# Outcomes the run summary needs (see LiveState.summary_outcomes), and how many are kept.
+SUMMARY_RESULTS = frozenset(
+    {
+        ActionResult.APPLIED,
+        ActionResult.LANDED_ELSEWHERE,
+        ActionResult.STARTED,
+        ActionResult.UNKNOWN,
+    }
+)
+SUMMARY_OUTCOMES_KEPT = 10_000
+
+
 @dataclass
 class LiveState:
     """What the live view and the run summary show; updated by the batch handler."""
@@ -75,7 +88,13 @@ class LiveState:
     kafka_lag: int = 0
     over_threshold: list[tuple[BundleLoad, float]] = field(default_factory=list)
     bundles_reporting: int = 0
-    outcomes: deque[Outcome] = field(default_factory=lambda: deque(maxlen=200))
+    outcomes: deque[Outcome] = field(default_factory=lambda: deque(maxlen=200))  # live view
+    # What the end-of-run summary lists (actions that did something, or whose fate is open),
+    # kept apart from `outcomes`: a run's many rate-limited, duplicate and already-running
+    # outcomes would push its early splits and moves out of a short deque.
+    summary_outcomes: deque[Outcome] = field(
+        default_factory=lambda: deque(maxlen=SUMMARY_OUTCOMES_KEPT)
+    )
     handler_errors: int = 0
     handler_errors_in_row: int = 0  # batches in a row whose controller step raised
     kafka_seen_at_s: float | None = None  # monotonic time of the last batch that read Kafka
@@ -183,6 +202,8 @@ class AppHandler:
     def on_outcome(self, outcome: Outcome) -> None:
         with self.live.lock:
             self.live.outcomes.append(outcome)
+            if outcome.rechecked or outcome.result in SUMMARY_RESULTS:
+                self.live.summary_outcomes.append(outcome)
 
 
 class BalancerApp:

@@ -297,3 +297,19 @@ def test_the_handler_keeps_the_planners_newest_broker_loads_for_the_view() -> No
     handler.handle(batch_report(batch_id=1, window_end_ms=60_000))
     assert list(live.broker_loads) == ["east"]
     assert [b.broker for b in live.broker_loads["east"]] == ["10.0.0.1:8080", "10.0.0.3:8080"]
+
+
+def test_the_summary_keeps_early_moves_behind_many_outcomes_that_did_nothing() -> None:
+    """The live view keeps the newest 200 outcomes; a run's rate-limited and duplicate ones
+    must not push its early moves (or splits) out of the end-of-run summary."""
+    from unittest.mock import MagicMock
+
+    from balancer.app.wiring import AppHandler
+
+    live = LiveState()
+    handler = AppHandler(MagicMock(), MagicMock(), live, lambda _ns: MagicMock())
+    handler.on_outcome(_move(ActionResult.APPLIED))
+    for _ in range(500):
+        handler.on_outcome(_move(ActionResult.RATE_LIMITED))
+    assert all(o.result is ActionResult.RATE_LIMITED for o in live.outcomes)
+    assert [m["result"] for m in moves_of(list(live.summary_outcomes))] == ["applied"]
