@@ -214,59 +214,59 @@ def _spread(brokers: Sequence[str], count: int) -> list[str]:
     return [brokers[i % len(brokers)] for i in range(count)]
 
 
+def _namespaces(
+    owners: Sequence[Sequence[str]],
+    *,
+    msg_rate_in: float,
+    rng: np.random.Generator,
+    jitter: float = 0.3,
+) -> list[BundleSpec]:
+    """Namespaces t/ns0, t/ns1, ...: namespace n has a bundle on each broker of owners[n]
+    (`_namespace_bundles`)."""
+    return [
+        b
+        for n, on in enumerate(owners)
+        for b in _namespace_bundles(f"t/ns{n}", on, msg_rate_in=msg_rate_in, rng=rng, jitter=jitter)
+    ]
+
+
+def _cluster(
+    name: str,
+    description: str,
+    brokers: Sequence[str] | Sequence[BrokerSpec],
+    bundles: Sequence[BundleSpec],
+    isolation: tuple[IsolationPolicy, ...] = (),
+) -> ClusterScenario:
+    """A scenario; broker ids stand for default `BrokerSpec`s."""
+    specs = tuple(b if isinstance(b, BrokerSpec) else BrokerSpec(b) for b in brokers)
+    return ClusterScenario(name, description, specs, tuple(bundles), isolation)
+
+
 def built_in_scenarios() -> list[ClusterScenario]:
+    # One generator drawn in this order: a scenario's loads depend on those built before it.
     rng = np.random.default_rng(35)
     scenarios = []
 
     # Already balanced: 4 brokers, 4 namespaces x 40 bundles spread round-robin (~0.55 each).
     ids = _broker_ids(4)
-    bundles = [
-        b
-        for n in range(4)
-        for b in _namespace_bundles(
-            f"t/ns{n}", _spread(ids, 40), msg_rate_in=840, rng=rng, jitter=0
-        )
-    ]
+    bundles = _namespaces([_spread(ids, 40)] * 4, msg_rate_in=840, rng=rng, jitter=0)
     scenarios.append(
-        ClusterScenario(
-            "balanced",
-            "4 brokers already balanced: no move expected",
-            tuple(BrokerSpec(i) for i in ids),
-            tuple(bundles),
-        )
+        _cluster("balanced", "4 brokers already balanced: no move expected", ids, bundles)
     )
 
     # A broker restart: 5 brokers, broker-5 came back and owns nothing; its bundles went to
     # the other four (40 bundles, ~0.6 each; mean 0.48).
     ids = _broker_ids(5)
-    bundles = [
-        b
-        for n in range(4)
-        for b in _namespace_bundles(f"t/ns{n}", _spread(ids[:4], 40), msg_rate_in=915, rng=rng)
-    ]
+    bundles = _namespaces([_spread(ids[:4], 40)] * 4, msg_rate_in=915, rng=rng)
     scenarios.append(
-        ClusterScenario(
-            "broker-restart",
-            "5 brokers, one restarted and owning nothing",
-            tuple(BrokerSpec(i) for i in ids),
-            tuple(bundles),
-        )
+        _cluster("broker-restart", "5 brokers, one restarted and owning nothing", ids, bundles)
     )
 
     # 5 -> 10 brokers: five new brokers own nothing (Pulsar's published test: 5-7 min).
     ids = _broker_ids(10)
-    bundles = [
-        b
-        for n in range(5)
-        for b in _namespace_bundles(f"t/ns{n}", _spread(ids[:5], 40), msg_rate_in=1068, rng=rng)
-    ]
+    bundles = _namespaces([_spread(ids[:5], 40)] * 5, msg_rate_in=1068, rng=rng)
     scenarios.append(
-        ClusterScenario(
-            "scale-out-5-to-10",
-            "10 brokers, 5 just added and owning nothing",
-            tuple(BrokerSpec(i) for i in ids),
-            tuple(bundles),
-        )
+        _cluster("scale-out-5-to-10", "10 brokers, 5 just added and owning nothing", ids, bundles)
     )
 
     # One hot broker with many small bundles: broker-1 owns 60 bundles (~0.95, overloaded),
@@ -275,17 +275,13 @@ def built_in_scenarios() -> list[ClusterScenario]:
     # (with fewer than 20 it holds one bundle and that broker is never shed).
     ids = _broker_ids(6)
     hot = _namespace_bundles("t/hot", [ids[0]] * 60, msg_rate_in=965, rng=rng)
-    rest = [
-        b
-        for n in range(5)
-        for b in _namespace_bundles(f"t/ns{n}", [ids[n + 1]] * 40, msg_rate_in=610, rng=rng)
-    ]
+    rest = _namespaces([[i] * 40 for i in ids[1:]], msg_rate_in=610, rng=rng)
     scenarios.append(
-        ClusterScenario(
+        _cluster(
             "hot-broker-small-bundles",
             "one broker over 85 % with 60 small bundles",
-            tuple(BrokerSpec(i) for i in ids),
-            tuple(hot + rest),
+            ids,
+            hot + rest,
         )
     )
 
@@ -295,18 +291,9 @@ def built_in_scenarios() -> list[ClusterScenario]:
     specs = [BrokerSpec(i, cores=16, nic_bytes=10 * GBIT_BYTES) for i in ids[:3]] + [
         BrokerSpec(i, cores=4) for i in ids[3:]
     ]
-    bundles = [
-        b
-        for n in range(3)
-        for b in _namespace_bundles(f"t/ns{n}", _spread(ids, 80), msg_rate_in=900, rng=rng)
-    ]
+    bundles = _namespaces([_spread(ids, 80)] * 3, msg_rate_in=900, rng=rng)
     scenarios.append(
-        ClusterScenario(
-            "mixed-capacity",
-            "3 big and 3 small brokers, equal bundle counts",
-            tuple(specs),
-            tuple(bundles),
-        )
+        _cluster("mixed-capacity", "3 big and 3 small brokers, equal bundle counts", specs, bundles)
     )
 
     # A namespace under an isolation policy: t/isolated may only use broker-1 and broker-2
@@ -314,20 +301,16 @@ def built_in_scenarios() -> list[ClusterScenario]:
     # broker-1 (~0.56), broker-2 owns nothing, brokers 3-6 carry the rest (~0.35).
     ids = _broker_ids(6)
     iso = _namespace_bundles("t/isolated", [ids[0]] * 48, msg_rate_in=710, rng=rng)
-    rest = [
-        b
-        for n in range(2)
-        for b in _namespace_bundles(f"t/ns{n}", _spread(ids[2:], 80), msg_rate_in=532, rng=rng)
-    ]
+    rest = _namespaces([_spread(ids[2:], 80)] * 2, msg_rate_in=532, rng=rng)
     policy = IsolationPolicy(
         name="iso", namespaces=("t/isolated",), primary=("broker-1", "broker-2")
     )
     scenarios.append(
-        ClusterScenario(
+        _cluster(
             "isolation-policy",
             "t/isolated pinned to broker-1/2, all on broker-1",
-            tuple(BrokerSpec(i) for i in ids),
-            tuple(iso + rest),
+            ids,
+            iso + rest,
             (policy,),
         )
     )

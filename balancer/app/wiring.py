@@ -162,6 +162,14 @@ class AppHandler:
             )
             self.metrics.set_lone_hot_topics(lone)
         broker_loads = self._broker_loads()
+        if report.window_end_ms and self.controller.mover is not None:
+            # A cluster the planner skipped this window (no plan) keeps no broker series.
+            for cluster in self.controller.mover.last_loads:
+                self.metrics.brokers.set_cluster(
+                    cluster,
+                    broker_loads.get(cluster, ()),
+                    self.controller.last_move_plans.get(cluster),
+                )
         ranked = sorted(
             ((b, max_ratio(b, self.limits(b.namespace))) for b in report.bundles),
             key=lambda pair: -pair[1],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 from rich.console import Console
 
@@ -17,6 +18,19 @@ from balancer.core.bundles import BundleRange
 from balancer.core.decisions import DecisionKind
 from balancer.core.load import BundleLoad
 from balancer.core.results import ActionResult
+
+
+def quiet_summary(**fields: Any) -> RunSummary:
+    """A run that split, offloaded and read nothing; `fields` set the rest."""
+    return RunSummary(
+        bundles_before={},
+        bundles_after={},
+        splits=[],
+        offloads=[],
+        events_processed=0,
+        events_rejected=0,
+        **fields,
+    )
 
 
 def text_of(renderable: object) -> str:
@@ -116,13 +130,7 @@ def test_summary_lists_splits_with_boundaries_and_offloads_in_readable_sizes() -
 
 
 def test_summary_names_actions_whose_outcome_is_still_unknown() -> None:
-    summary = RunSummary(
-        bundles_before={},
-        bundles_after={},
-        splits=[],
-        offloads=[],
-        events_processed=0,
-        events_rejected=0,
+    summary = quiet_summary(
         unknown=[
             {
                 "kind": "split",
@@ -166,15 +174,7 @@ def test_a_lone_hot_topic_shows_its_remedy_in_the_live_view_and_the_summary() ->
     live.lone_hot_topics = [hot]
     text = " ".join(text_of(render_live(live, mode="apply", elapsed_s=1, duration_s=None)).split())
     assert "no split" in text and "make it 2" in text
-    summary = RunSummary(
-        bundles_before={},
-        bundles_after={},
-        splits=[],
-        offloads=[],
-        events_processed=0,
-        events_rejected=0,
-        lone_hot_topics=[hot.to_dict()],
-    )
+    summary = quiet_summary(lone_hot_topics=[hot.to_dict()])
     text = text_of(render_summary(summary))
     assert "persistent://acme/pay/ledger" in text and "make it 2 partitions" in text
     assert summary.to_dict()["lone_hot_topics"][0]["recommended_partitions"] == 2
@@ -252,16 +252,7 @@ def test_summary_lists_moves_applied_and_broker_loads_at_the_end() -> None:
     ]
     moves = moves_of(outcomes)
     assert [m["result"] for m in moves] == ["applied", "landed_elsewhere"]
-    summary = RunSummary(
-        bundles_before={},
-        bundles_after={},
-        splits=[],
-        offloads=[],
-        events_processed=0,
-        events_rejected=0,
-        moves=moves,
-        brokers=brokers_of(_broker_loads()),
-    )
+    summary = quiet_summary(moves=moves, brokers=brokers_of(_broker_loads()))
     text = text_of(render_summary(summary))
     assert "Moves applied" in text
     assert "10.0.0.1:8080 -> 10.0.0.3:8080" in text and "overloaded" in text

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,12 @@ TOKEN_ENV = "E2E_PULSAR_TOKEN"
 SECRET_TOKEN = "e2e-secret-" + uuid.uuid4().hex
 
 
+# What write_config adds by default: scenario.yaml's runs unload a split's children and
+# offload topics over 10 GiB.
+E2E_CONTROLLER: Mapping[str, Any] = {"unload_after_split": True}
+E2E_OFFLOAD: Mapping[str, Any] = {"default_threshold": "10G"}
+
+
 def write_config(
     tmp: Path,
     *,
@@ -37,10 +43,16 @@ def write_config(
     bootstrap_servers: str,
     mode: str,
     stats_topic: str | None = None,
+    clusters: Sequence[str] = ("east", "west"),
+    controller: Mapping[str, Any] = E2E_CONTROLLER,
+    offload: Mapping[str, Any] | None = E2E_OFFLOAD,
 ) -> Path:
-    """A run's config file; `stats_topic` defaults to a fresh topic of its own."""
+    """A run's config file; `stats_topic` defaults to a fresh topic of its own. The
+    `controller` keys are added to mode, journal and audit log; `offload` None: no section.
+    The first of `clusters` is the entry cluster (east for scenario.yaml: e2e/hot, on west,
+    is still routed by its stats)."""
     stats_topic = stats_topic or f"stats-{uuid.uuid4().hex[:8]}"
-    config = {
+    config: dict[str, Any] = {
         "kafka": {
             "bootstrap_servers": [bootstrap_servers],
             "stats_topic": stats_topic,
@@ -54,10 +66,9 @@ def write_config(
             "watermark_s": 5,
             "trigger_interval_s": 3,
         },
-        # east first: the entry cluster; e2e/hot (on west) is still routed by its stats.
         "clusters": [
             {"name": name, "admin_url": sim.admin_urls[name], "token_env": TOKEN_ENV}
-            for name in ("east", "west")
+            for name in clusters
         ],
         "collector": {"interval_s": 2},
         "detection": {"cooldown_s": 5, "hit_count_threshold": 3},
@@ -65,9 +76,9 @@ def write_config(
             "mode": mode,
             "journal_path": str(tmp / "journal.sqlite3"),
             "audit_log_path": str(tmp / "audit.jsonl"),
-            "unload_after_split": True,
+            **controller,
         },
-        "offload": {"default_threshold": "10G"},
+        **({"offload": dict(offload)} if offload is not None else {}),
         "metrics": {"port": 0},
     }
     path = tmp / "balancer.yaml"

@@ -8,17 +8,14 @@ Kept short (two Spark starts in all): the CI budget is shared with every other e
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from balancer.sim import PeerGroup, RunningPeerGroup, load_scenario
+from tests.e2e import harness
 from tests.e2e.harness import (
     SECRET_TOKEN,
-    TOKEN_ENV,
     BalancerProcess,
     audit_records,
     wait_for,
@@ -46,37 +43,15 @@ def start_sim() -> RunningPeerGroup:
 
 
 def write_config(tmp: Path, sim: RunningPeerGroup, kafka: Broker, mode: str) -> Path:
-    topic = f"stats-{uuid.uuid4().hex[:8]}"
-    config: dict[str, Any] = {
-        "kafka": {
-            "bootstrap_servers": [kafka.bootstrap_servers],
-            "stats_topic": topic,
-            "dead_letter_topic": f"{topic}-dlq",
-        },
-        "spark": {
-            "master": "local[2]",
-            "checkpoint_dir": str(tmp / "checkpoints"),
-            "window_s": 10,
-            "slide_s": 5,
-            "watermark_s": 5,
-            "trigger_interval_s": 3,
-        },
-        "clusters": [
-            {"name": CLUSTER, "admin_url": sim.admin_urls[CLUSTER], "token_env": TOKEN_ENV}
-        ],
-        "collector": {"interval_s": 2},
-        "detection": {"cooldown_s": 5, "hit_count_threshold": 3},
-        "controller": {
-            "mode": mode,
-            "journal_path": str(tmp / "journal.sqlite3"),
-            "audit_log_path": str(tmp / "audit.jsonl"),
-            "writer_lease": {"enabled": False},
-        },
-        "metrics": {"port": 0},
-    }
-    path = tmp / "balancer.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
+    return harness.write_config(
+        tmp,
+        sim=sim,
+        bootstrap_servers=kafka.bootstrap_servers,
+        mode=mode,
+        clusters=(CLUSTER,),
+        controller={"writer_lease": {"enabled": False}},
+        offload=None,
+    )
 
 
 def idle_owns(sim: RunningPeerGroup) -> int:

@@ -20,34 +20,23 @@ from balancer.pulsar import (
     RetryPolicy,
     ServerError,
 )
-from balancer.sim import parse_scenario, start_peer_group
 from balancer.sim.group import RunningPeerGroup
-
-NS = "t/ns"
-FIRST = "0x00000000_0x40000000"
+from tests.sim.broker_group import FIRST, NS, one_namespace, started
 
 
 def scenario(**cluster: Any) -> dict[str, Any]:
-    return {
-        "name": "client-brokers",
-        "seed": 5,
-        "clusters": [{"name": "a", "brokers": 3, "leader_broker": 1, **cluster}],
-        "namespaces": [
-            {
-                "name": NS,
-                "cluster": "a",
-                "bundles": 4,
-                "anti_affinity_group": "g1",
-                "topic_groups": [{"name": "x", "count": 30, "total_msg_rate_in": 3000}],
-            }
-        ],
-    }
+    return one_namespace(
+        "client-brokers",
+        seed=5,
+        topics=30,
+        namespace={"anti_affinity_group": "g1"},
+        **{"leader_broker": 1, **cluster},
+    )
 
 
 @pytest.fixture
 def group(request: pytest.FixtureRequest) -> Iterator[RunningPeerGroup]:
-    doc = getattr(request, "param", None) or scenario()
-    with start_peer_group(parse_scenario(doc)) as g:
+    with started(request, scenario()) as g:
         yield g
 
 

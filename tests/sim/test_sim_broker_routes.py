@@ -13,31 +13,16 @@ import pytest
 from balancer.sim import PeerGroup, parse_scenario, start_peer_group
 from balancer.sim.group import RunningPeerGroup
 from balancer.sim.scenarios import ScenarioError
-
-NS = "t/ns"
-FIRST = "0x00000000_0x40000000"
+from tests.sim.broker_group import FIRST, NS, one_namespace, started
 
 
 def scenario(**cluster: Any) -> dict[str, Any]:
-    return {
-        "name": "brokers",
-        "seed": 3,
-        "clusters": [{"name": "a", "brokers": 3, **cluster}],
-        "namespaces": [
-            {
-                "name": NS,
-                "cluster": "a",
-                "bundles": 4,
-                "topic_groups": [{"name": "x", "count": 40, "total_msg_rate_in": 4000}],
-            }
-        ],
-    }
+    return one_namespace("brokers", seed=3, topics=40, **cluster)
 
 
 @pytest.fixture
 def group(request: pytest.FixtureRequest) -> Iterator[RunningPeerGroup]:
-    doc = getattr(request, "param", None) or scenario()
-    with start_peer_group(parse_scenario(doc)) as g:
+    with started(request, scenario()) as g:
         yield g
 
 
@@ -57,6 +42,12 @@ def owner(g: RunningPeerGroup, bundle: str = FIRST) -> int | None:
         g.model.brokers.settle()
         chosen = next(b for b in ns.layout.bundles if str(b) == bundle)
         return None if chosen in ns.unowned else ns.owners[chosen]
+
+
+def not_owner(g: RunningPeerGroup) -> int:
+    """The first broker that does not own the FIRST bundle now."""
+    source = owner(g)
+    return next(b for b in range(3) if b != source)
 
 
 def test_load_report_is_computed_from_the_bundles_a_broker_owns(
@@ -127,7 +118,7 @@ def test_modular_unload_goes_to_the_leader_answers_before_ownership_and_the_next
 ) -> None:
     source = owner(group)
     assert source is not None
-    dest = next(b for b in range(3) if b != source)
+    dest = not_owner(group)
     r = unload(http, group.broker_urls["a"][0], ids(group)[dest])
     assert r.status_code == 307  # validateLeaderBrokerAsync
     assert r.headers["location"].startswith(group.broker_urls["a"][1])
@@ -147,8 +138,7 @@ def test_modular_unload_goes_to_the_leader_answers_before_ownership_and_the_next
 def test_a_concurrent_lookup_may_place_the_bundle_elsewhere(
     group: RunningPeerGroup, http: httpx.Client
 ) -> None:
-    source = owner(group)
-    dest = next(b for b in range(3) if b != source)
+    dest = not_owner(group)
     assert unload(http, group.admin_urls["a"], ids(group)[dest]).status_code == 204
     group.clock.advance(1)
     landed = owner(group)
@@ -159,8 +149,7 @@ def test_a_concurrent_lookup_may_place_the_bundle_elsewhere(
 def test_a_request_for_the_bundle_before_the_clients_reconnect_takes_the_destination(
     group: RunningPeerGroup, http: httpx.Client
 ) -> None:
-    source = owner(group)
-    dest = next(b for b in range(3) if b != source)
+    dest = not_owner(group)
     assert unload(http, group.admin_urls["a"], ids(group)[dest]).status_code == 204
     r = http.put(
         f"{group.admin_urls['a']}/admin/v2/namespaces/{NS}/{FIRST}/split",
@@ -178,8 +167,7 @@ def test_a_request_for_the_bundle_before_the_clients_reconnect_takes_the_destina
 def test_extensible_unload_is_a_transfer_owned_when_it_returns(
     group: RunningPeerGroup, http: httpx.Client
 ) -> None:
-    source = owner(group)
-    dest = next(b for b in range(3) if b != source)
+    dest = not_owner(group)
     # No leader redirect: any broker transfers.
     assert unload(http, group.broker_urls["a"][2], ids(group)[dest]).status_code == 204
     assert owner(group) == dest

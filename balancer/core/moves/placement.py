@@ -100,16 +100,3 @@ def anti_affinity_allowed(
         kept = [b for b in kept if per_domain[domains.get(b) or DEFAULT_DOMAIN] == least_domain]
     least = min(group_counts.get(b, 0) for b in kept)
     return frozenset(b for b in kept if group_counts.get(b, 0) == least)
-
-
-def violations(
-    namespace: str,
-    destination: str,
-    brokers: Sequence[BrokerState],
-    rules: PlacementRules,
-) -> list[str]:
-    """The isolation rules a destination breaks for a namespace (empty: allowed); the
-    anti-affinity and topic rules depend on the plan's state and are checked by the mover."""
-    if destination not in isolation_allowed(namespace, brokers, rules):
-        return [f"isolation: {namespace} may not go to {destination}"]
-    return []
