@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -16,11 +17,13 @@ from balancer.app.cli import build_parser, main
 from balancer.app.commands.apply import apply_command
 from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.app.config import load_config
+from balancer.controller.journal import Journal
 from balancer.core.bundles import BundleRange, parse_position
 from balancer.sim import parse_scenario, start_peer_group
 
 HOT = Path("conf/scenarios/hot-bundle.yaml")
 RESTART = Path("conf/scenarios/broker-restart.yaml")
+GROWTH = Path("conf/scenarios/offload-growth.yaml")
 
 
 def two_hot_namespaces() -> Any:
@@ -39,6 +42,7 @@ class Rig:
         self.plan = tmp_path / "plan.json"
         self.audit = tmp_path / "audit.jsonl"
         moves = controller.pop("moves", True)
+        offload = controller.pop("offload", {})
         self.config = tmp_path / "balancer.yaml"
         self.config.write_text(
             yaml.safe_dump(
@@ -51,6 +55,7 @@ class Rig:
                         **controller,
                     },
                     "moves": {"enabled": moves},
+                    "offload": offload,
                 }
             )
         )
@@ -165,6 +170,40 @@ def test_a_move_whose_bundle_left_its_source_is_refused(
     assert all(statuses[m["id"]] == "applied" for m in moves[1:]), report
 
 
+@pytest.mark.parametrize("meanwhile", [False, True])
+def test_an_offload_goes_exactly_to_its_planned_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], meanwhile: bool
+) -> None:
+    with start_peer_group(GROWTH) as group:
+        rig = Rig(group, tmp_path, offload={"default_threshold": "1G"})
+        doc = rig.save(capsys)
+        [offload] = doc["actions"]
+        assert offload["kind"] == "offload" and offload["offload_point"]["entryId"] == 0
+        topic = offload["topic"].removeprefix("persistent://")
+        if meanwhile:  # someone offloaded it up to the same point since the plan
+            answer = httpx.put(
+                f"{group.admin_urls['standalone']}/admin/v2/persistent/{topic}/offload",
+                json=offload["offload_point"],
+                timeout=10,
+            )
+            assert answer.status_code == 204, answer.text
+            group.clock.advance(61)  # offload_duration_s: 60
+        group.clock.advance(600)  # the topic grows on (1.2 GiB): `run` would offload further now
+        code, report = rig.apply(capsys)
+        journal = Journal.open_read_only(tmp_path / "journal.sqlite3")
+        entries = journal.entries()
+        journal.close()
+    (item,) = report["items"]
+    if meanwhile:
+        assert code == 3 and item["status"] == "stale", report
+        assert "already offloaded" in item["detail"]
+        assert entries == []
+        return
+    assert code == 0 and item["status"] == "applied" and item["result"] == "started", report
+    (entry,) = entries
+    assert entry.payload["call"]["message_id"] == offload["offload_point"]
+
+
 def test_an_expired_plan_is_refused_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -199,9 +238,7 @@ def test_a_damaged_plan_file_gets_one_line(
     assert hot.group.splits() == []
 
 
-def test_only_selects_the_named_actions(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_only_selects_the_named_actions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with start_peer_group(two_hot_namespaces()) as group:
         rig = Rig(group, tmp_path, moves=False)
         doc = rig.save(capsys)
