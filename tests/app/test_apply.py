@@ -15,8 +15,8 @@ import yaml
 
 from balancer.app.cli import build_parser, main
 from balancer.app.commands.apply import apply_command
-from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.app.config import load_config
+from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.controller.journal import Journal
 from balancer.core.bundles import BundleRange, parse_position
 from balancer.sim import parse_scenario, start_peer_group
@@ -231,7 +231,7 @@ def test_a_damaged_plan_file_gets_one_line(
     else:
         hot.plan.write_text(text[: len(text) // 2])
     code = main(["apply", str(hot.plan), "--config", str(hot.config), "--yes"])
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("error: plan file ")
     assert ("changed after it was made" if damage == "tampered" else "truncated?") in err
