@@ -271,7 +271,12 @@ def test_a_typed_no_applies_nothing_and_dry_run_sends_nothing(
     hot.save(capsys)
     args = build_parser().parse_args(["apply", str(hot.plan), "--config", str(hot.config)])
     asked: list[str] = []
-    code = apply_command(args, ask=lambda q: asked.append(q) or "no", is_tty=lambda: True)
+
+    def answer(question: str) -> str:
+        asked.append(question)
+        return "no"
+
+    code = apply_command(args, ask=answer, is_tty=lambda: True)
     out, _err = capsys.readouterr()
     assert code == 2 and asked and "Type 'yes'" in asked[0]
     assert "split-1: split standalone public/default/0x00000000_0x40000000 at" in out
