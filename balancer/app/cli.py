@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "balancer.app.commands.collect",
     "balancer.app.commands.checkpoint",
     "balancer.app.commands.plan",
+    "balancer.app.commands.apply",
 )
 
 EXIT_USAGE = 2

@@ -284,6 +284,8 @@ class ControllerConfig(_Model):
     # moves and splits. False: only warn (and export them) when they are on.
     disable_pulsar_shedder: bool = False
     disable_pulsar_auto_split: bool = False
+    # `apply PLAN` refuses a plan older than this: the load and layouts it read have moved on.
+    plan_max_age_s: float = Field(default=900.0, gt=0)
     rate_limits: RateLimitsConfig = RateLimitsConfig()
     breaker: BreakerConfig = BreakerConfig()
     # Batches in a row whose controller step failed before /readyz fails.

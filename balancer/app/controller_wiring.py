@@ -16,6 +16,7 @@ from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
 from balancer.controller.move_planning import MovePlanner, PlacementReads, RulesCache
+from balancer.controller.offload_point import OffloadPointFn, default_offload_point
 from balancer.controller.ports import AdminPort, MovePort, PulsarConfigPort, WriterLease
 from balancer.controller.pulsar_shedder import SwitchSink, SwitchState, check_pulsar_switches
 from balancer.controller.rate_limits import ActionLimits
@@ -46,15 +47,19 @@ def build_controller(
     journal_path: Path | None = None,
     audit_path: Path | None = None,
     lease: WriterLease | None = None,
+    audit_fields: Mapping[str, object] | None = None,
+    offload_point: OffloadPointFn = default_offload_point,
 ) -> Controller:
-    """A controller wired from the config (journal, audit log, limits, breakers)."""
+    """A controller wired from the config (journal, audit log, limits, breakers).
+    `audit_fields` go into every audit record; `offload_point` replaces the size rule
+    (`apply PLAN` offloads up to the planned point)."""
     clock = clock or SystemClock()
     c = config.controller
     return Controller(
         admin,
         settings=controller_settings(config),
         journal=Journal(journal_path or c.journal_path),
-        audit=AuditLog(audit_path or c.audit_log_path),
+        audit=AuditLog(audit_path or c.audit_log_path, fields=audit_fields),
         limits=ActionLimits(
             splits_per_minute=c.rate_limits.splits_per_minute,
             splits_per_minute_per_namespace=c.rate_limits.splits_per_minute_per_namespace,
@@ -71,6 +76,7 @@ def build_controller(
         ),
         clock=clock,
         lease=lease,
+        offload_point=offload_point,
         # The client moves bundles once it has unload-to-a-destination and ownership reads.
         mover=admin if isinstance(admin, MovePort) else None,
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,10 +32,18 @@ def scrub(value: object) -> object:
 class AuditLog:
     """Append-only JSON lines; each record is flushed at once so a crash loses none."""
 
-    def __init__(self, path: Path | None = None, *, stream: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        stream: IO[str] | None = None,
+        fields: Mapping[str, object] | None = None,
+    ) -> None:
         if (path is None) == (stream is None):
             raise ValueError("give an audit log path or a stream")
         self.path = path
+        # Added to every record (e.g. `plan_id` for the actions `apply PLAN` carries out).
+        self._fields = dict(fields or {})
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._stream: IO[str] = path.open("a", encoding="utf-8")
@@ -46,7 +55,7 @@ class AuditLog:
         self._lock = threading.Lock()
 
     def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(scrub(record), sort_keys=True, default=str)
+        line = json.dumps(scrub({**record, **self._fields}), sort_keys=True, default=str)
         with self._lock:
             self._stream.write(line + "\n")
             self._stream.flush()

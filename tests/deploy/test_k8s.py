@@ -457,3 +457,30 @@ def test_entrypoint_starts_a_spark_executor(tmp_path: Path) -> None:
         "--resourceProfileId": "0",
         "--podName": "pulsar-balancer-exec-3",
     }
+
+
+@needs_renderer
+def test_review_overlay_saves_plans_and_applies_only_when_a_person_creates_the_job(
+    tmp_path: Path,
+) -> None:
+    manifests = render(K8S / "overlays" / "review")
+    plan = one(manifests, "CronJob", "pulsar-balancer-plan")["spec"]
+    apply = one(manifests, "CronJob", "pulsar-balancer-apply")["spec"]
+    assert plan.get("suspend") is not True and plan["concurrencyPolicy"] == "Forbid"
+    assert apply["suspend"] is True  # only `kubectl create job --from=cronjob/...` runs it
+    assert apply["jobTemplate"]["spec"]["backoffLimit"] == 0
+    plan_box = plan["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    apply_box = apply["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    saved = re.search(r"--save ([^\s;]+)", " ".join(plan_box["args"]))
+    assert saved is not None and "exit 0" in plan_box["args"][0]  # plan's exit 3 is success
+    assert apply_box["args"][:2] == ["apply", saved.group(1)] and "--yes" in apply_box["args"]
+    data = config_map_data(manifests, "pulsar-balancer-config")[CONFIG_FILE]
+    (tmp_path / CONFIG_FILE).write_text(data)
+    config = load_config(tmp_path / CONFIG_FILE)
+    assert config.controller.mode == "dry-run"  # the balancer itself only decides
+    for box in (plan_box, apply_box):
+        mounts = {m["mountPath"] for m in box["volumeMounts"]}
+        assert any(Path(saved.group(1)).is_relative_to(m) for m in mounts)
+    apply_mounts = {m["mountPath"] for m in apply_box["volumeMounts"]}
+    for path in (config.controller.journal_path, config.controller.audit_log_path):
+        assert any(path.parent.is_relative_to(m) for m in apply_mounts), path

@@ -23,6 +23,11 @@ Exit codes (like `terraform plan -detailed-exitcode`, but 2 stays every command'
     pulsar-balancer plan --config conf/balancer.yaml
     pulsar-balancer plan --admin-url east=http://127.0.0.1:8080 --samples 3 --interval-s 30
     pulsar-balancer plan --stats-file saved/ -o json      # saved/<cluster>/<broker>.json
+    pulsar-balancer plan --config conf/balancer.yaml --save plan.json   # then: apply plan.json
+
+With `--save PLAN.json` the plan is also written as a versioned, hash-identified document
+(`balancer.core.plan_document`) that `pulsar-balancer apply PLAN.json` carries out. Only
+offloads with an offload point and the moves `run` would act on are saved.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from balancer.app.commands.plan_output import (
 from balancer.app.config import BalancerConfig, load_config
 from balancer.app.controller_wiring import controller_settings
 from balancer.controller.settings import ControllerSettings
-from balancer.core.planning import TopicSample, make_plan, window_loads
+from balancer.core.planning import Plan, TopicSample, make_plan, window_loads
 
 if TYPE_CHECKING:
     from balancer.app.commands import Subparsers
@@ -118,6 +123,13 @@ def register(subparsers: Subparsers) -> None:
         help="--stats-file: the cluster of files not in a <cluster>/ subdirectory "
         "(default: the config's first cluster, else 'standalone')",
     )
+    parser.add_argument(
+        "--save",
+        type=Path,
+        metavar="PLAN.json",
+        help="also write the plan as a reviewable document for `pulsar-balancer apply` "
+        "(live clusters only)",
+    )
     add_output_argument(parser)
     parser.set_defaults(handler=plan_command)
 
@@ -128,6 +140,10 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
         # itself says how many attempts failed.
         logging.getLogger().addHandler(logging.NullHandler())
     config = _config(args)
+    save: Path | None = getattr(args, "save", None)
+    if save is not None and (args.stats_file is not None or config is None):
+        # A stats file has no layouts, owners nor offload points: nothing exact to apply.
+        raise ValueError("--save needs live clusters (--config or --admin-url)")
     now_ms = int(time.time() * 1000)
     settings = _controller_settings(config)
     points: dict[str, OffloadPoint] = {}
@@ -162,14 +178,18 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
             taken[0] += 1
             sleep(seconds)
 
+        layouts: dict[tuple[str, str], tuple[int, ...]] = {}
         plan, points, errors, moves = live_plan(
             config,
             samples=args.samples,
             interval_s=args.interval_s,
             sleep=wait,
             allows=settings.allows,
+            layouts=layouts,
         )
         source = "clusters " + ", ".join(c.name for c in config.clusters)
+        if save is not None:
+            _save(save, config, source, plan, points, moves, layouts)
     proposals = plan.has_proposals or bool(moves is not None and moves.moves)
     code = EXIT_PROPOSALS if proposals else EXIT_NOTHING
     if wants_json(args):
@@ -179,6 +199,36 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
     else:
         print_plan(plan, points, source=source, exit_code=code, errors=errors, moves=moves)
     return code
+
+
+def _save(
+    path: Path,
+    config: BalancerConfig,
+    source: str,
+    plan: Plan,
+    points: dict[str, OffloadPoint],
+    moves: MovesPlan | None,
+    layouts: dict[tuple[str, str], tuple[int, ...]],
+) -> None:
+    from balancer.app.commands.plan_file import save_plan
+
+    doc = save_plan(
+        path,
+        config=config,
+        source=source,
+        plan=plan,
+        points=points,
+        moves=moves.moves if moves is not None else [],
+        layouts=layouts,
+        now_ms=int(time.time() * 1000),
+    )
+    # On stderr: stdout stays the plan alone (one JSON document with -o json).
+    print(
+        f"plan: saved {doc['plan_id']} ({len(doc['actions'])} action(s)) to {path}; "
+        f"apply it with: pulsar-balancer apply {path}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _cfg(config: BalancerConfig | None) -> BalancerConfig:

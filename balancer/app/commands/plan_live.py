@@ -65,8 +65,12 @@ def live_plan(
     interval_s: float,
     sleep: Callable[[float], None],
     allows: Callable[[str], bool],
+    layouts: dict[tuple[str, str], tuple[int, ...]] | None = None,
 ) -> LivePlan:
     """Poll, plan and find each offload's point; every request is a GET.
+
+    With `layouts`, each namespace's bundle boundaries as read go there ((cluster,
+    namespace) -> boundaries: what `plan --save` records).
 
     Raises ValueError (one line naming every cluster and why) when no cluster could be read.
     """
@@ -104,6 +108,8 @@ def live_plan(
                 errors[cluster] = _explain(cluster, exc)
                 continue
             counts[(cluster, namespace)] = layout.num_bundles
+            if layouts is not None:
+                layouts[(cluster, namespace)] = layout.boundaries
         gone = {(s.cluster, s.namespace) for s in vanished}
         bundles = [
             b for b in bundles if b.cluster not in errors and (b.cluster, b.namespace) not in gone
