@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -99,6 +100,26 @@ def check_pulsar_switches_at_start(
         dry_run=c.mode != "apply",
         metrics=metrics,
     )
+
+
+def start_pulsar_switch_checks(
+    config: BalancerConfig, admin: object, metrics: SwitchSink | None = None
+) -> list[threading.Thread]:
+    """`check_pulsar_switches_at_start` in the background, one thread per cluster: a slow or
+    blackholed cluster (minutes of attempts x timeout) holds up neither the start nor the
+    other clusters' checks. Daemon threads: the process's exit never waits for them."""
+    threads = []
+    for cluster in config.clusters:
+        one = config.model_copy(update={"clusters": (cluster,)})
+        thread = threading.Thread(
+            target=check_pulsar_switches_at_start,
+            args=(one, admin, metrics),
+            name=f"pulsar-switches-{cluster.name}",
+            daemon=True,
+        )
+        thread.start()
+        threads.append(thread)
+    return threads
 
 
 def broker_board(config: BalancerConfig) -> BrokerLoadBoard | None:

@@ -22,7 +22,7 @@ from balancer.app.config import BalancerConfig
 from balancer.app.controller_wiring import (
     broker_board,
     build_handler,
-    check_pulsar_switches_at_start,
+    start_pulsar_switch_checks,
 )
 from balancer.app.lease_wiring import build_writer_lease
 from balancer.app.preflight import setting_error
@@ -307,8 +307,9 @@ class BalancerApp:
         )
         if self.lease is not None:  # joins in the background, while Spark starts
             self.lease.start()
-        # Pulsar's own shedder moves our bundles again: warn (and switch off if told to).
-        check_pulsar_switches_at_start(self.config, self.admin, self.metrics)
+        # Pulsar's own shedder moves our bundles again: warn (and switch off if told to), in
+        # the background: a blackholed cluster must not hold up the start.
+        start_pulsar_switch_checks(self.config, self.admin, self.metrics)
         checks = standard_checks(
             stream_running=self.stream_running,
             kafka_reachable=self.kafka_reachable,

@@ -172,6 +172,45 @@ def test_the_pulsar_switches_are_checked_at_start_and_off_only_in_apply(tmp_path
     assert check_pulsar_switches_at_start(load_config(write(tmp_path, told)), object()) == []
 
 
+def test_the_switch_checks_hold_up_neither_the_start_nor_another_cluster(
+    tmp_path: Path,
+) -> None:
+    """A blackholed cluster's reads take minutes (attempts x timeout): `run` starts the
+    checks in the background, one thread per cluster."""
+    import threading
+
+    from balancer.app.controller_wiring import start_pulsar_switch_checks
+
+    release = threading.Event()
+    read: list[str] = []
+
+    class Admin:
+        def runtime_configuration(self, cluster: str) -> dict[str, str]:
+            if cluster == "slow":
+                release.wait(30)
+            read.append(cluster)
+            return {}
+
+        def set_dynamic_configuration(self, cluster: str, name: str, value: str) -> None:
+            raise AssertionError("nothing is told to turn a switch off")
+
+    data = with_setting(
+        with_("controller.mode", "apply"),
+        "clusters",
+        [
+            {"name": "slow", "admin_url": "http://127.0.0.1:1"},
+            {"name": "fast", "admin_url": "http://127.0.0.1:2"},
+        ],
+    )
+    threads = start_pulsar_switch_checks(load_config(write(tmp_path, data)), Admin())
+    assert [t.name for t in threads] == ["pulsar-switches-slow", "pulsar-switches-fast"]
+    threads[1].join(timeout=30)
+    assert read == ["fast"] and threads[0].is_alive()  # returned while "slow" still waits
+    release.set()
+    threads[0].join(timeout=30)
+    assert read == ["fast", "slow"]
+
+
 def test_error_never_echoes_a_pasted_secret(tmp_path: Path) -> None:
     secret = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.sig"
     for data in (with_("clusters.0.token_env", secret), with_("clusters.0.token", secret)):
