@@ -80,12 +80,16 @@ def _start(tmp_path: Path, sim: RunningPeerGroup, kafka: Broker) -> BalancerProc
         tmp_path, sim=sim, bootstrap_servers=kafka.bootstrap_servers, mode="apply"
     )
     process = BalancerProcess(config, tmp_path, tmp_path / "summary.json").start()
-    wait_for(
-        lambda: "metrics: http://" in process.text(),
-        timeout_s=120,
-        what="the metrics endpoint",
-        process=process,
-    )
+    try:
+        wait_for(
+            lambda: "metrics: http://" in process.text(),
+            timeout_s=120,
+            what="the metrics endpoint",
+            process=process,
+        )
+    except BaseException:  # a start that never comes up must not outlive the test
+        process.kill()
+        raise
     return process
 
 
