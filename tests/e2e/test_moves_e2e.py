@@ -125,16 +125,19 @@ def test_apply_balances_a_restarted_broker_across_a_sigkill(kafka: Broker, tmp_p
         finally:
             assert second.stop() == 0, second.text()[-3000:]
 
-        moves = journal_moves(tmp_path)
+        all_moves = journal_moves(tmp_path)
+        # An intent the kill caught before its unload was sent is settled `abandoned` from
+        # ownership (the bundle never left its source): nothing was sent for it.
+        moves = [m for m in all_moves if m[2] != "abandoned"]
         sent = sim.model.brokers.moves
-        # One unload per move decision: nothing re-sent across the kill.
-        assert len(sent) == len(moves), (sent, moves)
-        keys = [k for _, k, _ in moves]
+        # One unload per move decision that was sent: nothing re-sent across the kill.
+        assert len(sent) == len(moves), (sent, all_moves)
+        keys = [k for _, k, _ in all_moves]
         assert len(keys) == len(set(keys))
         bundles = [f"{m.namespace}/{m.bundle}" for m in sent]
         assert len(bundles) == len(set(bundles)), "a bundle moved twice within its grace"
         assert {m.destination for m in sent} == {IDLE}
-        assert {r for _, _, r in moves} == {"applied"}, moves
+        assert {r for _, _, r in moves} == {"applied"}, all_moves
         assert all(m.outcome == "landed" for m in sent)
         # The audit log shows the moves applied (the one the kill left open: rechecked).
         applied = [d for d, result in move_records(tmp_path) if result == "applied"]
