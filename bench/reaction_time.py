@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from balancer.app.config import SparkConfig
+from balancer.app.config import CollectorConfig, SparkConfig
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.detect import DetectionSettings, DetectorState, detect, over_threshold
 from balancer.core.limits import BundleLimits
@@ -70,6 +70,7 @@ from balancer.core.thresholds import DEFAULT_MAX_BUNDLES, Thresholds
 from balancer.sim.scenarios import Scenario, load_scenario, parse_scenario
 from balancer.sim.traffic import TrafficModel
 from bench.common import header, markdown_table, print_result, scenario_files
+from bench.reaction_scenarios import BUILT_IN
 
 FloatArray = npt.NDArray[np.float64]
 LIMITS = BundleLimits()
@@ -77,33 +78,27 @@ PULSAR_HIT_COUNT = 3  # split when over in MORE than this many consecutive check
 PULSAR_MAX_SPLITS_PER_CYCLE = 10
 CONTROLLER_SPLITS_PER_MINUTE = 10  # per cluster (the controller's default rate limits)
 CONTROLLER_SPLITS_PER_MINUTE_PER_NAMESPACE = 3
-# The second setting modelled by default: a 5-sample window (300 s sliding every 60 s,
-# 120 s watermark, 30 s trigger). The config refuses it with the default hit count
-# (docs/decisions.md#window-defaults-and-the-hit-count-rule shows why).
-LONG_WINDOW = (300, 60, 120, 30)
+# Batches from the one that reads a sample (or its round's marker) to the one that emits
+# the windows it closed (`Schedule.decided_s`).
+CLOSE_TRIGGERS = 2
+# The second setting modelled by default: the defaults before issue 36 (a 120 s window
+# sliding every 60 s, closed by a 60 s watermark, a 30 s trigger, no round markers).
+BEFORE_ISSUE_36 = (120, 60, 60, 30, False)
 
 
-# A transient, not an overload: one namespace at ~65 % of the msgRate threshold per bundle
-# doubles for one stats sample (60 s) and goes back. No split is wanted: splits are forever.
-SPIKE_SCENARIO: dict[str, Any] = {
-    "name": "one-minute-spike (built in)",
-    "seed": 2,
-    "clusters": [{"name": "c1"}],
-    "namespaces": [
-        {
-            "name": "t/ns",
-            "cluster": "c1",
-            "bundles": 4,
-            "topic_groups": [
-                {"name": "x", "count": 200, "total_msg_rate_in": 40000, "zipf_exponent": 0.8}
-            ],
-            "changes": [
-                {"kind": "step", "at_s": 600, "factor": 2.0},
-                {"kind": "step", "at_s": 660, "factor": 0.5},
-            ],
-        }
-    ],
-}
+def default_schedule() -> tuple[int, int, int, int, bool]:
+    """What `run` does by default: the config's window defaults, and round markers when the
+    collector sends them (`collector.round_markers`)."""
+    spark = SparkConfig()
+    marker = CollectorConfig().round_markers
+    return (spark.window_s, spark.slide_s, spark.watermark_s, spark.trigger_interval_s, marker)
+
+
+def _spec(schedule: tuple[int, int, int, int, bool]) -> str:
+    text = "/".join(str(x) for x in schedule[:4])
+    return text + "/marker" if schedule[4] else text
+
+
 # "Settled" must hold for the last 10 simulated minutes followed, or it does not count.
 SETTLE_MARGIN_S = 600.0
 
@@ -333,18 +328,54 @@ class _Settling:
             tl.settled_s, tl.lone_topics = None, 0
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """Our pipeline's window schedule: lengths in seconds, and whether the collector's round
+    markers close windows (`marker`) or only the watermark does."""
+
+    window_s: int
+    slide_s: int
+    watermark_s: int
+    trigger_s: int
+    marker: bool
+
+    @property
+    def label(self) -> str:
+        close = "round marker" if self.marker else f"watermark {self.watermark_s} s"
+        return (
+            f"ours: window {self.window_s} s, slide {self.slide_s} s, closed by {close}, "
+            f"trigger {self.trigger_s} s"
+        )
+
+    def newest_end_s(self, sample_s: float, interval_s: float) -> float:
+        """The end of the newest window closed once the sample of `sample_s` is in."""
+        if self.marker:
+            # The round's marker promises no event before the next round (sample + interval):
+            # it moves the watermark there, and every window ending by then closes.
+            return math.floor((sample_s + interval_s) / self.slide_s) * self.slide_s
+        # Else the watermark is the newest event time less the allowed lateness.
+        return math.floor((sample_s - self.watermark_s) / self.slide_s) * self.slide_s
+
+    def decided_s(self, sample_s: float) -> float:
+        """When the batch that emits those windows runs (the split is applied then).
+
+        The batch reading the sample (or its round's marker) moves the watermark; Spark
+        expires the windows' timers against it only in the next batch, a trigger later
+        (`CLOSE_TRIGGERS`), and the first batch can come a whole trigger after the sample:
+        the worst phase. The collection itself (milliseconds against the simulator) is not
+        counted, as Pulsar's checks are modelled without phase lag.
+        """
+        return sample_s + CLOSE_TRIGGERS * self.trigger_s
+
+
 def run_ours(
     sampler: Sampler,
+    schedule: Schedule,
     *,
-    window_s: int,
-    slide_s: int,
-    watermark_s: int,
-    trigger_s: int,
     stats_interval_s: float,
     horizon_s: float,
-    label: str,
 ) -> Timeline:
-    timeline = Timeline(label)
+    timeline = Timeline(schedule.label)
     settling = _Settling(timeline, stats_interval_s)
     settings = DetectionSettings()
     thresholds = Thresholds()  # Pulsar's limits, balanced_flow_divide
@@ -352,6 +383,7 @@ def run_ours(
     layouts = [ns.initial for ns in sampler.namespaces]
     samples: deque[Sample] = deque()
     last_end_s = -math.inf
+    window_s, slide_s = schedule.window_s, schedule.slide_s
     recent: deque[tuple[float, str, str]] = deque()  # (time, cluster, namespace) of splits
     k = 0
     while True:
@@ -364,10 +396,10 @@ def run_ours(
         samples.append(sample)
         over, lone = _state(sampler, layouts, sample)
         settling.observe(t, over, lone, before_splits=True)
-        now = t + trigger_s
-        # The batch after this sample closes every window ending at or before the watermark
-        # (max event time - watermark); the handler rolls up only the newest of them.
-        newest_end = math.floor((t - watermark_s) / slide_s) * slide_s
+        now = schedule.decided_s(t)
+        # The batch closes every window ending at or before the watermark; the handler
+        # rolls up only the newest of them.
+        newest_end = schedule.newest_end_s(t, stats_interval_s)
         window = [s for s in samples if newest_end - window_s <= s.t_s < newest_end]
         if newest_end > last_end_s and window:
             last_end_s = newest_end
@@ -498,7 +530,7 @@ def run_pulsar(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    spark = SparkConfig()
+    config_default = default_schedule()
     parser = argparse.ArgumentParser(
         prog="python -m bench.reaction_time",
         description=(
@@ -519,16 +551,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--pipeline",
         action="append",
-        metavar="W/S/WM/T",
-        help="window, slide, watermark and trigger seconds of our pipeline to model "
-        "(repeatable; default: the config defaults "
-        f"{spark.window_s}/{spark.slide_s}/{spark.watermark_s}/{spark.trigger_interval_s} "
-        f"and a long window {'/'.join(str(x) for x in LONG_WINDOW)})",
+        metavar="W/S/WM/T[/marker]",
+        help="window, slide, watermark and trigger seconds of our pipeline to model, "
+        "'/marker' when the collector's round markers close the windows (repeatable; "
+        f"default: the config defaults {_spec(config_default)} and the defaults before "
+        f"issue 36 {_spec(BEFORE_ISSUE_36)})",
     )
     parser.add_argument(
-        "--no-spike",
+        "--no-built-in",
         action="store_true",
-        help="leave out the built-in one-minute-spike case (a transient that should not split)",
+        help="leave out the built-in cases (bench.reaction_scenarios: spikes that should not "
+        "split, a modest overload, a flash crowd, a slow ramp, two clusters)",
     )
     parser.add_argument(
         "--warmup-min",
@@ -543,17 +576,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="load during the warm-up, as a share of the scenario's opening load (0.3)",
     )
     args = parser.parse_args(argv)
-    pipelines: list[tuple[int, int, int, int]] = []
-    config_default = (spark.window_s, spark.slide_s, spark.watermark_s, spark.trigger_interval_s)
-    for text in args.pipeline or [
-        "/".join(str(x) for x in p) for p in (config_default, LONG_WINDOW)
-    ]:
+    schedules: list[Schedule] = []
+    for text in args.pipeline or [_spec(config_default), _spec(BEFORE_ISSUE_36)]:
         parts = text.split("/")
-        ok = len(parts) == 4 and all(x.isdigit() for x in parts)
-        w, sl, wm, tr = (int(x) for x in parts) if ok else (0, 0, 0, 0)
+        marker = len(parts) == 5 and parts[4] == "marker"
+        lengths = parts[:4]
+        ok = len(parts) in (4, 5) and (len(parts) == 4 or marker)
+        ok = ok and all(x.isdigit() for x in lengths)
+        w, sl, wm, tr = (int(x) for x in lengths) if ok else (0, 0, 0, 0)
         if not ok or not (0 < sl <= w and w % sl == 0 and tr > 0):
-            parser.error(f"--pipeline {text!r}: expected W/S/WM/T, slide dividing window")
-        pipelines.append((w, sl, wm, tr))
+            parser.error(
+                f"--pipeline {text!r}: expected W/S/WM/T[/marker], slide dividing window"
+            )
+        schedules.append(Schedule(w, sl, wm, tr, marker))
     horizon_s = args.horizon_min * 60.0
 
     print(header("Reaction time"))
@@ -567,23 +602,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[list[object]] = []
     summary: dict[str, Any] = {}
     scenarios = [load_scenario(path) for path in args.scenarios or scenario_files()]
-    if not args.no_spike:
-        scenarios.append(parse_scenario(SPIKE_SCENARIO, source="built-in spike"))
+    if not args.no_built_in:
+        scenarios.extend(parse_scenario(spec, source="built in") for spec in BUILT_IN)
     for scenario in scenarios:
         sampler = Sampler(scenario, warmup_s=args.warmup_min * 60.0, calm=args.calm)
         interval = scenario.broker.stats_update_interval_s or 60.0
         timelines = [
-            run_ours(
-                sampler,
-                window_s=w,
-                slide_s=sl,
-                watermark_s=wm,
-                trigger_s=tr,
-                stats_interval_s=interval,
-                horizon_s=horizon_s,
-                label=f"ours: window {w} s, slide {sl} s, watermark {wm} s, trigger {tr} s",
-            )
-            for w, sl, wm, tr in pipelines
+            run_ours(sampler, schedule, stats_interval_s=interval, horizon_s=horizon_s)
+            for schedule in schedules
         ]
         for algorithm, label in (
             (SplitAlgorithm.RANGE_EQUALLY_DIVIDE, "Pulsar extensible: range_equally_divide"),

@@ -163,6 +163,11 @@ COMPRESSION_CODECS: tuple[str, ...] = get_args(Compression)
 
 class CollectorConfig(_Model):
     interval_s: float = Field(default=60.0, gt=0)  # Pulsar refreshes broker stats every 60 s
+    # After each round (its retries included) send a marker: no event older than the next
+    # round will come, so the stream closes the round's window without waiting for the
+    # watermark (docs/pipeline.md#when-a-window-closes). Only with one collector writing the
+    # stats topic: a marker speaks for every cluster.
+    round_markers: bool = True
     # Events per Kafka message, as {"events": [...]} keyed by namespace; 0 or 1: one event per
     # message keyed by topic. Why 500: balancer.core.envelopes.DEFAULT_ENVELOPE_MAX_EVENTS.
     envelope_max_events: int = Field(default=DEFAULT_ENVELOPE_MAX_EVENTS, ge=0)
