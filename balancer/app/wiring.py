@@ -324,6 +324,7 @@ class BalancerApp:
             broker_listers=listers,
             max_parallel_per_cluster=self.config.collector.max_parallel_per_cluster,
             broker_loads=self.broker_board,
+            round_markers=self.config.collector.round_markers,
         )
         interval_s = self.config.collector.interval_s
         thread = threading.Thread(
