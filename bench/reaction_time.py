@@ -10,18 +10,26 @@ topic that is over threshold on its own cannot be helped by any split; "all unde
 threshold" means every bundle is under threshold or is such a lone topic, and stays so to
 the end of the horizon (the last 10 minutes at least).
 
-Two settings of our pipeline are modelled by default: the config defaults
-(`balancer.app.config.SparkConfig`, the only window defaults, which the deployed app passes to
-the stream) and a 300 s window sliding every 60 s (`LONG_WINDOW`).
+Two settings of our pipeline are modelled by default: what `run` does by default (the
+window defaults of `balancer.app.config.SparkConfig`, the only ones, which the deployed app
+passes to the stream, closed by the collector's round markers when `collector.round_markers`
+is on, as by default) and the defaults before issue 36 (`BEFORE_ISSUE_36`: a 120 s window
+sliding every 60 s, closed by a 60 s watermark, a 30 s trigger).
 
-Our pipeline (modelled on the streaming job, `streaming/driver/batch.py`, and the real detector,
+Our pipeline (modelled on the collector, `balancer/collector/service.py`, the streaming job,
+`streaming/stage/windows.py` and `streaming/driver/batch.py`, and the real detector,
 `balancer.core.detect.detect`):
-- the stats sample at event time t reaches the stream and its windows are closed by the
-  micro-batches that follow, modelled as one trigger interval later (t + trigger; Spark's
-  no-data batch that emits the closed windows can take one more tick);
-- per-topic sliding windows of `window_s`, a new one every `slide_s`; a window closes once
-  the watermark, max event time - `watermark_s`, passes its end; a topic's load in a window
-  is the average of its samples there;
+- the collector's round at t (on the interval's grid) is one stats sample stamped t; with
+  round markers it is followed by a marker promising nothing before t + interval;
+- per-topic sliding windows of `window_s`, a new one every `slide_s`; a topic's load in a
+  window is the average of its samples there. A window closes once the watermark passes its
+  end: with a marker the watermark is the marker's time (t + interval), else the newest
+  event time less `watermark_s` (`Schedule.newest_end_s`);
+- Spark moves the watermark at the end of the batch that read the sample (or marker) and
+  expires the windows in the next batch, a trigger later; the first batch may come a whole
+  trigger after the sample: the split is applied at t + 2 triggers (`Schedule.decided_s`,
+  the worst phase; the round's own seconds are not counted, as Pulsar's checks have no
+  phase lag here either);
 - each batch rolls up only the NEWEST closed window, with the namespaces' current layouts,
   and hands it to `detect`: a split on the 3rd consecutive complete window over threshold,
   at most 10 splits per window, a 60 s cooldown per namespace, the balanced_flow_divide split
@@ -40,8 +48,10 @@ Pulsar's extensible load manager (the schedule its split strategy follows):
   limited to its first boundary (the extensible load manager rejects more than one, Pulsar
   issue 22254; this row is the optimistic reading that it took the first).
 
-A built-in case, `one-minute-spike`, doubles a namespace's load for a single stats sample:
-a transient, for which the right reaction is no split at all (splits are never undone).
+Built-in cases (`bench.reaction_scenarios`, after the scenario files; `--no-built-in`
+leaves them out): a modest overload just over the limit, a flash crowd, a slow ramp, two
+namespaces in two clusters, and two transients for which the right reaction is no split at
+all (splits are never undone): a namespace doubling for one stats sample, and for two.
 
 Run: `.venv/bin/python -m bench.reaction_time` (`--help` for options). Prints a markdown
 table, the machine, and a last line `RESULT <json>`.
@@ -383,7 +393,7 @@ def run_ours(
     layouts = [ns.initial for ns in sampler.namespaces]
     samples: deque[Sample] = deque()
     last_end_s = -math.inf
-    window_s, slide_s = schedule.window_s, schedule.slide_s
+    window_s = schedule.window_s
     recent: deque[tuple[float, str, str]] = deque()  # (time, cluster, namespace) of splits
     k = 0
     while True:
@@ -585,9 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ok = ok and all(x.isdigit() for x in lengths)
         w, sl, wm, tr = (int(x) for x in lengths) if ok else (0, 0, 0, 0)
         if not ok or not (0 < sl <= w and w % sl == 0 and tr > 0):
-            parser.error(
-                f"--pipeline {text!r}: expected W/S/WM/T[/marker], slide dividing window"
-            )
+            parser.error(f"--pipeline {text!r}: expected W/S/WM/T[/marker], slide dividing window")
         schedules.append(Schedule(w, sl, wm, tr, marker))
     horizon_s = args.horizon_min * 60.0
 

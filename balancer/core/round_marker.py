@@ -4,7 +4,8 @@ stamped before `until_ms` will follow (the collector's next round starts then).
 The collector sends one after each poll round, its retries included, once the round's
 events are flushed (`balancer.collector.service.Collector.run`). The stream moves its
 event-time watermark to `until_ms` when it reads one, so the window holding the round closes
-in the next batch instead of waiting for the watermark's lateness (docs/pipeline.md#when-a-window-closes).
+in the next batch instead of waiting for the watermark's lateness
+(docs/pipeline.md#when-a-window-closes).
 Only one collector may write markers to a stats topic: a marker speaks for every cluster.
 
 Wire format (docs/events.md#round-marker): `{"round_complete":{"until_ms":N}}`, keyed

@@ -292,9 +292,7 @@ class RecordParser:
             return
         # Not capped at the reader's clock as a pack's time is: the collector promises that
         # nothing older than the next round will come, which lies ahead by design.
-        self._marks.append(
-            _other_row(RowKind.MARK, partition, offset, event_time=until * 1000)
-        )
+        self._marks.append(_other_row(RowKind.MARK, partition, offset, event_time=until * 1000))
         self.summary.marks += 1
 
     def _reject(

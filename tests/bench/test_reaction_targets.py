@@ -35,9 +35,7 @@ def _sampler(spec: dict[str, Any]) -> Sampler:
 
 
 def _ours(spec: dict[str, Any], schedule: tuple[int, int, int, int, bool]) -> Timeline:
-    return run_ours(
-        _sampler(spec), Schedule(*schedule), stats_interval_s=60.0, horizon_s=HORIZON_S
-    )
+    return run_ours(_sampler(spec), Schedule(*schedule), stats_interval_s=60.0, horizon_s=HORIZON_S)
 
 
 def _pulsar(spec: dict[str, Any]) -> list[Timeline]:

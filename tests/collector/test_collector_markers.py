@@ -23,7 +23,7 @@ class Clocks:
         self.wall_lag_s = wall_lag_s
 
     def clock_ms(self) -> int:
-        return int(round(self.wall_s * 1000))
+        return round(self.wall_s * 1000)
 
     def monotonic(self) -> float:
         return self.mono_s
@@ -115,9 +115,7 @@ def test_the_marker_follows_the_retried_answers_of_its_round() -> None:
             raise ConnectionError("refused")
         return Fetched(samples=[(t, Sample(1.0)) for t in topics(f"acme/{target.label}", 2)])
 
-    _collector(fetch, sink, clocks).run(
-        interval_s=60, retry_s=10, sleep=clocks.sleep, max_polls=1
-    )
+    _collector(fetch, sink, clocks).run(interval_s=60, retry_s=10, sleep=clocks.sleep, max_polls=1)
     sent = _messages(sink)
     assert isinstance(sent[-1], int)  # the marker comes last: after the retry's events
     assert sum(1 for e in sent if isinstance(e, TopicStatsEvent) and "b2" in e.topic) == 2
