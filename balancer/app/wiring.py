@@ -35,6 +35,8 @@ from balancer.controller.handler import ControllerHandler
 from balancer.controller.layouts import LayoutCache
 from balancer.controller.metrics_bridge import attach_metrics
 from balancer.controller.outcome import Outcome
+from balancer.core.bundles import BundleRange
+from balancer.core.detect import windows_to_split
 from balancer.core.limits import BundleLimits, is_over, max_ratio
 from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic, lone_hot_topics
@@ -83,6 +85,9 @@ class LiveState:
     lone_hot_topics: list[LoneHotTopic] = field(default_factory=list)
     lone_hot_seen: dict[tuple[str, str], LoneHotTopic] = field(default_factory=dict)
     hit_count_threshold: int = 3  # consecutive windows over a limit before a split
+    # Of each bundle in `over_threshold`: how many more windows over its limit before a
+    # split is decided (`balancer.core.detect.windows_to_split`; 0: decided or due).
+    windows_to_split: dict[tuple[str, str, BundleRange], int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -157,6 +162,13 @@ class AppHandler:
                 self.live.over_threshold = [
                     (b, r) for b, r in ranked if is_over(b, self.limits(b.namespace))
                 ][:8]
+                state, detection = self.controller.state, self.controller.detection
+                self.live.windows_to_split = {
+                    key: windows_to_split(state, key, detection)
+                    for key in (
+                        (b.cluster, b.namespace, b.bundle) for b, _ in self.live.over_threshold
+                    )
+                }
                 self.live.lone_hot_topics = lone
                 for hot in lone:
                     self.live.lone_hot_seen[(hot.cluster, hot.topic)] = hot
