@@ -8,7 +8,8 @@ The Spark stage works on event packs (`streaming.shared.packing`): one row per (
 pane) from each read task. A pack goes to every window holding its pane that has not closed
 (a row each, for Spark's late-row rule) but is stored once. The state is kept per bucket
 (`transformWithStateInPandas`, RocksDB): its open windows' packs and its known topics.
-When the watermark passes a window's end, its packs are aggregated into one row per topic
+When the watermark passes a window's end (a collector's round marker moves it at once,
+`topic_windows`), its packs are aggregated into one row per topic
 and the window leaves the stage with the bucket's known topics (`streaming.stage.closing`), so
 the roll-up to bundles can run on the executors too.
 """
