@@ -10,18 +10,26 @@ topic that is over threshold on its own cannot be helped by any split; "all unde
 threshold" means every bundle is under threshold or is such a lone topic, and stays so to
 the end of the horizon (the last 10 minutes at least).
 
-Two settings of our pipeline are modelled by default: the config defaults
-(`balancer.app.config.SparkConfig`, the only window defaults, which the deployed app passes to
-the stream) and a 300 s window sliding every 60 s (`LONG_WINDOW`).
+Two settings of our pipeline are modelled by default: what `run` does by default (the
+window defaults of `balancer.app.config.SparkConfig`, the only ones, which the deployed app
+passes to the stream, closed by the collector's round markers when `collector.round_markers`
+is on, as by default) and the defaults before issue 36 (`BEFORE_ISSUE_36`: a 120 s window
+sliding every 60 s, closed by a 60 s watermark, a 30 s trigger).
 
-Our pipeline (modelled on the streaming job, `streaming/driver/batch.py`, and the real detector,
+Our pipeline (modelled on the collector, `balancer/collector/service.py`, the streaming job,
+`streaming/stage/windows.py` and `streaming/driver/batch.py`, and the real detector,
 `balancer.core.detect.detect`):
-- the stats sample at event time t reaches the stream and its windows are closed by the
-  micro-batches that follow, modelled as one trigger interval later (t + trigger; Spark's
-  no-data batch that emits the closed windows can take one more tick);
-- per-topic sliding windows of `window_s`, a new one every `slide_s`; a window closes once
-  the watermark, max event time - `watermark_s`, passes its end; a topic's load in a window
-  is the average of its samples there;
+- the collector's round at t (on the interval's grid) is one stats sample stamped t; with
+  round markers it is followed by a marker promising nothing before t + interval;
+- per-topic sliding windows of `window_s`, a new one every `slide_s`; a topic's load in a
+  window is the average of its samples there. A window closes once the watermark passes its
+  end: with a marker the watermark is the marker's time (t + interval), else the newest
+  event time less `watermark_s` (`Schedule.newest_end_s`);
+- Spark moves the watermark at the end of the batch that read the sample (or marker) and
+  expires the windows in the next batch, a trigger later; the first batch may come a whole
+  trigger after the sample: the split is applied at t + 2 triggers (`Schedule.decided_s`,
+  the worst phase; the round's own seconds are not counted, as Pulsar's checks have no
+  phase lag here either);
 - each batch rolls up only the NEWEST closed window, with the namespaces' current layouts,
   and hands it to `detect`: a split on the 3rd consecutive complete window over threshold,
   at most 10 splits per window, a 60 s cooldown per namespace, the balanced_flow_divide split
@@ -40,8 +48,10 @@ Pulsar's extensible load manager (the schedule its split strategy follows):
   limited to its first boundary (the extensible load manager rejects more than one, Pulsar
   issue 22254; this row is the optimistic reading that it took the first).
 
-A built-in case, `one-minute-spike`, doubles a namespace's load for a single stats sample:
-a transient, for which the right reaction is no split at all (splits are never undone).
+Built-in cases (`bench.reaction_scenarios`, after the scenario files; `--no-built-in`
+leaves them out): a modest overload just over the limit, a flash crowd, a slow ramp, two
+namespaces in two clusters, and two transients for which the right reaction is no split at
+all (splits are never undone): a namespace doubling for one stats sample, and for two.
 
 Run: `.venv/bin/python -m bench.reaction_time` (`--help` for options). Prints a markdown
 table, the machine, and a last line `RESULT <json>`.
@@ -53,305 +63,118 @@ import argparse
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from balancer.app.config import SparkConfig
-from balancer.core.bundles import BundleRange, NamespaceBundles
+from balancer.app.config import CollectorConfig, SparkConfig
+from balancer.core.bundles import BundleRange
 from balancer.core.detect import DetectionSettings, DetectorState, detect, over_threshold
-from balancer.core.limits import BundleLimits
-from balancer.core.load import BundleLoad, TopicLoad
+from balancer.core.load import BundleLoad
 from balancer.core.split import SplitAlgorithm, SplitOptions, compute_split
 from balancer.core.thresholds import DEFAULT_MAX_BUNDLES, Thresholds
-from balancer.sim.scenarios import Scenario, load_scenario, parse_scenario
-from balancer.sim.traffic import TrafficModel
+from balancer.sim.scenarios import load_scenario, parse_scenario
 from bench.common import header, markdown_table, print_result, scenario_files
+from bench.reaction_model import (
+    LIMITS,
+    SETTLE_MARGIN_S,
+    NamespaceTopics,
+    Sample,
+    Sampler,
+    Settling,
+    Timeline,
+    bundle_load,
+    over_state,
+    record_split,
+    window_loads,
+)
+from bench.reaction_scenarios import BUILT_IN
 
 FloatArray = npt.NDArray[np.float64]
-LIMITS = BundleLimits()
 PULSAR_HIT_COUNT = 3  # split when over in MORE than this many consecutive checks
 PULSAR_MAX_SPLITS_PER_CYCLE = 10
 CONTROLLER_SPLITS_PER_MINUTE = 10  # per cluster (the controller's default rate limits)
 CONTROLLER_SPLITS_PER_MINUTE_PER_NAMESPACE = 3
-# The second setting modelled by default: a 5-sample window (300 s sliding every 60 s,
-# 120 s watermark, 30 s trigger). The config refuses it with the default hit count
-# (docs/decisions.md#window-defaults-and-the-hit-count-rule shows why).
-LONG_WINDOW = (300, 60, 120, 30)
+# Batches from the one that reads a sample (or its round's marker) to the one that emits
+# the windows it closed (`Schedule.decided_s`).
+CLOSE_TRIGGERS = 2
+# The second setting modelled by default: the defaults before issue 36 (a 120 s window
+# sliding every 60 s, closed by a 60 s watermark, a 30 s trigger, no round markers).
+BEFORE_ISSUE_36 = (120, 60, 60, 30, False)
 
 
-# A transient, not an overload: one namespace at ~65 % of the msgRate threshold per bundle
-# doubles for one stats sample (60 s) and goes back. No split is wanted: splits are forever.
-SPIKE_SCENARIO: dict[str, Any] = {
-    "name": "one-minute-spike (built in)",
-    "seed": 2,
-    "clusters": [{"name": "c1"}],
-    "namespaces": [
-        {
-            "name": "t/ns",
-            "cluster": "c1",
-            "bundles": 4,
-            "topic_groups": [
-                {"name": "x", "count": 200, "total_msg_rate_in": 40000, "zipf_exponent": 0.8}
-            ],
-            "changes": [
-                {"kind": "step", "at_s": 600, "factor": 2.0},
-                {"kind": "step", "at_s": 660, "factor": 0.5},
-            ],
-        }
-    ],
-}
-# "Settled" must hold for the last 10 simulated minutes followed, or it does not count.
-SETTLE_MARGIN_S = 600.0
+def default_schedule() -> tuple[int, int, int, int, bool]:
+    """What `run` does by default: the config's window defaults, and round markers when the
+    collector sends them (`collector.round_markers`)."""
+    spark = SparkConfig()
+    marker = CollectorConfig().round_markers
+    return (spark.window_s, spark.slide_s, spark.watermark_s, spark.trigger_interval_s, marker)
+
+
+def _spec(schedule: tuple[int, int, int, int, bool]) -> str:
+    text = "/".join(str(x) for x in schedule[:4])
+    return text + "/marker" if schedule[4] else text
 
 
 @dataclass(frozen=True)
-class NamespaceTopics:
-    """One namespace's topics sorted by hash position, with their static facts."""
+class Schedule:
+    """Our pipeline's window schedule: lengths in seconds, and whether the collector's round
+    markers close windows (`marker`) or only the watermark does."""
 
-    index: int
-    name: str
-    cluster: str
-    table_index: npt.NDArray[np.int64]  # into the traffic model's topic table
-    positions: npt.NDArray[np.int64]
-    sessions: npt.NDArray[np.int64]
-    names: tuple[str, ...]
-    initial: NamespaceBundles
+    window_s: int
+    slide_s: int
+    watermark_s: int
+    trigger_s: int
+    marker: bool
 
-    def slice_of(self, bundle: BundleRange) -> slice:
-        lo = int(np.searchsorted(self.positions, bundle.lower, side="left"))
-        # 0xffffffff itself belongs to the last bundle.
-        if bundle.is_last:
-            hi = int(np.searchsorted(self.positions, bundle.upper, side="right"))
-        else:
-            hi = int(np.searchsorted(self.positions, bundle.upper, side="left"))
-        return slice(lo, hi)
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One stats sample: every topic's rates at `t_s`."""
-
-    t_s: float
-    rates: tuple[FloatArray, FloatArray, FloatArray, FloatArray]  # in, out, bytes in, out
-
-
-class Sampler:
-    """Stats samples of a scenario, after a calm warm-up (see the module doc)."""
-
-    def __init__(self, scenario: Scenario, *, warmup_s: float = 0.0, calm: float = 1.0) -> None:
-        self.scenario = scenario
-        self.warmup_s = warmup_s
-        self.calm = calm
-        self.traffic = TrafficModel(scenario)
-        table = self.traffic.table
-        self.namespaces: list[NamespaceTopics] = []
-        for n, spec in enumerate(scenario.namespaces):
-            idx = np.flatnonzero(table.namespace_index == n)
-            idx = idx[np.argsort(table.positions[idx], kind="stable")]
-            self.namespaces.append(
-                NamespaceTopics(
-                    index=n,
-                    name=spec.name,
-                    cluster=spec.cluster,
-                    table_index=idx,
-                    positions=table.positions[idx],
-                    sessions=table.producers[idx]
-                    + table.subscriptions[idx] * table.consumers_per_subscription[idx],
-                    names=tuple(table.full_names[int(i)] for i in idx),
-                    initial=NamespaceBundles.initial(spec.name, spec.bundles),
-                )
-            )
-
-    def rates(self, t_s: float) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-        if t_s < self.warmup_s:
-            r = self.traffic.rates(0.0)
-            c = self.calm
-            return (
-                r.msg_rate_in * c,
-                r.msg_rate_out * c,
-                r.throughput_in * c,
-                r.throughput_out * c,
-            )
-        r = self.traffic.rates(t_s - self.warmup_s)
-        return (r.msg_rate_in, r.msg_rate_out, r.throughput_in, r.throughput_out)
-
-
-def _bundle_load(
-    ns: NamespaceTopics,
-    bundle: BundleRange,
-    samples: Sequence[Sample],
-    window_end_ms: int,
-    *,
-    with_topics: bool,
-) -> BundleLoad:
-    """The bundle's load averaged over `samples` (each topic's rates averaged)."""
-    part = ns.slice_of(bundle)
-    rows = ns.table_index[part]
-    means = [
-        np.mean([s.rates[axis][rows] for s in samples], axis=0) if len(rows) else np.zeros(0)
-        for axis in range(4)
-    ]
-    count = len(rows)
-    load = BundleLoad(
-        cluster=ns.cluster,
-        namespace=ns.name,
-        bundle=bundle,
-        window_end_ms=window_end_ms,
-        msg_rate_in=float(means[0].sum()),
-        msg_rate_out=float(means[1].sum()),
-        msg_throughput_in=float(means[2].sum()),
-        msg_throughput_out=float(means[3].sum()),
-        topic_count=count,
-        session_count=int(ns.sessions[part].sum()),
-        reported_topics=count,
-        known_topics=count,
-    )
-    if not with_topics:
-        return load
-    sessions = ns.sessions[part].tolist()
-    topics = tuple(
-        TopicLoad(
-            topic=ns.names[part.start + j],
-            position=int(ns.positions[part.start + j]),
-            msg_rate_in=float(means[0][j]),
-            msg_rate_out=float(means[1][j]),
-            msg_throughput_in=float(means[2][j]),
-            msg_throughput_out=float(means[3][j]),
-            producer_count=int(sessions[j]),  # producers + consumers; only the sum is used
+    @property
+    def label(self) -> str:
+        close = "round marker" if self.marker else f"watermark {self.watermark_s} s"
+        return (
+            f"ours: window {self.window_s} s, slide {self.slide_s} s, closed by {close}, "
+            f"trigger {self.trigger_s} s"
         )
-        for j in range(count)
-    )
-    return replace(load, topics=topics)
 
+    def newest_end_s(self, sample_s: float, interval_s: float) -> float:
+        """The end of the newest window closed once the sample of `sample_s` is in."""
+        if self.marker:
+            # The round's marker promises no event before the next round (sample + interval):
+            # it moves the watermark there, and every window ending by then closes.
+            return math.floor((sample_s + interval_s) / self.slide_s) * self.slide_s
+        # Else the watermark is the newest event time less the allowed lateness.
+        return math.floor((sample_s - self.watermark_s) / self.slide_s) * self.slide_s
 
-def _stuck(load: BundleLoad) -> bool:
-    """Over threshold but holding a single topic: no split can help."""
-    return load.topic_count < 2
+    def decided_s(self, sample_s: float) -> float:
+        """When the batch that emits those windows runs (the split is applied then).
 
-
-def _state(
-    sampler: Sampler, layouts: Sequence[NamespaceBundles], sample: Sample
-) -> tuple[int, int]:
-    """(bundles over threshold, of which lone topics) for a layout on one sample's rates."""
-    over = lone = 0
-    for ns in sampler.namespaces:
-        for bundle in layouts[ns.index].bundles:
-            load = _bundle_load(ns, bundle, [sample], 0, with_topics=False)
-            if over_threshold(load, LIMITS):
-                over += 1
-                lone += _stuck(load)
-    return over, lone
-
-
-@dataclass
-class Timeline:
-    """What one schedule did, in simulated seconds."""
-
-    schedule: str
-    first_over_s: float | None = None
-    first_split_s: float | None = None
-    settled_s: float | None = None  # from then on every bundle under (or a lone topic)
-    lone_topics: int = 0  # bundles left over threshold holding one topic
-    splits: int = 0
-    children: int = 0
-    stale: int = 0
-    rate_limited: int = 0
-    split_times: list[float] = field(default_factory=list)
-    over_bundle_s: float = 0.0  # time x bundles over threshold that a split could help
-    end_s: float = 0.0  # the last sample followed
-
-    def finish(self, end_s: float, settle_margin_s: float) -> None:
-        """A layout counts as settled only if it stayed so for the last `settle_margin_s`."""
-        self.end_s = end_s
-        if self.settled_s is not None and self.settled_s > end_s - settle_margin_s:
-            self.settled_s, self.lone_topics = None, 0
-
-    def row(self, scenario: str, horizon_s: float) -> list[object]:
-        if self.first_over_s is None:
-            return [scenario, self.schedule, "no overload", "-", "-", "0", 0, 0]
-        t0 = self.first_over_s
-        return [
-            scenario,
-            self.schedule,
-            f"{t0:.0f} s",
-            _after(self.first_split_s, t0, horizon_s),
-            _after(self.settled_s, t0, horizon_s)
-            + (f" ({self.lone_topics} lone topic(s) over)" if self.lone_topics else ""),
-            f"{self.over_bundle_s / 60:.0f}",
-            self.splits,
-            self.children,
-        ]
-
-    def as_json(self) -> dict[str, Any]:
-        t0 = self.first_over_s
-        return {
-            "first_over_s": t0,
-            "to_first_split_s": None
-            if t0 is None or self.first_split_s is None
-            else self.first_split_s - t0,
-            "to_settled_s": None if t0 is None or self.settled_s is None else self.settled_s - t0,
-            "lone_topics": self.lone_topics,
-            "over_bundle_minutes": self.over_bundle_s / 60,
-            "splits": self.splits,
-            "children": self.children,
-            "stale": self.stale,
-            "rate_limited": self.rate_limited,
-        }
-
-
-def _after(t: float | None, t0: float, horizon_s: float) -> str:
-    if t is None:
-        return f"> {horizon_s / 60:.0f} min"
-    return f"+{t - t0:.0f} s"
-
-
-class _Settling:
-    """Tracks the first overloaded sample and when the layout settled for good."""
-
-    def __init__(self, timeline: Timeline, interval_s: float) -> None:
-        self.timeline = timeline
-        self.interval_s = interval_s
-
-    def observe(self, t_s: float, over: int, lone: int, *, before_splits: bool) -> None:
-        tl = self.timeline
-        if before_splits and tl.first_over_s is None and over > 0:
-            tl.first_over_s = t_s
-        if before_splits and tl.first_over_s is not None:
-            # Until the next sample the layout stays as it is now, unless a split comes
-            # first: counted per sample, so a split between samples still counts its wait.
-            tl.over_bundle_s += (over - lone) * self.interval_s
-        if tl.first_over_s is None:
-            return
-        settled = over == lone
-        if settled and tl.settled_s is None:
-            tl.settled_s, tl.lone_topics = t_s, lone
-        elif not settled:
-            tl.settled_s, tl.lone_topics = None, 0
+        The batch reading the sample (or its round's marker) moves the watermark; Spark
+        expires the windows' timers against it only in the next batch, a trigger later
+        (`CLOSE_TRIGGERS`), and the first batch can come a whole trigger after the sample:
+        the worst phase. The collection itself (milliseconds against the simulator) is not
+        counted, as Pulsar's checks are modelled without phase lag.
+        """
+        return sample_s + CLOSE_TRIGGERS * self.trigger_s
 
 
 def run_ours(
     sampler: Sampler,
+    schedule: Schedule,
     *,
-    window_s: int,
-    slide_s: int,
-    watermark_s: int,
-    trigger_s: int,
     stats_interval_s: float,
     horizon_s: float,
-    label: str,
 ) -> Timeline:
-    timeline = Timeline(label)
-    settling = _Settling(timeline, stats_interval_s)
+    timeline = Timeline(schedule.label)
+    settling = Settling(timeline, stats_interval_s)
     settings = DetectionSettings()
     thresholds = Thresholds()  # Pulsar's limits, balanced_flow_divide
     state = DetectorState()
     layouts = [ns.initial for ns in sampler.namespaces]
     samples: deque[Sample] = deque()
     last_end_s = -math.inf
+    window_s = schedule.window_s
     recent: deque[tuple[float, str, str]] = deque()  # (time, cluster, namespace) of splits
     k = 0
     while True:
@@ -362,16 +185,16 @@ def run_ours(
             break  # never overloaded in the look-ahead
         sample = Sample(t, sampler.rates(t))
         samples.append(sample)
-        over, lone = _state(sampler, layouts, sample)
+        over, lone = over_state(sampler, layouts, sample)
         settling.observe(t, over, lone, before_splits=True)
-        now = t + trigger_s
-        # The batch after this sample closes every window ending at or before the watermark
-        # (max event time - watermark); the handler rolls up only the newest of them.
-        newest_end = math.floor((t - watermark_s) / slide_s) * slide_s
+        now = schedule.decided_s(t)
+        # The batch closes every window ending at or before the watermark; the handler
+        # rolls up only the newest of them.
+        newest_end = schedule.newest_end_s(t, stats_interval_s)
         window = [s for s in samples if newest_end - window_s <= s.t_s < newest_end]
         if newest_end > last_end_s and window:
             last_end_s = newest_end
-            bundles = _window_loads(sampler, layouts, window, int(newest_end * 1000))
+            bundles = window_loads(sampler, layouts, window, int(newest_end * 1000))
             counts = {
                 (ns.cluster, ns.name): layouts[ns.index].num_bundles for ns in sampler.namespaces
             }
@@ -403,40 +226,15 @@ def run_ours(
                     continue
                 layouts[ns.index], children = layout.split(decision.bundle, decision.boundaries)
                 recent.append((now, ns.cluster, ns.name))
-                _record_split(timeline, now, len(children))
+                record_split(timeline, now, len(children))
         while samples and samples[0].t_s < last_end_s - window_s:
             samples.popleft()  # no window still to be emitted can hold them
         if timeline.splits:
-            over, lone = _state(sampler, layouts, sample)
+            over, lone = over_state(sampler, layouts, sample)
             settling.observe(now, over, lone, before_splits=False)
         k += 1
     timeline.finish((k - 1) * stats_interval_s, SETTLE_MARGIN_S)
     return timeline
-
-
-def _record_split(timeline: Timeline, t_s: float, children: int) -> None:
-    if timeline.first_split_s is None:
-        timeline.first_split_s = t_s
-    timeline.splits += 1
-    timeline.children += children
-    timeline.split_times.append(t_s)
-
-
-def _window_loads(
-    sampler: Sampler, layouts: Sequence[NamespaceBundles], window: Sequence[Sample], end_ms: int
-) -> list[BundleLoad]:
-    """The window's per-topic averages rolled up with the current layouts (as the stream's
-    batch step does), only bundles with topics."""
-    loads: list[BundleLoad] = []
-    for ns in sampler.namespaces:
-        for bundle in layouts[ns.index].bundles:
-            load = _bundle_load(ns, bundle, window, end_ms, with_topics=False)
-            if load.topic_count == 0:
-                continue  # a bundle without topics reports nothing
-            if over_threshold(load, LIMITS):
-                load = _bundle_load(ns, bundle, window, end_ms, with_topics=True)
-            loads.append(load)
-    return loads
 
 
 def run_pulsar(
@@ -448,7 +246,7 @@ def run_pulsar(
     label: str,
 ) -> Timeline:
     timeline = Timeline(label)
-    settling = _Settling(timeline, check_interval_s)
+    settling = Settling(timeline, check_interval_s)
     layouts = [ns.initial for ns in sampler.namespaces]
     hits: dict[tuple[str, BundleRange], int] = {}
     options = SplitOptions()  # Pulsar's defaults
@@ -460,14 +258,14 @@ def run_pulsar(
         if timeline.first_over_s is None and t > horizon_s * 4:
             break
         sample = Sample(t, sampler.rates(t))
-        over, lone = _state(sampler, layouts, sample)
+        over, lone = over_state(sampler, layouts, sample)
         settling.observe(t, over, lone, before_splits=True)
         for cluster in sorted({ns.cluster for ns in sampler.namespaces}):
             ready: list[tuple[float, NamespaceTopics, BundleLoad]] = []
             for ns in (n for n in sampler.namespaces if n.cluster == cluster):
                 for bundle in layouts[ns.index].bundles:
                     key = (ns.name, bundle)
-                    load = _bundle_load(ns, bundle, [sample], 0, with_topics=False)
+                    load = bundle_load(ns, bundle, [sample], 0, with_topics=False)
                     if not over_threshold(load, LIMITS):
                         hits.pop(key, None)
                         continue
@@ -482,15 +280,15 @@ def run_pulsar(
                 layout = layouts[ns.index]
                 if load.topic_count < 2 or layout.num_bundles >= DEFAULT_MAX_BUNDLES:
                     continue
-                full = _bundle_load(ns, load.bundle, [sample], 0, with_topics=True)
+                full = bundle_load(ns, load.bundle, [sample], 0, with_topics=True)
                 boundaries = compute_split(algorithm, load.bundle, full.topics, options).boundaries
                 if not boundaries:
                     continue
                 layouts[ns.index], children = layout.split(load.bundle, boundaries[:1])
                 done += 1
-                _record_split(timeline, t, len(children))
+                record_split(timeline, t, len(children))
         if timeline.splits:
-            over, lone = _state(sampler, layouts, sample)
+            over, lone = over_state(sampler, layouts, sample)
             settling.observe(t, over, lone, before_splits=False)
         k += 1
     timeline.finish((k - 1) * check_interval_s, SETTLE_MARGIN_S)
@@ -498,7 +296,7 @@ def run_pulsar(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    spark = SparkConfig()
+    config_default = default_schedule()
     parser = argparse.ArgumentParser(
         prog="python -m bench.reaction_time",
         description=(
@@ -519,16 +317,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--pipeline",
         action="append",
-        metavar="W/S/WM/T",
-        help="window, slide, watermark and trigger seconds of our pipeline to model "
-        "(repeatable; default: the config defaults "
-        f"{spark.window_s}/{spark.slide_s}/{spark.watermark_s}/{spark.trigger_interval_s} "
-        f"and a long window {'/'.join(str(x) for x in LONG_WINDOW)})",
+        metavar="W/S/WM/T[/marker]",
+        help="window, slide, watermark and trigger seconds of our pipeline to model, "
+        "'/marker' when the collector's round markers close the windows (repeatable; "
+        f"default: the config defaults {_spec(config_default)} and the defaults before "
+        f"issue 36 {_spec(BEFORE_ISSUE_36)})",
     )
     parser.add_argument(
-        "--no-spike",
+        "--no-built-in",
         action="store_true",
-        help="leave out the built-in one-minute-spike case (a transient that should not split)",
+        help="leave out the built-in cases (bench.reaction_scenarios: spikes that should not "
+        "split, a modest overload, a flash crowd, a slow ramp, two clusters)",
     )
     parser.add_argument(
         "--warmup-min",
@@ -543,17 +342,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="load during the warm-up, as a share of the scenario's opening load (0.3)",
     )
     args = parser.parse_args(argv)
-    pipelines: list[tuple[int, int, int, int]] = []
-    config_default = (spark.window_s, spark.slide_s, spark.watermark_s, spark.trigger_interval_s)
-    for text in args.pipeline or [
-        "/".join(str(x) for x in p) for p in (config_default, LONG_WINDOW)
-    ]:
+    schedules: list[Schedule] = []
+    for text in args.pipeline or [_spec(config_default), _spec(BEFORE_ISSUE_36)]:
         parts = text.split("/")
-        ok = len(parts) == 4 and all(x.isdigit() for x in parts)
-        w, sl, wm, tr = (int(x) for x in parts) if ok else (0, 0, 0, 0)
+        marker = len(parts) == 5 and parts[4] == "marker"
+        lengths = parts[:4]
+        ok = len(parts) in (4, 5) and (len(parts) == 4 or marker)
+        ok = ok and all(x.isdigit() for x in lengths)
+        w, sl, wm, tr = (int(x) for x in lengths) if ok else (0, 0, 0, 0)
         if not ok or not (0 < sl <= w and w % sl == 0 and tr > 0):
-            parser.error(f"--pipeline {text!r}: expected W/S/WM/T, slide dividing window")
-        pipelines.append((w, sl, wm, tr))
+            parser.error(f"--pipeline {text!r}: expected W/S/WM/T[/marker], slide dividing window")
+        schedules.append(Schedule(w, sl, wm, tr, marker))
     horizon_s = args.horizon_min * 60.0
 
     print(header("Reaction time"))
@@ -567,23 +366,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[list[object]] = []
     summary: dict[str, Any] = {}
     scenarios = [load_scenario(path) for path in args.scenarios or scenario_files()]
-    if not args.no_spike:
-        scenarios.append(parse_scenario(SPIKE_SCENARIO, source="built-in spike"))
+    if not args.no_built_in:
+        scenarios.extend(parse_scenario(spec, source="built in") for spec in BUILT_IN)
     for scenario in scenarios:
         sampler = Sampler(scenario, warmup_s=args.warmup_min * 60.0, calm=args.calm)
         interval = scenario.broker.stats_update_interval_s or 60.0
         timelines = [
-            run_ours(
-                sampler,
-                window_s=w,
-                slide_s=sl,
-                watermark_s=wm,
-                trigger_s=tr,
-                stats_interval_s=interval,
-                horizon_s=horizon_s,
-                label=f"ours: window {w} s, slide {sl} s, watermark {wm} s, trigger {tr} s",
-            )
-            for w, sl, wm, tr in pipelines
+            run_ours(sampler, schedule, stats_interval_s=interval, horizon_s=horizon_s)
+            for schedule in schedules
         ]
         for algorithm, label in (
             (SplitAlgorithm.RANGE_EQUALLY_DIVIDE, "Pulsar extensible: range_equally_divide"),

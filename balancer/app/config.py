@@ -94,12 +94,16 @@ def _not_specified_positions(value: SplitAlgorithm) -> SplitAlgorithm:
 class SparkConfig(_Model):
     master: str = "local[2]"
     checkpoint_dir: Path = Path("state/checkpoints")
-    # Fitted to Pulsar's 60 s stats interval: a window averages 2 samples, and one window
-    # closes per minute, like Pulsar's 1-minute load-manager check.
-    window_s: int = Field(default=120, gt=0)  # window length
+    # Fitted to Pulsar's 60 s stats interval (the collector's): a window holds one sample,
+    # so the hit count counts distinct samples, and one window closes per minute, like
+    # Pulsar's 1-minute check. The collector's round marker closes it once its round is
+    # in; the watermark only for a round without one (docs/pipeline.md#when-a-window-closes).
+    window_s: int = Field(default=60, gt=0)  # window length
     slide_s: int = Field(default=60, gt=0)  # a window starts every slide_s
     watermark_s: int = Field(default=60, ge=0)  # lateness accepted before a window closes
-    trigger_interval_s: int = Field(default=30, gt=0)  # micro-batch interval
+    # A closed window is emitted a batch after the one reading its marker: 15 s puts the
+    # first split ~30 s before Pulsar's (bench.reaction_time).
+    trigger_interval_s: int = Field(default=15, gt=0)  # micro-batch interval
     max_offsets_per_trigger: int | None = Field(default=200_000, gt=0)
     # An event stamped further ahead of the reader's clock is dead-lettered: it would push
     # the event-time watermark ahead and make every on-time event late (docs/events.md).
@@ -163,6 +167,11 @@ COMPRESSION_CODECS: tuple[str, ...] = get_args(Compression)
 
 class CollectorConfig(_Model):
     interval_s: float = Field(default=60.0, gt=0)  # Pulsar refreshes broker stats every 60 s
+    # After each round (its retries included) send a marker: no event older than the next
+    # round will come, so the stream closes the round's window without waiting for the
+    # watermark (docs/pipeline.md#when-a-window-closes). Only with one collector writing the
+    # stats topic: a marker speaks for every cluster.
+    round_markers: bool = True
     # Events per Kafka message, as {"events": [...]} keyed by namespace; 0 or 1: one event per
     # message keyed by topic. Why 500: balancer.core.envelopes.DEFAULT_ENVELOPE_MAX_EVENTS.
     envelope_max_events: int = Field(default=DEFAULT_ENVELOPE_MAX_EVENTS, ge=0)
@@ -419,7 +428,9 @@ class BalancerConfig(_Model):
                 "kafka": {"bootstrap_servers": list(bootstrap_servers)},
                 "spark": {
                     "checkpoint_dir": str(state_dir / "checkpoints"),
-                    "window_s": 10,
+                    # The defaults' schedule on the demo's 5 s rounds: one round a window,
+                    # closed by its round marker.
+                    "window_s": 5,
                     "slide_s": 5,
                     "watermark_s": 5,
                     "trigger_interval_s": 5,

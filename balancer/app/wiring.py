@@ -36,6 +36,8 @@ from balancer.controller.layouts import LayoutCache
 from balancer.controller.metrics_bridge import attach_metrics
 from balancer.controller.outcome import Outcome
 from balancer.core.broker_load import BrokerLoad
+from balancer.core.bundles import BundleRange
+from balancer.core.detect import windows_to_split
 from balancer.core.limits import BundleLimits, is_over, max_ratio
 from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic, lone_hot_topics
@@ -106,6 +108,9 @@ class LiveState:
     # Each cluster's broker loads in the newest window the handler planned moves for, as the
     # move planner read them (`MovePlanner.last_loads`), most loaded first.
     broker_loads: dict[str, list[BrokerLoad]] = field(default_factory=dict)
+    # Of each bundle in `over_threshold`: how many more windows over its limit before a
+    # split is decided (`balancer.core.detect.windows_to_split`; 0: decided or due).
+    windows_to_split: dict[tuple[str, str, BundleRange], int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -190,6 +195,13 @@ class AppHandler:
                 self.live.over_threshold = [
                     (b, r) for b, r in ranked if is_over(b, self.limits(b.namespace))
                 ][:8]
+                state, detection = self.controller.state, self.controller.detection
+                self.live.windows_to_split = {
+                    key: windows_to_split(state, key, detection)
+                    for key in (
+                        (b.cluster, b.namespace, b.bundle) for b, _ in self.live.over_threshold
+                    )
+                }
                 self.live.lone_hot_topics = lone
                 for hot in lone:
                     self.live.lone_hot_seen[(hot.cluster, hot.topic)] = hot
@@ -373,6 +385,7 @@ class BalancerApp:
             broker_listers=listers,
             max_parallel_per_cluster=self.config.collector.max_parallel_per_cluster,
             broker_loads=self.broker_board,
+            round_markers=self.config.collector.round_markers,
         )
         interval_s = self.config.collector.interval_s
         thread = threading.Thread(

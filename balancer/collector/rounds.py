@@ -48,6 +48,12 @@ class _Listed:
     targets: tuple[Target, ...]
 
 
+def next_round_ms(now_ms: int, interval_s: float) -> int:
+    """The start of the next round on the interval's grid of the wall clock (epoch ms)."""
+    interval_ms = max(1, round(interval_s * 1000))
+    return (now_ms // interval_ms + 1) * interval_ms
+
+
 class RoundRunner(Generic[_T]):
     """Runs fetches concurrently per cluster and per broker, each round to a deadline."""
 

@@ -13,7 +13,8 @@ is counted by cluster, broker and reason (`PollFailure`) and retried (after `ret
 until the next poll is due); it never stops or delays the others. An empty answer (a
 broker before its first stats update) is "no data yet", and V1 namespace keys and the V2
 heartbeat `pulsar/<host:port>` are skipped: both are counted, neither is a failure. Clock
-and sleep are injected.
+and sleep are injected. With `round_markers`, rounds start on the interval's grid of the
+wall clock and each ends with a round marker (`balancer.core.round_marker`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from balancer.collector.failures import PollFailure, classify
-from balancer.collector.rounds import DEFAULT_MAX_PARALLEL_PER_CLUSTER, FetchResult, RoundRunner
+from balancer.collector.rounds import (
+    DEFAULT_MAX_PARALLEL_PER_CLUSTER,
+    FetchResult,
+    RoundRunner,
+    next_round_ms,
+)
 from balancer.collector.targets import BrokerDirectory, BrokerLister, Target
 from balancer.core.broker_load import BrokerLoadReport
 from balancer.core.envelopes import (
@@ -37,6 +43,7 @@ from balancer.core.envelopes import (
     pack,
 )
 from balancer.core.events import TopicStatsEvent
+from balancer.core.round_marker import MARKER_KEY, encode_round_marker
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +153,7 @@ class EventSink(Protocol):
 class CollectorCounts:
     polls: int = 0
     events: int = 0
+    markers: int = 0  # round markers sent (`round_markers`)
     messages: int = 0
     failures: Counter[str] = field(default_factory=Counter)  # cluster -> failed fetches
     # (cluster, broker label, PollFailure) -> failed fetches
@@ -187,10 +195,12 @@ class Collector:
         round_deadline_s: float | None = None,
         max_parallel_per_cluster: int = DEFAULT_MAX_PARALLEL_PER_CLUSTER,
         broker_loads: BrokerLoadOut | None = None,
+        round_markers: bool = False,
     ) -> None:
         """`targets`: what to poll at first; `broker_listers`: clusters whose brokers are
         listed again every round (`BrokerDirectory`). `round_deadline_s`: how long a round
-        waits for answers (default: `run`'s interval)."""
+        waits for answers (default: `run`'s interval). `round_markers`: `run` aligns its
+        rounds and marks each complete (the config's `collector.round_markers`)."""
         if envelope_max_events < 0:
             raise ValueError("envelope_max_events must be >= 0 (0 or 1: one event per message)")
         if envelope_max_bytes <= RECORD_OVERHEAD_BYTES:
@@ -209,6 +219,7 @@ class Collector:
         self.metrics = metrics
         self.dead_letters = dead_letters
         self.broker_loads = broker_loads
+        self.round_markers = round_markers
         self._logged_rejects: set[tuple[str, str]] = set()  # (cluster, topic) logged once
         self._rounds: RoundRunner[Iterable[tuple[str, TopicStatsSample]] | Fetched] = RoundRunner(
             fetch,
@@ -447,9 +458,19 @@ class Collector:
         round_s = min(self.round_deadline_s or interval_s, interval_s)
         self._should_stop = should_stop
         rounds = 0
+        next_ms = 0  # with round markers: when the next round starts (epoch ms)
         while not should_stop() and (max_polls is None or rounds < max_polls):
             started = self.monotonic()
             next_poll = started + interval_s
+            if self.round_markers:
+                # The last marker promised nothing older than `next_ms`: a sleep timed on
+                # the monotonic clock may wake a little before the wall clock gets there.
+                while next_ms > (now_ms := self.clock_ms()) and not should_stop():
+                    sleep((next_ms - now_ms) / 1000)
+                # The next round on the interval's grid: each window of the interval's
+                # length then holds one round (the first round starts at once).
+                next_ms = next_round_ms(now_ms, interval_s)
+                next_poll = started + (next_ms - now_ms) / 1000
             failed = self.poll_once(deadline_s=round_s)
             rounds += 1
             while failed and not should_stop() and self.monotonic() + retry_s < next_poll:
@@ -461,6 +482,11 @@ class Collector:
                 if not retry:
                     continue
                 failed = self.poll_once(retry, deadline_s=next_poll - self.monotonic())
+            if self.round_markers and not should_stop():
+                # Nothing of this round will come any more (its events are flushed, a late
+                # answer is dropped) and the next round's events are stamped from `next_ms`.
+                self.sink.send(key=MARKER_KEY, value=encode_round_marker(next_ms), events=0)
+                self.counts.markers += 1
             if max_polls is not None and rounds >= max_polls:
                 break
             remaining = next_poll - self.monotonic()

@@ -94,6 +94,13 @@ def over_threshold(bundle: BundleLoad, limits: BundleLimits) -> tuple[SplitReaso
     return tuple(REASON_FOR_LIMIT[limit] for limit in over_limits(bundle, limits))
 
 
+def windows_to_split(state: DetectorState, key: BundleKey, settings: DetectionSettings) -> int:
+    """How many more consecutive complete windows over threshold the bundle needs before a
+    split is decided (0: decided in its last window, or ready for the next)."""
+    hits = state.hits.get(key)
+    return max(0, settings.hit_count_threshold - (hits.count if hits is not None else 0))
+
+
 @dataclass(frozen=True, slots=True)
 class _Candidate:
     load: BundleLoad

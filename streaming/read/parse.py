@@ -31,6 +31,7 @@ from balancer.core.events import (
     TopicStatsEvent,
     parse_message,
 )
+from balancer.core.round_marker import is_round_marker, parse_round_marker
 from streaming.read.fastparse import FastEvent, decode_fast, decode_single_events
 from streaming.read.topic_columns import CanonicalNames, DedupeChoice, topic_columns
 from streaming.shared.packing import PACK_SCHEMA, pack_events
@@ -58,6 +59,7 @@ class ReadSummary:
     # span a few panes where their times in ms take ~60k keys (0.2 s a batch through py4j).
     pane_events: Counter[int] = field(default_factory=Counter)
     newest_event_ms: int = 0  # newest valid event time (0: none)
+    marks: int = 0  # the collector's round markers read (balancer.core.round_marker)
     # Offsets of the task's range it could not read: records the broker no longer has, or
     # the whole range of a partition the topic no longer has (`vanished`).
     skipped_offsets: int = 0
@@ -80,6 +82,7 @@ class ReadSummary:
                 "rejected": dict(self.rejected),
                 "pane_events": {str(k): v for k, v in self.pane_events.items()},
                 "newest_event_ms": self.newest_event_ms,
+                "marks": self.marks,
                 "skipped_offsets": self.skipped_offsets,
                 "vanished": self.vanished,
             },
@@ -99,6 +102,7 @@ class ReadSummary:
             rejected=Counter({str(k): int(v) for k, v in obj["rejected"].items()}),
             pane_events=Counter({int(k): int(v) for k, v in obj["pane_events"].items()}),
             newest_event_ms=int(obj["newest_event_ms"]),
+            marks=int(obj.get("marks", 0)),
             skipped_offsets=int(obj["skipped_offsets"]),
             vanished=bool(obj["vanished"]),
         )
@@ -198,14 +202,18 @@ class RecordParser:
         self._full_names: list[str] = []
         self._first: tuple[int, int] = (-1, -1)  # (partition, offset) of the first kept event
         self._rejects: list[Row] = []
+        self._marks: list[Row] = []
 
     def __len__(self) -> int:
-        return len(self._events) + len(self._rejects)
+        return len(self._events) + len(self._rejects) + len(self._marks)
 
     def add(self, value: bytes | None, partition: int, offset: int) -> None:
         """Parse one Kafka record value (a single event or a `{"events": [...]}` envelope)."""
         self.summary.messages += 1
         raw = b"" if value is None else value
+        if is_round_marker(raw):
+            self._add_marker(raw, partition, offset)
+            return
         fast = decode_fast(raw)
         if fast is not None and self._accept_all(fast, partition, offset):
             return
@@ -275,6 +283,18 @@ class RecordParser:
                 continue
             self._keep([e], [e.topic], partition, offset)  # parse_message gives full names
 
+    def _add_marker(self, raw: bytes, partition: int, offset: int) -> None:
+        until = parse_round_marker(
+            raw, now_ms=self.now_ms, max_future_skew_ms=self.max_future_skew_ms
+        )
+        if isinstance(until, Rejection):
+            self._reject(raw, until, partition, offset, None)
+            return
+        # Not capped at the reader's clock as a pack's time is: the collector promises that
+        # nothing older than the next round will come, which lies ahead by design.
+        self._marks.append(_other_row(RowKind.MARK, partition, offset, event_time=until * 1000))
+        self.summary.marks += 1
+
     def _reject(
         self, raw: bytes, rejection: Rejection, partition: int, offset: int, index: int | None
     ) -> None:
@@ -291,16 +311,16 @@ class RecordParser:
         self.summary.rejected[str(rejection.reason)] += 1
 
     def flush(self) -> pa.RecordBatch:
-        """The rows parsed since the last flush: the events, then the rejects."""
+        """The rows parsed since the last flush: the events, then the rejects and marks."""
         events = self._event_batch()
-        rejects = _to_batch(self._rejects)
+        others = _to_batch(self._rejects + self._marks)
         self._events, self._full_names = [], []
-        self._rejects = []
-        if rejects.num_rows == 0:
+        self._rejects, self._marks = [], []
+        if others.num_rows == 0:
             return events
         if events.num_rows == 0:
-            return rejects
-        return pa.concat_batches([events, rejects])
+            return others
+        return pa.concat_batches([events, others])
 
     def _event_batch(self) -> pa.RecordBatch:
         """The accepted events as packs: one row per (bucket, pane) (`streaming.shared.packing`)."""

@@ -9,7 +9,9 @@ The source emits three kinds of rows in one stream (column `kind`):
 - `REJECT`: a message or envelope entry that failed validation: the original bytes, the
   reason, a detail and its Kafka partition/offset, for the dead-letter sink;
 - `SUMMARY`: one per Kafka partition range read, with the counts and the event-time
-  histogram the job needs to report consumption, rejects by reason, late events and lag.
+  histogram the job needs to report consumption, rejects by reason, late events and lag;
+- `MARK`: a collector's round marker (`balancer.core.round_marker`): `event_time` is its
+  `until_ms`, the time before which no event will follow; it moves the watermark only.
 
 The window stage emits one row per part of a closed (bucket, window): `CLOSED_COLUMNS`
 (`streaming.stage.closing.ClosedWindow`).
@@ -37,6 +39,7 @@ class RowKind(IntEnum):
     PACK = 0
     REJECT = 1
     SUMMARY = 2
+    MARK = 3
 
 
 _Column = tuple[str, pa.DataType, DataType]
@@ -54,7 +57,8 @@ PARSED_COLUMNS: Final[tuple[_Column, ...]] = (
     # pack columns (null on other kinds): the events of one bucket and pane, see
     # streaming.shared.packing
     ("bucket", pa.int32(), IntegerType()),  # PIP-157 topic bucket
-    ("event_time", pa.timestamp("us", tz="UTC"), TimestampType()),  # newest event of the pack
+    # newest event of the pack (a mark: its until_ms)
+    ("event_time", pa.timestamp("us", tz="UTC"), TimestampType()),
     ("pane_start", pa.int64(), LongType()),  # epoch ms
     ("events", pa.int64(), LongType()),
     ("payload", pa.binary(), BinaryType()),  # Arrow IPC, streaming.shared.packing.PACK_SCHEMA

@@ -8,7 +8,8 @@ The Spark stage works on event packs (`streaming.shared.packing`): one row per (
 pane) from each read task. A pack goes to every window holding its pane that has not closed
 (a row each, for Spark's late-row rule) but is stored once. The state is kept per bucket
 (`transformWithStateInPandas`, RocksDB): its open windows' packs and its known topics.
-When the watermark passes a window's end, its packs are aggregated into one row per topic
+When the watermark passes a window's end (a collector's round marker moves it at once,
+`topic_windows`), its packs are aggregated into one row per topic
 and the window leaves the stage with the bucket's known topics (`streaming.stage.closing`), so
 the roll-up to bundles can run on the executors too.
 """
@@ -325,22 +326,35 @@ def topic_windows(
     routes = F.array(
         *(F.lit(r).cast("long") for r in bucket_routes(num_buckets, shuffle_partitions))
     )
-    packs = parsed.filter(F.col("kind") == int(RowKind.PACK)).withWatermark(
-        "event_time", f"{spec.watermark_s} seconds"
+    # A round marker (`RowKind.MARK`) promises no event before its time: stamped that
+    # time plus the lateness, it moves the watermark to it, and every window ending by then
+    # closes in the next batch (docs/pipeline.md#when-a-window-closes). It holds no window.
+    is_pack = F.col("kind") == int(RowKind.PACK)
+    marked = F.col("event_time") + F.expr(f"INTERVAL {spec.watermark_s} SECONDS")
+    packs = (
+        parsed.filter(F.col("kind").isin(int(RowKind.PACK), int(RowKind.MARK)))
+        .withColumn("event_time", F.when(is_pack, F.col("event_time")).otherwise(marked))
+        .withWatermark("event_time", f"{spec.watermark_s} seconds")
     )
+    # `explode_outer` and a filter, not `explode`: for an inner explode Spark infers a
+    # filter on the array (not null, not empty) and pushes it below the watermark, where it
+    # would drop the marks before they move the watermark.
     exploded = packs.select(
         F.element_at(routes, F.col("bucket") + 1).alias("route"),
         "pane_start",
         "events",
-        F.explode(
-            F.sequence(
-                F.col("pane_start") - (panes_per_window - 1) * spec.slide_ms,
-                F.col("pane_start"),
-                F.lit(spec.slide_ms).cast("long"),
+        F.explode_outer(  # a mark's sequence is null: one row with no window, dropped below
+            F.when(
+                is_pack,
+                F.sequence(
+                    F.col("pane_start") - (panes_per_window - 1) * spec.slide_ms,
+                    F.col("pane_start"),
+                    F.lit(spec.slide_ms).cast("long"),
+                ),
             )
         ).alias("window_start"),
         "payload",
-    )
+    ).filter(F.col("window_start").isNotNull())
     # Spark drops a grouped row older than the watermark: the row's event time is its
     # window's last millisecond, so a pack is dropped from exactly the windows that have
     # closed (Spark's rule for a windowed aggregation). The metadata marks the column as

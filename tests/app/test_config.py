@@ -267,6 +267,17 @@ def test_embedded_default(tmp_path: Path) -> None:
     assert config.controller.mode == "apply"
     assert config.controller.journal_path == tmp_path / "journal.sqlite3"
     assert [c.name for c in config.clusters] == ["sim-a", "sim-b"]
+    # The default schedule at the demo's pace: one collector round a window, closed by
+    # its round marker (issue 36).
+    assert config.spark.window_s == config.spark.slide_s == config.collector.interval_s
+    assert config.collector.round_markers
+
+
+def test_the_default_schedule_holds_one_sample_a_window_closed_by_round_markers() -> None:
+    config = BalancerConfig.from_mapping({"clusters": [{"name": "c", "admin_url": "http://h"}]})
+    assert config.spark.window_s == config.spark.slide_s == config.collector.interval_s == 60
+    assert config.collector.round_markers
+    assert config.spark.trigger_interval_s == 15
 
 
 def _cli(path: Path, *extra: str) -> int:

@@ -192,12 +192,14 @@ def events_between(records: list[Any], start: dict[str, int], end: dict[str, int
     """Events (valid or not) in the Kafka `records` from offsets `start` up to `end`.
 
     An envelope counts each of its events, as the stream does (`events_consumed`); a message
-    that is not even JSON counts one.
+    that is not even JSON counts one; a round marker counts none (it is no event).
     """
     from balancer.core.events import parse_message
+    from balancer.core.round_marker import is_round_marker
 
     return sum(
         len(parse_message(r.value))
         for r in records
         if start.get(str(r.partition), 0) <= r.offset < end.get(str(r.partition), 0)
+        and not is_round_marker(r.value)
     )

@@ -196,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
         dead_letters=sink,
         broker_listers=listers,
         max_parallel_per_cluster=collector_config.max_parallel_per_cluster,
+        round_markers=collector_config.round_markers,
     )
     for cluster in clusters:
         metrics.register_poll_cluster(cluster)

@@ -22,6 +22,7 @@ from balancer.core.events import Rejection, TopicStatsEvent, parse_message
 from balancer.core.hashing import hash_position
 from balancer.core.load import TopicLoad
 from balancer.core.offload import offload_point_from_stats
+from balancer.core.round_marker import is_round_marker
 from balancer.core.sizes import format_size, parse_size
 from balancer.core.split import SplitAlgorithm, SplitOptions, SplitResult, compute_split
 from balancer.core.topics import check_topic_text, parse_topic
@@ -244,8 +245,8 @@ def read_stats(text: str) -> list[TopicStatsEvent]:
     """Every event of a JSON-lines text; the first bad line is an error naming it."""
     events: list[TopicStatsEvent] = []
     for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+        if not line.strip() or is_round_marker(line.strip().encode()):
+            continue  # a round marker (a dump of the stats topic holds them) is no event
         for item in parse_message(line):
             if isinstance(item, Rejection):
                 raise ValueError(f"stats line {number}: {item.reason}: {item.detail}")
