@@ -24,6 +24,7 @@ from rich.text import Text
 from balancer.app.wiring import LiveState
 from balancer.controller.outcome import Outcome
 from balancer.core.broker_load import BrokerLoad
+from balancer.core.bundles import BundleRange
 from balancer.core.decisions import DecisionKind
 from balancer.core.load import BundleLoad
 from balancer.core.moves.model import MoveDecision
@@ -73,6 +74,8 @@ class LiveFrame:
     hit_count_threshold: int = 3
     brokers: dict[str, list[BrokerLoad]] | None = None  # cluster -> most loaded first
     moves: list[Outcome] | None = None  # the newest moves' outcomes, oldest first
+    # (cluster, namespace, bundle) -> windows over its limit still needed before a split
+    windows_to_split: dict[tuple[str, str, BundleRange], int] | None = None
 
 
 def render_live(
@@ -95,6 +98,7 @@ def render_live(
             hit_count_threshold=live.hit_count_threshold,
             brokers={c: list(b) for c, b in live.broker_loads.items()},
             moves=[o for o in live.outcomes if o.kind is DecisionKind.MOVE][-MOVES_SHOWN:],
+            windows_to_split=dict(live.windows_to_split),
         )
     return LiveView(frame)
 
@@ -220,7 +224,9 @@ class LiveView:
             cells.append(f"{load.msg_rate:,.0f}")
             if not layout.dense:
                 cells += [f"{load.throughput_bytes / 1048576:,.1f}", str(load.topic_count)]
-            note = _lone_note(f.lone.get((load.cluster, str(load.bundle))), load.topic_count)
+            lone = _lone_note(f.lone.get((load.cluster, str(load.bundle))), load.topic_count)
+            due = (f.windows_to_split or {}).get((load.cluster, load.namespace, load.bundle))
+            note = "; ".join(n for n in (_split_note(due), lone) if n)
             hot.add_row(*cells, _pct(ratio), _free_text(note, layout))
         if not f.over:
             hot.add_row("-", "none")
@@ -332,6 +338,15 @@ def _result_style(result: ActionResult) -> str:
     if result is ActionResult.APPLIED:
         return "green"
     return "red" if result is ActionResult.FAILED else ""
+
+
+def _split_note(windows: int | None) -> str:
+    """How soon the bundle is split if it stays over its limit (the detector's hit count)."""
+    if windows is None:
+        return ""
+    if windows <= 0:
+        return "split due"
+    return f"split after {windows} more window{'s' if windows > 1 else ''} over"
 
 
 def _lone_note(hot: LoneHotTopic | None, topic_count: int) -> str:

@@ -80,3 +80,23 @@ def test_the_live_state_counts_down_each_window_over_the_limit(tmp_path: Path) -
         handler.handle(report(3, 20_000.0))  # the count starts again
         assert live.windows_to_split == {KEY: 2}
         handler.controller.close()
+
+
+def test_the_live_view_says_how_soon_each_bundle_over_its_limit_is_split() -> None:
+    from rich.console import Console
+
+    from balancer.app.liveview import render_live
+
+    live = LiveState()
+    (bundle,) = report(0, 20_000.0).bundles
+    live.over_threshold = [(bundle, 1.33)]
+    live.windows_to_split = {KEY: 2}
+
+    def text() -> str:
+        console = Console(width=160, record=True)
+        console.print(render_live(live, mode="apply", elapsed_s=30, duration_s=None))
+        return console.export_text()
+
+    assert "split after 2 more windows over" in text()
+    live.windows_to_split = {KEY: 0}
+    assert "split due" in text()
