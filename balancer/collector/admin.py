@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from balancer.collector.service import Fetch, Fetched
+from balancer.collector.ports import Fetch, Fetched
 from balancer.collector.targets import (
     BrokerLister,
     Target,

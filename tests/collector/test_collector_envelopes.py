@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import pytest
 from prometheus_client import CollectorRegistry
 
-from balancer.collector.service import Collector, Fetch, Fetched
+from balancer.collector.ports import Fetch, Fetched
+from balancer.collector.service import Collector
 from balancer.collector.targets import Target
 from balancer.core.envelopes import DEFAULT_ENVELOPE_MAX_BYTES, record_bytes
 from balancer.core.events import TopicStatsEvent, parse_message

@@ -17,7 +17,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from balancer.collector.failures import PollFailure, classify
-from balancer.collector.service import Collector, Fetched
+from balancer.collector.ports import Fetched
+from balancer.collector.service import Collector
 from balancer.collector.targets import Target
 from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.pulsar.errors import (

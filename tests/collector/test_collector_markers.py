@@ -3,8 +3,9 @@ with a marker promising that no event older than the next round will come (issue
 
 from __future__ import annotations
 
+from balancer.collector.ports import Fetch, Fetched
 from balancer.collector.rounds import next_round_ms
-from balancer.collector.service import Collector, Fetch, Fetched
+from balancer.collector.service import Collector
 from balancer.collector.targets import Target
 from balancer.core.events import TopicStatsEvent, parse_message
 from balancer.core.round_marker import MARKER_KEY, is_round_marker, parse_round_marker

@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 
 from balancer.app.config import load_config
 from balancer.collector.admin import PolledCluster, listed_targets, polling_plan
-from balancer.collector.service import Collector, Fetched
+from balancer.collector.ports import Fetched
+from balancer.collector.service import Collector
 from balancer.collector.targets import BrokerDirectory, Target
 from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.pulsar.errors import ForbiddenError
