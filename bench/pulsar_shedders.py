@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from bench.broker_cluster import MB, BundleSpec, ClusterState
@@ -83,7 +84,7 @@ class ModularPlacement:
 
 
 @dataclass
-class _Modular:
+class _Modular(ABC):
     """`ModularLoadManagerImpl.doLoadShedding` around a strategy: bundles unloaded within the
     grace period are skipped (`recentlyUnloadedBundles`); a bundle whose namespace policy
     allows only its owner is not unloaded (`shouldNamespacePoliciesUnload`); a destination
@@ -116,8 +117,10 @@ class _Modular:
             self.recently_unloaded[name] = now_s
         return unloads
 
+    @abstractmethod
     def find_bundles(self, state: ClusterState, now_s: float) -> list[tuple[str, str]]:
-        raise NotImplementedError
+        """The strategy's (bundle, owner) pairs to unload this cycle (ThresholdShedder or
+        UniformLoadShedder below)."""
 
 
 @dataclass
