@@ -36,6 +36,9 @@ from balancer.core.split import ChildLoad, SplitAlgorithm
 
 SCHEMA = "pulsar-balancer-plan"
 VERSION = 1
+# How far ahead of this host's clock a plan's stamp may be (the host that made it may run a
+# little ahead): beyond that its age cannot be known and the plan is refused.
+PLAN_CLOCK_SKEW_S = 60.0
 PlannedDecision = SplitDecision | OffloadDecision | MoveDecision
 
 
@@ -71,6 +74,24 @@ class PlanDocument:
 
     def age_s(self, now_ms: int) -> float:
         return (now_ms - self.created_at_ms) / 1000
+
+    def age_refusal(self, now_ms: int, max_age_s: float) -> str | None:
+        """Why the plan may not be acted on at `now_ms` (None: it may): older than
+        `max_age_s`, or stamped more than PLAN_CLOCK_SKEW_S in the future."""
+        age_s = self.age_s(now_ms)
+        if age_s < -PLAN_CLOCK_SKEW_S:
+            return (
+                f"plan {self.plan_id} is stamped {iso_utc(self.created_at_ms)}, {-age_s:.0f} s "
+                f"ahead of this host's clock (more than the {PLAN_CLOCK_SKEW_S:g} s two clocks "
+                "may differ): its age cannot be known; check the clocks of the host that made "
+                "it and of this one"
+            )
+        if age_s > max_age_s:
+            return (
+                f"plan {self.plan_id} expired: made {iso_utc(self.created_at_ms)}, "
+                f"{age_s:.0f} s ago, older than controller.plan_max_age_s ({max_age_s:g} s)"
+            )
+        return None
 
 
 def content_hash(body: Mapping[str, Any]) -> str:

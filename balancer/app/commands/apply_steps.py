@@ -49,6 +49,7 @@ class Status(StrEnum):
     NOT_APPLIED = "not_applied"  # failed, unknown, denied, rate limited, breaker, no lease
     WOULD_APPLY = "would_apply"  # --dry-run: the premise holds, nothing sent
     NOT_SELECTED = "not_selected"  # left out by --only
+    EXPIRED = "expired"  # reached after the plan expired (controller.plan_max_age_s): not sent
 
 
 _DONE = (ActionResult.APPLIED, ActionResult.STARTED)
@@ -135,9 +136,13 @@ def carry_out(
     dry_run: bool,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
+    fresh: Callable[[], str | None] = lambda: None,
 ) -> list[Item]:
-    """Each selected action in plan order: journal, premise, controller."""
+    """Each selected action in plan order: journal, plan age, premise, controller. `fresh`
+    says why the plan may no longer be acted on (None: it may), asked before each action and
+    each retry of a rate-limited one: from the first refusal on, nothing more is sent."""
     items: list[Item] = []
+    expired: str | None = None
     # A move of a split's child: the child exists only once that split is applied.
     splits = {a.decision.decision_id: a.action_id for a in actions if a.kind == "split"}
     for action in actions:
@@ -150,6 +155,10 @@ def carry_out(
             done = known.result in {r.value for r in _DONE}
             item.status = Status.ALREADY_APPLIED if done else Status.NOT_APPLIED
             item.detail = f"handled by an earlier apply of this plan: {known.detail or 'pending'}"
+            continue
+        expired = expired or fresh()
+        if expired is not None:
+            item.status, item.detail = Status.EXPIRED, f"not sent: {expired}"
             continue
         after = getattr(action.decision, "after_split", None)
         if dry_run and after in splits:
@@ -177,7 +186,13 @@ def carry_out(
                 "apply: %s rate limited; retrying in %g s", action.action_id, RATE_LIMIT_RETRY_S
             )
             sleep(RATE_LIMIT_RETRY_S)
+            expired = fresh()
+            if expired is not None:
+                break
             outcome = controller.handle(decision, batch_id=doc.plan_id)
+        if expired is not None:
+            item.status, item.detail = Status.EXPIRED, f"not sent (rate limited, then): {expired}"
+            continue
         item.result, item.detail = outcome.result.value, outcome.detail
         if outcome.result in _DONE:
             item.status = Status.APPLIED
