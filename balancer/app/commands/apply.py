@@ -227,7 +227,7 @@ def _apply(
         with peer_group_from_config(config) as admin:
             controller = build_controller(
                 acting, admin, lease=lease, audit_fields={"plan_id": doc.plan_id},
-                offload_point=points,
+                offload_point=points, role="apply",
             )  # fmt: skip
             try:
                 if not dry_run:
