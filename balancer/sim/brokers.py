@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from balancer.core.bundles import BundleRange
 from balancer.sim.broker_scenarios import DYNAMIC_CONFIG_DEFAULTS, BrokerClusterSettings
+from balancer.sim.ownership import active
 from balancer.sim.scenarios import ClusterSpec, NamespaceSpec, Scenario
 from balancer.sim.state import NamespaceState, OwnerRedirect, SimError
 
@@ -247,7 +248,7 @@ class BrokerFleet:
         before any namespace or bundle check, as in Pulsar."""
         dest = destination.removeprefix("http://").removeprefix("https://")
         index = self.broker_index(cluster, dest)
-        if index is None:
+        if index is None or index in self.model.cluster(cluster).stopped:
             raise SimError(409, INACTIVE_DESTINATION)
         c = self.model.cluster(cluster)
         if self.specs[cluster].load_manager == "modular" and broker != c.leader:
@@ -326,6 +327,8 @@ class BrokerFleet:
             if elapsed_ms < record.time_ms + delay_ms:
                 continue
             target = ns.affinity.pop(record.bundle, record.destination)
+            # A destination that left: the client's lookup is placed among the active ones.
+            target = active(m.cluster(record.cluster), ns, record.bundle, target)
             spec = self.specs[record.cluster]
             if spec.move_elsewhere_probability and (
                 self._rng.random() < spec.move_elsewhere_probability
@@ -340,7 +343,12 @@ class BrokerFleet:
         """LeastLongTermMessageRate's pick, simplified: the allowed broker with the lowest
         msg rate in + out now (ties to the lowest index), not `exclude`."""
         spec = self.specs[ns.cluster]
-        allowed = [b for b in isolation_candidates(spec, ns.name, spec.brokers) if b != exclude]
+        stopped = self.model.cluster(ns.cluster).stopped
+        allowed = [
+            b
+            for b in isolation_candidates(spec, ns.name, spec.brokers)
+            if b != exclude and b not in stopped
+        ]
         if not allowed:
             return exclude
 
