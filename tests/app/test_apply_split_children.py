@@ -82,3 +82,26 @@ def test_a_version_1_plan_without_moves_unloads_as_the_config_says(
         assert code == 0, report
         (record,) = group.splits()
         assert record.unloaded is True
+
+
+def test_a_move_whose_planned_source_left_the_cluster_is_stale(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The source broker is scaled down between the plan and the apply: the move's premise
+    is gone (stale, named), not an error reading it."""
+    with start_peer_group(HOT) as group:
+        rig = Rig(group, tmp_path)
+        doc = rig.save(capsys)
+        move = next(a for a in doc["actions"] if a["kind"] == "move")
+        cluster = group.model.cluster(move["cluster"])
+        source = next(
+            b for b in range(cluster.broker_count) if cluster.broker_address(b) == move["source"]
+        )
+        if source == cluster.leader:
+            pytest.skip("the plan's move leaves the leader, which the simulator cannot stop")
+        group.stop_broker(move["cluster"], source)
+        code, report = rig.apply(capsys, "--only", move["id"])
+    (item,) = [i for i in report["items"] if i["id"] == move["id"]]
+    assert item["status"] == "stale", item
+    assert f"planned source {move['source']} left the cluster" in item["detail"]
+    assert code == 3 and group.model.brokers.moves == []

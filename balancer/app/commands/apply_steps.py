@@ -4,7 +4,8 @@ carried out by the controller, and what came of it.
 Before each action its premise is read again from Pulsar (GETs only):
 - a split: the bundle is still in its namespace's layout with the same range;
 - a move: the bundle is still owned by the planned source (`ownedNamespaces` of the source,
-  never a lookup, which would place an unowned bundle);
+  never a lookup, which would place an unowned bundle); a source that left the cluster (not
+  listed, no answer) owns nothing;
 - an offload: the topic still has the offload point's ledger, with a ledger before it not
   offloaded yet.
 An action whose premise changed is refused (`stale`, named) and never adapted. The others go
@@ -116,7 +117,17 @@ def premise(admin: Any, action: PlannedAction) -> str | None:
                 return None
             if isinstance(d, MoveDecision):
                 name = d.bundle.key(d.namespace)
-                if name not in admin.owned_bundles(d.cluster, d.source):
+                try:
+                    owned = admin.owned_bundles(d.cluster, d.source)
+                except PulsarAdminError:
+                    # A source scaled down or restarted under a new address owns nothing.
+                    if d.source in admin.list_brokers(d.cluster):
+                        raise
+                    return (
+                        f"the planned source {d.source} left the cluster (no longer listed "
+                        "as active, does not answer)"
+                    )
+                if name not in owned:
                     return f"bundle {name} is no longer owned by {d.source} (the planned source)"
                 return None
             assert action.offload_point is not None
