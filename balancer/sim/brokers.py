@@ -124,7 +124,9 @@ class BrokerFleet:
     def broker_index(self, cluster: str, broker_id: str) -> int | None:
         c = self.model.cluster(cluster)
         ids = [c.broker_address(b) for b in range(c.broker_count)]
-        return ids.index(broker_id) if broker_id in ids else None
+        index = ids.index(broker_id) if broker_id in ids else None
+        # A broker that left is no active broker (an unload to it: 409 inactive destination).
+        return None if index in c.stopped else index
 
     def owned(self, cluster: str, broker: int) -> list[tuple[NamespaceState, BundleRange]]:
         return [
@@ -248,7 +250,7 @@ class BrokerFleet:
         before any namespace or bundle check, as in Pulsar."""
         dest = destination.removeprefix("http://").removeprefix("https://")
         index = self.broker_index(cluster, dest)
-        if index is None or index in self.model.cluster(cluster).stopped:
+        if index is None:
             raise SimError(409, INACTIVE_DESTINATION)
         c = self.model.cluster(cluster)
         if self.specs[cluster].load_manager == "modular" and broker != c.leader:
@@ -327,13 +329,13 @@ class BrokerFleet:
             if elapsed_ms < record.time_ms + delay_ms:
                 continue
             target = ns.affinity.pop(record.bundle, record.destination)
-            # A destination that left: the client's lookup is placed among the active ones.
-            target = active(m.cluster(record.cluster), ns, record.bundle, target)
             spec = self.specs[record.cluster]
             if spec.move_elsewhere_probability and (
                 self._rng.random() < spec.move_elsewhere_probability
             ):
                 target = self._least_loaded(ns, exclude=target)
+            # A destination that left: the client's lookup is placed among the active ones.
+            target = active(m.cluster(record.cluster), ns, record.bundle, target)
             ns.unowned.discard(record.bundle)
             ns.owners[record.bundle] = target
             m.layout_version += 1
@@ -343,12 +345,7 @@ class BrokerFleet:
         """LeastLongTermMessageRate's pick, simplified: the allowed broker with the lowest
         msg rate in + out now (ties to the lowest index), not `exclude`."""
         spec = self.specs[ns.cluster]
-        stopped = self.model.cluster(ns.cluster).stopped
-        allowed = [
-            b
-            for b in isolation_candidates(spec, ns.name, spec.brokers)
-            if b != exclude and b not in stopped
-        ]
+        allowed = [b for b in isolation_candidates(spec, ns.name, spec.brokers) if b != exclude]
         if not allowed:
             return exclude
 
