@@ -19,6 +19,7 @@ writer's.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from balancer.controller.journal_writers import WriterRegistry
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS actions (
@@ -224,7 +227,13 @@ class Journal:
                 "UPDATE actions SET writer = ? WHERE decision_id = ? AND writer IS ?",
                 (self.writer_id, entry.decision_id, entry.writer),
             )
-        return cursor.rowcount == 1
+        taken = cursor.rowcount == 1
+        if taken:
+            log.info(
+                "journal: %s %s of writer %s (gone) taken over by %s", entry.kind,
+                entry.decision_id, entry.writer or "unnamed (an older journal)", self.writer_id,
+            )  # fmt: skip
+        return taken
 
     def add_to_payload(self, decision_id: str, **fields: Any) -> None:
         """Merge `fields` into the entry's payload (what a recheck must know of the call)."""
