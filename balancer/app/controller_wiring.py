@@ -50,16 +50,18 @@ def build_controller(
     lease: WriterLease | None = None,
     audit_fields: Mapping[str, object] | None = None,
     offload_point: OffloadPointFn = default_offload_point,
+    role: str = "run",
 ) -> Controller:
     """A controller wired from the config (journal, audit log, limits, breakers).
     `audit_fields` go into every audit record; `offload_point` replaces the size rule
-    (`apply PLAN` offloads up to the planned point)."""
+    (`apply PLAN` offloads up to the planned point); `role` names the process in the
+    journal's writer ids (`run`, `apply`)."""
     clock = clock or SystemClock()
     c = config.controller
     return Controller(
         admin,
         settings=controller_settings(config),
-        journal=Journal(journal_path or c.journal_path),
+        journal=Journal(journal_path or c.journal_path, role=role),
         audit=AuditLog(audit_path or c.audit_log_path, fields=audit_fields),
         limits=ActionLimits(
             splits_per_minute=c.rate_limits.splits_per_minute,

@@ -340,9 +340,17 @@ class Controller:
         An intent whose check fails (cluster down) stays pending for the next call; an
         `unknown` action Pulsar does not show yet stays unknown until `unknown_settle_s`; a
         `started` offload is followed until SUCCESS or ERROR, at most `offload_follow_s`.
+
+        Only this process's actions are settled, and those whose writer is provably gone
+        (taken over first: `Journal.claim`): another process's open intent is its action in
+        flight (an `apply` beside `run`). In dry-run nothing is settled: a balancer that
+        acts on nothing writes no outcome, counts none and audits none; open intents wait
+        for the next process that acts.
         """
         settled: list[tuple[str, ActionResult]] = []
         rechecked: list[Outcome] = []
+        if self.settings.mode == "dry-run":
+            return settled
         # A cluster whose actions are in flight (its lock held) is left for a later call:
         # its open intents are those actions, not a crash's, and waiting would hold the
         # other clusters up.
@@ -353,6 +361,8 @@ class Controller:
             try:
                 if entry.decision_id not in {e.decision_id for e in self.journal.pending()}:
                     continue  # settled by its action just before we got the lock
+                if not self.journal.claim(entry):
+                    continue  # another process's action, in flight: its writer settles it
                 try:
                     with routed_to(entry.cluster):
                         result, detail = reconcile_entry(
@@ -373,6 +383,8 @@ class Controller:
             (self.journal.started, self._follow),
         ):
             for entry in entries():  # started() is read after the rechecks ran
+                if not self.journal.claim(entry):
+                    continue  # another running process's action: it rechecks it
                 lock = self._cluster_lock(entry.cluster)
                 if not lock.acquire(blocking=False):
                     continue
@@ -455,7 +467,7 @@ class Controller:
         self.audit.write({
             "at_ms": self.clock.now_ms(), how: True, "decision_id": entry.decision_id,
             "kind": entry.kind, "intent": entry.payload, "result": result.value,
-            "detail": detail,
+            "detail": detail, "writer": entry.writer, "settled_by": self.journal.writer_id,
         })  # fmt: skip
 
     def close(self) -> None:

@@ -9,7 +9,8 @@ answers 204 BEFORE anyone owns it: the next lookup places it, and a concurrent l
 place it elsewhere (apache/pulsar#24884). So the answer alone proves nothing: ownership is
 read back from `ownedNamespaces` of the destination, the source and, if neither has it, every
 active broker (never a lookup: a lookup assigns an unowned bundle and uses up the pending
-destination).
+destination). Moves left `unknown`, and move intents a crash left open, are settled by
+move_settle (which also copes with brokers that left the cluster).
 
 Owned by the destination: `applied`; by another broker: `landed_elsewhere` (where, in the
 detail and the audit log); by none yet: `unknown`, rechecked by `Controller.reconcile()`
@@ -24,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
-from balancer.controller.journal import JournalEntry
 from balancer.controller.outcome import Finish, Step, read_back_needed
 from balancer.controller.ports import MovePort
 from balancer.controller.writer_gate import fenced
@@ -210,39 +210,3 @@ def _read_back(ctl: Controller, decision: MoveDecision, step: Step) -> Step:
     )  # fmt: skip
     pulsar = {**step.pulsar, "owner": owner}
     return Step(result, f"{step.detail}; {seen}{unread}", pulsar, read_back=result)
-
-
-def recheck_move(
-    mover: MovePort | None, entry: JournalEntry, *, age_s: float, settle_s: float
-) -> tuple[ActionResult, str]:
-    """The outcome of an `unknown` move, from ownership (PulsarAdminError if unreadable)."""
-    call = entry.payload.get("call", {})
-    if mover is None:
-        return move_verdict(
-            None, source="", destination="", answer="none", age_s=age_s, settle_s=settle_s
-        )
-    source, destination = str(call["source"]), str(call["destination_broker"])
-    owner, unread = find_owner(mover, entry.cluster, entry.target, (destination, source))
-    answer: Answer = "ok" if entry.payload.get("answer") == "ok" else "none"
-    result, seen = move_verdict(
-        owner, source=source, destination=destination, answer=answer, age_s=age_s,
-        settle_s=settle_s,
-    )  # fmt: skip
-    return result, seen + unread
-
-
-def reconcile_move(mover: MovePort | None, entry: JournalEntry) -> tuple[ActionResult, str]:
-    """The outcome of a move intent a crash left open (PulsarAdminError if unreadable): the
-    unload may or may not have been sent; it is never sent again."""
-    if mover is None:
-        return ActionResult.UNKNOWN, NO_MOVER
-    call = entry.payload.get("call", {})
-    source, destination = str(call["source"]), str(call["destination_broker"])
-    owner, unread = find_owner(mover, entry.cluster, entry.target, (destination, source))
-    if owner == source:
-        return ActionResult.ABANDONED, f"still owned by its source {source}: never unloaded"
-    # Elsewhere or nowhere yet: as a sent unload (nowhere: `unknown`, rechecked each batch).
-    result, seen = move_verdict(
-        owner, source=source, destination=destination, answer="none", age_s=0.0, settle_s=1.0
-    )
-    return result, seen + unread

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from balancer.core.bundles import BundleRange
 from balancer.sim.broker_scenarios import DYNAMIC_CONFIG_DEFAULTS, BrokerClusterSettings
+from balancer.sim.ownership import active
 from balancer.sim.scenarios import ClusterSpec, NamespaceSpec, Scenario
 from balancer.sim.state import NamespaceState, OwnerRedirect, SimError
 
@@ -123,7 +124,9 @@ class BrokerFleet:
     def broker_index(self, cluster: str, broker_id: str) -> int | None:
         c = self.model.cluster(cluster)
         ids = [c.broker_address(b) for b in range(c.broker_count)]
-        return ids.index(broker_id) if broker_id in ids else None
+        index = ids.index(broker_id) if broker_id in ids else None
+        # A broker that left is no active broker (an unload to it: 409 inactive destination).
+        return None if index in c.stopped else index
 
     def owned(self, cluster: str, broker: int) -> list[tuple[NamespaceState, BundleRange]]:
         return [
@@ -331,6 +334,8 @@ class BrokerFleet:
                 self._rng.random() < spec.move_elsewhere_probability
             ):
                 target = self._least_loaded(ns, exclude=target)
+            # A destination that left: the client's lookup is placed among the active ones.
+            target = active(m.cluster(record.cluster), ns, record.bundle, target)
             ns.unowned.discard(record.bundle)
             ns.owners[record.bundle] = target
             m.layout_version += 1

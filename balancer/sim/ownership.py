@@ -61,7 +61,11 @@ def check_owner(
             raise SimError(412, f"Failed to find ownership for ServiceUnit:{ns.name}/{bundle}")
         if not authoritative and broker != cluster.leader:
             raise OwnerRedirect(ns.cluster, cluster.leader, authoritative=False)
-        candidate = broker if authoritative else lookup_candidate(ns, cluster, bundle)
+        candidate = (
+            broker
+            if authoritative
+            else active(cluster, ns, bundle, lookup_candidate(ns, cluster, bundle))
+        )
         if candidate != broker:
             raise OwnerRedirect(ns.cluster, candidate, authoritative=True)
         ns.unowned.discard(bundle)  # OwnershipCache.tryAcquiringOwnership
@@ -73,3 +77,12 @@ def check_owner(
     if owner is not None and owner != broker:
         raise OwnerRedirect(ns.cluster, owner, authoritative=broker == cluster.leader)
     return False
+
+
+def active(cluster: ClusterState, ns: NamespaceState, bundle: BundleRange, candidate: int) -> int:
+    """`candidate` when it is an active broker, else the placement hash's pick among the
+    active ones: a lookup never lands on a broker that left (`balancer.sim.broker_stops`)."""
+    if candidate not in cluster.stopped:
+        return candidate
+    actives = [b for b in range(cluster.broker_count) if b not in cluster.stopped]
+    return actives[initial_owner(ns.name, bundle, len(actives))]

@@ -48,6 +48,7 @@ class ClusterState:
     multi_host: bool = False  # ClusterData serviceUrl lists every broker
     leader: int = 0  # the broker leading the load manager (owner lookups go through it)
     _redirects: int = 0  # 307s to this cluster so far (which host of a multi-host URL)
+    stopped: set[int] = field(default_factory=set)  # brokers that left (broker_stops.py)
 
     @property
     def service_url(self) -> str:
