@@ -192,6 +192,7 @@ class Controller:
             decision=decision,
             read_back=step.read_back,
             algorithm_refused=step.algorithm_refused,
+            refusal=step.refusal,
             sessions_moved=(
                 decision.sessions
                 if isinstance(decision, MoveDecision) and step.result in MOVED

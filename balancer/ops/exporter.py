@@ -32,6 +32,7 @@ from balancer.core.decisions import SplitReason
 from balancer.core.lease import LeaseStatus
 from balancer.core.limits import BundleLimits, is_over, ratios
 from balancer.core.load import BundleLoad
+from balancer.core.moves.refusals import UnloadRefusal
 from balancer.core.partitions import LoneHotTopic
 from balancer.core.report import BatchReport
 from balancer.core.results import (
@@ -179,6 +180,13 @@ class BalancerMetrics:
         self._moves = Counter(
             f"{PREFIX}_moves", "Bundle moves (unload to a chosen broker) and their outcome.",
             ["cluster", "result"], registry=reg,
+        )  # fmt: skip
+        self._move_refusals = Counter(
+            f"{PREFIX}_move_refusals",
+            "Unloads with destination Pulsar refused, by why (refusal: no_leader, "
+            "leader_url_missing, bundle_not_found, namespace_gone, not_owned, "
+            "inactive_destination, other_412).",
+            ["cluster", "refusal"], registry=reg,
         )  # fmt: skip
         self._moved_sessions = Counter(
             f"{PREFIX}_moved_sessions",
@@ -386,6 +394,8 @@ class BalancerMetrics:
         for result in sorted(MOVE_RESULTS):
             self._moves.labels(cluster=cluster, result=result.value)
         self._moved_sessions.labels(cluster=cluster)
+        for refusal in UnloadRefusal:
+            self._move_refusals.labels(cluster=cluster, refusal=refusal.value)
         self._pulsar_config_errors.labels(cluster=cluster)
         self._breaker.labels(cluster=cluster).set(0)
         self.collector.register_poll_cluster(cluster)
@@ -418,6 +428,11 @@ class BalancerMetrics:
         self._offloads.labels(cluster=cluster, result=str(result)).inc()
         if bytes_offloaded and result == ActionResult.APPLIED:
             self._offloaded_bytes.labels(cluster=cluster).inc(bytes_offloaded)
+
+    def record_move_refusal(self, cluster: str, refusal: UnloadRefusal) -> None:
+        """Pulsar refused an unload with destination (a closed label set)."""
+        refusal = UnloadRefusal(refusal)  # ValueError outside the closed set
+        self._move_refusals.labels(cluster=cluster, refusal=refusal.value).inc()
 
     def record_move(self, cluster: str, result: ActionResult, sessions_moved: int = 0) -> None:
         """Count a move's result (one of `MOVE_RESULTS`) and the sessions it reconnected."""

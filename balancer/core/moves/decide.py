@@ -216,7 +216,9 @@ def _best_move(
     high = target_ratio(cycle.active_loads(), settings)
     if cycle.moves >= settings.max_moves_per_cluster:
         return None, BlockReason.BUDGET
-    owned = [b for b in cycle.owned(source) if not b.pinned and not is_system_namespace(b.namespace)]
+    owned = [
+        b for b in cycle.owned(source) if not b.pinned and not is_system_namespace(b.namespace)
+    ]
     sized = [b for b in owned if cycle.load_on(b, source) >= settings.min_bundle_load_ratio]
     if not sized:
         return None, BlockReason.TOO_SMALL

@@ -81,9 +81,8 @@ def same_group(a: str | None, b: str | None) -> bool:
     name is no group (StringUtils.isBlank)."""
     if a is None or b is None or not a.strip() or not b.strip() or len(a) != len(b):
         return False
-    return all(
-        x == y or x.upper() == y.upper() or x.lower() == y.lower() for x, y in zip(a, b, strict=True)
-    )
+    pairs = zip(a, b, strict=True)
+    return all(x == y or x.upper() == y.upper() or x.lower() == y.lower() for x, y in pairs)
 
 
 def _names_broker(patterns: Iterable[str], broker: BrokerState) -> bool:
