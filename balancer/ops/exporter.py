@@ -46,6 +46,7 @@ from balancer.core.results import (
 from balancer.core.split import SplitAlgorithm
 from balancer.ops.broker_metrics import BrokerLoadFamilies
 from balancer.ops.collector_metrics import PREFIX, CollectorMetrics
+from balancer.ops.move_metrics import MovePathMetrics
 from balancer.ops.status_families import TokenFileFamilies, WriterLeaseFamilies
 
 # (cluster, namespace) -> that namespace's limits, or None when none are known.
@@ -181,13 +182,7 @@ class BalancerMetrics:
             f"{PREFIX}_moves", "Bundle moves (unload to a chosen broker) and their outcome.",
             ["cluster", "result"], registry=reg,
         )  # fmt: skip
-        self._move_refusals = Counter(
-            f"{PREFIX}_move_refusals",
-            "Unloads with destination Pulsar refused, by why (refusal: no_leader, "
-            "leader_url_missing, bundle_not_found, namespace_gone, not_owned, "
-            "inactive_destination, other_412).",
-            ["cluster", "refusal"], registry=reg,
-        )  # fmt: skip
+        self.move_path = MovePathMetrics(reg)
         self._moved_sessions = Counter(
             f"{PREFIX}_moved_sessions",
             "Producers + consumers reconnected by moves (applied or landed elsewhere).",
@@ -394,8 +389,7 @@ class BalancerMetrics:
         for result in sorted(MOVE_RESULTS):
             self._moves.labels(cluster=cluster, result=result.value)
         self._moved_sessions.labels(cluster=cluster)
-        for refusal in UnloadRefusal:
-            self._move_refusals.labels(cluster=cluster, refusal=refusal.value)
+        self.move_path.register_cluster(cluster)
         self._pulsar_config_errors.labels(cluster=cluster)
         self._breaker.labels(cluster=cluster).set(0)
         self.collector.register_poll_cluster(cluster)
@@ -430,9 +424,7 @@ class BalancerMetrics:
             self._offloaded_bytes.labels(cluster=cluster).inc(bytes_offloaded)
 
     def record_move_refusal(self, cluster: str, refusal: UnloadRefusal) -> None:
-        """Pulsar refused an unload with destination (a closed label set)."""
-        refusal = UnloadRefusal(refusal)  # ValueError outside the closed set
-        self._move_refusals.labels(cluster=cluster, refusal=refusal.value).inc()
+        self.move_path.record_refusal(cluster, refusal)
 
     def record_move(self, cluster: str, result: ActionResult, sessions_moved: int = 0) -> None:
         """Count a move's result (one of `MOVE_RESULTS`) and the sessions it reconnected."""

@@ -49,6 +49,16 @@ _LOAD_MANAGER_CLASS = {
 }
 
 
+_QUOTED = re.compile(r"\\Q(.*?)(?:\\E|$)", re.DOTALL)
+
+
+def java_fullmatch(pattern: str, text: str) -> bool:
+    """Java's String.matches as Pulsar's NamespaceIsolationPolicyImpl uses it, for the syntax
+    the simulator's scenarios use: Python's regex plus Java's quoting `\\Q...\\E` (a literal)."""
+    python = _QUOTED.sub(lambda m: re.escape(m.group(1)), pattern)
+    return re.fullmatch(python, text) is not None
+
+
 def placement_hash(namespace: str, bundle: BundleRange, candidates: list[int]) -> int:
     """The simulator's placement: CRC32 of `ns/bundle` over the candidates in order (with
     every broker a candidate: `balancer.sim.ownership.initial_owner`)."""
@@ -60,7 +70,7 @@ def isolation_candidates(spec: BrokerClusterSettings, namespace: str, brokers: i
     a namespace under a policy goes to its primaries (its secondaries when fewer than
     `min_limit` primaries exist); any other namespace only to brokers no policy names."""
     for policy in spec.isolation_policies:
-        if any(re.fullmatch(p, namespace) for p in policy.namespaces):
+        if any(java_fullmatch(p, namespace) for p in policy.namespaces):
             primary = sorted(set(policy.primary))
             if len(primary) >= policy.min_limit or not policy.secondary:
                 return primary
@@ -208,7 +218,7 @@ class BrokerFleet:
         for ns, b in self.owned(cluster, broker):
             assignment, controlled = "shared", False
             for policy in spec.isolation_policies:
-                if any(re.fullmatch(p, ns.name) for p in policy.namespaces):
+                if any(java_fullmatch(p, ns.name) for p in policy.namespaces):
                     controlled = True
                     if broker in policy.primary:
                         assignment = "primary"
