@@ -5,6 +5,7 @@ outside the allow-list, and isolation patterns Python cannot read."""
 from __future__ import annotations
 
 import logging
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def test_two_namespaces_with_the_same_ranges_never_have_one_range_in_flight_twic
             for m in moved:
                 by_range.setdefault(str(m.bundle), []).append(m)
             for same in by_range.values():
-                for first, second in zip(same, same[1:], strict=False):
+                for first, second in pairwise(same):
                     assert first.landed_ms is not None and second.time_ms >= first.landed_ms
             rig.handler.close()
 
