@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from balancer.core.broker_load import Resource
+from balancer.core.moves.refusals import UnloadRefusal, classify_refusal
 from balancer.pulsar.broker_admin import LoadReportUnavailableError
 from balancer.pulsar.client import PulsarPeerGroup
-from balancer.core.moves.refusals import UnloadRefusal, classify_refusal
 from balancer.pulsar.errors import ConflictError, NotFoundError, PreconditionFailedError
 from tests.contract.targets import ContractTarget, Namespace
 
