@@ -130,3 +130,23 @@ def test_isolation_patterns_python_cannot_read_stop_moves_in_the_cluster(
             lines = [r for r in caplog.records if "unreadable" in r.getMessage()]
             assert len(lines) == 1  # one line per change, not per window
             rig.handler.close()
+
+
+def test_pulsar_system_namespaces_are_never_moved(tmp_path: Path) -> None:
+    """pulsar/system crowds broker 0 with public/a; every namespace is allow-listed. Only
+    public/a's bundles move (NamespaceService.isSystemServiceNamespace: never ours to move);
+    the brokers' heartbeat namespaces (listed by ownedNamespaces) neither."""
+    doc = scenario(
+        [
+            namespace("pulsar/system", rate=20000, owner_broker=0),
+            namespace("public/a", rate=12000, owner_broker=0),
+        ]
+    )
+    for sim in start(doc):
+        with make_client(sim) as client:
+            rig = MoveRig(sim, client, tmp_path, controller={"allow_namespaces": ["*"]})
+            for _ in range(3):
+                rig.window()
+            moved = sim.model.brokers.moves
+            assert moved and {m.namespace for m in moved} == {"public/a"}
+            rig.handler.close()
