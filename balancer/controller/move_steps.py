@@ -19,7 +19,8 @@ A refusal is typed (`UnloadRefusal`, counted and audited): a 412 is `stale` only
 bundle is not in the layout; "Failed to find ownership" (nobody owns it: someone unloaded it
 since the fresh check) is read back like a 204; "The current leader is empty." and
 "Redirected broker's service url is not configured." (validateLeaderBrokerAsync) are
-`failed`, as are a 409 (inactive destination), a 404 (namespace gone) and any other 412.
+`failed`, as are a 409 (inactive destination) and any other 412; a 404 (namespace gone) is
+`stale`.
 
 The modular load manager keeps the destination under the bundle's BARE range, written before
 the namespace and bundle checks: a 404 or a 412 after them leaves the entry behind, and the
@@ -28,13 +29,16 @@ isolation or anti-affinity filter. Pulsar has no call that removes an entry (a b
 destination is never written), so the balancer keeps that refusal rare and contained: the
 fresh ownership check right before the send (a 404/412 then needs a split or a delete in
 between), one move per range in flight per cluster (`ranges_in_flight`: a second move of
-the range would overwrite the first's destination), and its own next move of the range
-overwrites a leftover with a destination it checked. The refusal says which range and
-destination were left behind (detail, audit `refusal`, `pulsar_balancer_move_refusals_total`).
+the range would overwrite the first's destination), and after such a refusal one follow-up
+move (`leftover_cleanup`, reason `clear_leftover`) unloads a bundle with that range to the
+broker that owns it: the entry now names that broker, and that bundle's own lookup uses it
+up in place. The refusal says which range and destination were left behind (detail, audit
+`refusal`, `pulsar_balancer_move_refusals_total`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
@@ -43,14 +47,17 @@ from balancer.controller.journal import Journal, JournalEntry
 from balancer.controller.outcome import Finish, Step, read_back_needed
 from balancer.controller.ports import MovePort
 from balancer.controller.writer_gate import fenced
-from balancer.core.decisions import DecisionKind
-from balancer.core.moves.model import MoveDecision
+from balancer.core.decisions import DecisionKind, stable_id
+from balancer.core.moves.model import MoveDecision, MoveReason
+from balancer.core.moves.placement import is_system_namespace
 from balancer.core.moves.refusals import AFFINITY_LEFT_BEHIND, UnloadRefusal, classify_refusal
 from balancer.core.results import ActionResult
 from balancer.pulsar.errors import PulsarAdminError
 
 if TYPE_CHECKING:
     from balancer.controller.apply import Controller
+
+log = logging.getLogger("balancer.controller.apply")  # the controller's logger
 
 # What Pulsar answered the unload: 204 ("ok"), an error status ("error": it did not act,
 # or did not finish), or nothing ("none": no answer or a crash; it may still be in flight).
@@ -207,6 +214,80 @@ def move_steps(ctl: Controller, decision: MoveDecision, batch_id: str | None) ->
     if step.result in _KEPT:
         return step
     raise Finish.of(step)
+
+
+def leftover_cleanup(
+    ctl: Controller, decision: MoveDecision, refusal: UnloadRefusal | None
+) -> MoveDecision | None:
+    """The follow-up that uses up a destination a refused unload left behind, or None.
+
+    After a 404 or a bundle-not-found 412 the modular load manager's leader keeps
+    `decision.destination` under the bare range; the next lookup of ANY unowned bundle with
+    that range would take it unfiltered, and Pulsar has no call that removes it. So one
+    bundle with that range, of a namespace the controller may act on, is unloaded to the
+    broker that owns it now (`CLEAR_LEFTOVER`): that overwrites the entry with its own
+    owner, and its clients' lookup uses it up and puts it back where it was (its clients
+    reconnect once; no placement rule can be broken). The destination's own bundles are
+    tried first. A `not_owned` refusal needs none: the refused bundle itself is unowned and
+    its lookup takes the destination the plan chose for it."""
+    if refusal not in (UnloadRefusal.BUNDLE_NOT_FOUND, UnloadRefusal.NAMESPACE_GONE):
+        return None
+    if decision.reason is MoveReason.CLEAR_LEFTOVER:
+        return None  # a follow-up is never followed up (no chain)
+    mover, cluster, rng = ctl.mover, decision.cluster, str(decision.bundle)
+    if mover is None:
+        return None
+    try:
+        brokers = list(mover.list_brokers(cluster))
+        brokers.sort(key=lambda b: (b != decision.destination, b))
+        for broker in brokers:
+            for name in sorted(mover.owned_bundles(cluster, broker)):
+                namespace, _, bundle = name.rpartition("/")
+                if (
+                    bundle != rng
+                    or namespace == decision.namespace  # refused: gone or not in the layout
+                    or namespace.count("/") != 1
+                    or is_system_namespace(namespace)
+                    or not ctl.settings.allows(namespace)
+                    or ctl.journal.unsettled_for(DecisionKind.MOVE.value, name) is not None
+                    or ctl.journal.unsettled_for(DecisionKind.SPLIT.value, name) is not None
+                ):
+                    continue
+                return _cleanup_decision(decision, namespace, broker)
+    except PulsarAdminError as exc:
+        log.warning(
+            "moves: the destination %s left for range %s in %s after a refused unload is "
+            "not cleared (ownership unread: %s)",
+            decision.destination, rng, cluster, exc,
+        )  # fmt: skip
+        return None
+    log.warning(
+        "moves: the destination %s left for range %s in %s after a refused unload is not "
+        "cleared: no bundle of an allowed namespace with that range is owned",
+        decision.destination, rng, cluster,
+    )  # fmt: skip
+    return None
+
+
+def _cleanup_decision(decision: MoveDecision, namespace: str, owner: str) -> MoveDecision:
+    return MoveDecision(
+        decision_id=stable_id("move-leftover", decision.decision_id, namespace),
+        cluster=decision.cluster,
+        namespace=namespace,
+        bundle=decision.bundle,
+        source=owner,
+        destination=owner,
+        reason=MoveReason.CLEAR_LEFTOVER,
+        bundle_load_ratio=0.0,
+        msg_rate=0.0,
+        throughput_bytes=0.0,
+        sessions=0,
+        source_load_before=0.0,
+        source_load_after=0.0,
+        destination_load_before=0.0,
+        destination_load_after=0.0,
+        window_end_ms=decision.window_end_ms,
+    )
 
 
 def _wait_same_range(ctl: Controller, decision: MoveDecision, name: str) -> None:

@@ -104,6 +104,10 @@ class MoveReason(StrEnum):
     ABOVE_MEAN = "above_mean"  # the source is over `mean + margin`
     IDLE_BROKER = "idle_broker"  # the destination is under `mean - margin`
     SPLIT_CHILD = "split_child"  # a child of a split decided in the same cycle
+    # Not the decision's: the controller's follow-up after a refused unload left the modular
+    # load manager's destination behind for a bare range: a bundle with that range is
+    # unloaded to the broker that owns it, so its own lookup uses the entry up in place.
+    CLEAR_LEFTOVER = "clear_leftover"
 
 
 class BlockReason(StrEnum):

@@ -23,7 +23,7 @@ class UnloadRefusal(StrEnum):
     LEADER_URL_MISSING = "leader_url_missing"
     # After the leader kept the destination under the bare range (the entry stays behind):
     BUNDLE_NOT_FOUND = "bundle_not_found"  # 412 validateNamespaceBundleRange: layout changed
-    NAMESPACE_GONE = "namespace_gone"  # 404
+    NAMESPACE_GONE = "namespace_gone"  # 404: `stale`
     # 412 "Failed to find ownership for ServiceUnit" (validateNamespaceBundleOwnershipAsync,
     # readOnly): no broker owns the bundle now (unloaded by someone else since the fresh
     # check); its next lookup takes the kept destination: ownership is read back.
