@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Literal
 
 from balancer.controller.journal import Journal, JournalEntry
 from balancer.controller.outcome import Finish, Step, read_back_needed
-from balancer.controller.ports import MovePort
+from balancer.controller.ports import MovePort, PulsarConfigPort
 from balancer.controller.writer_gate import fenced
 from balancer.core.decisions import DecisionKind, stable_id
 from balancer.core.moves.model import MoveDecision, MoveReason
@@ -229,7 +229,9 @@ def leftover_cleanup(
     owner, and its clients' lookup uses it up and puts it back where it was (its clients
     reconnect once; no placement rule can be broken). The destination's own bundles are
     tried first. A `not_owned` refusal needs none: the refused bundle itself is unowned and
-    its lookup takes the destination the plan chose for it."""
+    its lookup takes the destination the plan chose for it. None under the extensible load
+    manager (read from the brokers' runtime configuration when the mover can): it keeps no
+    destination."""
     if refusal not in (UnloadRefusal.BUNDLE_NOT_FOUND, UnloadRefusal.NAMESPACE_GONE):
         return None
     if decision.reason is MoveReason.CLEAR_LEFTOVER:
@@ -238,6 +240,10 @@ def leftover_cleanup(
     if mover is None:
         return None
     try:
+        if isinstance(mover, PulsarConfigPort) and "Extensible" in mover.runtime_configuration(
+            cluster
+        ).get("loadManagerClassName", ""):
+            return None  # the extensible load manager keeps no destination (a transfer)
         brokers = list(mover.list_brokers(cluster))
         brokers.sort(key=lambda b: (b != decision.destination, b))
         for broker in brokers:

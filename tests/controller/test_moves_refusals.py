@@ -255,3 +255,22 @@ def test_on_the_simulator_the_follow_up_leaves_no_entry_behind(tmp_path: Path) -
         assert after == before
         ctl.reconcile()
         assert sorted(e.result or "" for e in ctl.journal.entries()) == ["applied", "stale"]
+
+
+class ExtensibleRefusesOnce(RefusesOnce):
+    def runtime_configuration(self, cluster: str) -> Mapping[str, str]:
+        return {
+            "loadManagerClassName": (
+                "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+            )
+        }
+
+    def set_dynamic_configuration(self, cluster: str, name: str, value: str) -> None: ...
+
+
+def test_no_follow_up_under_the_extensible_load_manager(tmp_path: Path) -> None:
+    mover = ExtensibleRefusesOnce()
+    mover.owner[f"shop/peer/{BUNDLE}"] = DST
+    mover.error = PreconditionFailedError("p", status=412, reason="Cannot find bundle")
+    Rig(tmp_path, mover).controller().handle(move())
+    assert [u[0] for u in mover.unloads] == [NS]
