@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -17,6 +18,7 @@ from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
 from balancer.controller.move_planning import MovePlanner, PlacementReads, RulesCache
+from balancer.controller.move_steps import ranges_in_flight
 from balancer.controller.offload_point import OffloadPointFn, default_offload_point
 from balancer.controller.ports import AdminPort, MovePort, PulsarConfigPort, WriterLease
 from balancer.controller.pulsar_shedder import SwitchSink, SwitchState, check_pulsar_switches
@@ -139,6 +141,7 @@ def move_planner(
     board: BrokerLoadBoard,
     *,
     last_moves_ms: Callable[[str], Mapping[str, int]],
+    ranges_in_flight: Callable[[str], frozenset[str]] = lambda _cluster: frozenset(),
     monotonic: Callable[[], float] = time.monotonic,
 ) -> MovePlanner:
     """The move planner `run` and `plan` share, wired from `moves`."""
@@ -156,6 +159,7 @@ def move_planner(
         window_s=config.spark.window_s,
         last_moves_ms=last_moves_ms,
         movable=controller_settings(config).allows,
+        ranges_in_flight=ranges_in_flight,
     )
 
 
@@ -173,7 +177,13 @@ def build_handler(
     mover = (
         None
         if board is None
-        else move_planner(config, admin, board, last_moves_ms=controller.journal.last_moves)
+        else move_planner(
+            config,
+            admin,
+            board,
+            last_moves_ms=controller.journal.last_moves,
+            ranges_in_flight=partial(ranges_in_flight, controller.journal),
+        )
     )
     return ControllerHandler(
         controller,

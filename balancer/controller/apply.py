@@ -37,7 +37,7 @@ from balancer.controller.breaker import Breakers, BreakerStatus
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal, JournalEntry
 from balancer.controller.layouts import LayoutCache
-from balancer.controller.move_steps import move_steps
+from balancer.controller.move_steps import leftover_cleanup, move_steps
 from balancer.controller.offload_point import OffloadPointFn, default_offload_point
 from balancer.controller.offload_steps import offload_steps
 from balancer.controller.outcome import (
@@ -145,9 +145,15 @@ class Controller:
         return self.apply_offload(decision, batch_id=batch_id)
 
     def apply_move(self, decision: MoveDecision, *, batch_id: str | None = None) -> Outcome:
-        return self._run(
+        outcome = self._run(
             decision, batch_id, decision.reason.value, lambda d, b: move_steps(self, d, b)
         )
+        # A refused unload that left a destination behind: one follow-up move uses it up
+        # (its own outcome, journaled and audited), after this decision's cluster lock.
+        cleanup = leftover_cleanup(self, decision, outcome.refusal)
+        if cleanup is not None:
+            self.apply_move(cleanup, batch_id=batch_id)
+        return outcome
 
     def last_moves(self, cluster: str) -> dict[str, int]:
         """Bundle name -> when its last move was sent (ms), from the journal (a restart
@@ -192,6 +198,7 @@ class Controller:
             decision=decision,
             read_back=step.read_back,
             algorithm_refused=step.algorithm_refused,
+            refusal=step.refusal,
             sessions_moved=(
                 decision.sessions
                 if isinstance(decision, MoveDecision) and step.result in MOVED

@@ -35,11 +35,13 @@ def initial_owner(namespace: str, bundle: BundleRange, brokers: int) -> int:
 
 def lookup_candidate(ns: NamespaceState, cluster: ClusterState, bundle: BundleRange) -> int:
     """The broker the leader gives an unowned bundle: a destination kept by an unload with
-    destinationBroker, used up (ModularLoadManagerImpl.selectBrokerForAssignment takes
-    bundleBrokerAffinityMap's entry first), else the placement hash (Pulsar's load manager
-    picks the least loaded broker)."""
-    if bundle in ns.affinity:
-        return ns.affinity.pop(bundle)
+    destinationBroker for the bundle's RANGE, used up whichever namespace's unload left it
+    (ModularLoadManagerImpl's bundleBrokerAffinityMap is keyed by the bare range and read
+    before any isolation or anti-affinity filter), else the placement hash (Pulsar's load
+    manager picks the least loaded broker)."""
+    kept = cluster.affinity.pop(str(bundle), None)
+    if kept is not None:
+        return kept
     return initial_owner(ns.name, bundle, cluster.broker_count)
 
 
