@@ -67,12 +67,17 @@ def test_classify_refusal(status: int | None, reason: str, refusal: UnloadRefusa
     assert classify_refusal(status, reason) is refusal
 
 
-def outcome_of(rig: Rig, mover: FakeMover, error: Exception):  # type: ignore[no-untyped-def]
+def acting_controller(rig: Rig, mover: FakeMover, error: Exception):  # type: ignore[no-untyped-def]
     mover.error = error  # type: ignore[assignment]
     ctl = rig.controller()
     sink = Sink()
     attach_metrics(ctl, sink)
-    return ctl.handle(move()), sink
+    return ctl, ctl.handle(move()), sink
+
+
+def outcome_of(rig: Rig, mover: FakeMover, error: Exception):  # type: ignore[no-untyped-def]
+    _, outcome, sink = acting_controller(rig, mover, error)
+    return outcome, sink
 
 
 def test_a_leader_without_url_is_failed_not_stale(rig: Rig, mover: FakeMover) -> None:
@@ -91,15 +96,15 @@ def test_not_owned_is_read_back_not_stale(rig: Rig, mover: FakeMover) -> None:
     # Someone unloaded the bundle after the fresh check: nobody owns it when ours arrives.
     mover.then = "unowned"
     mover.applied_anyway = True
-    outcome, sink = outcome_of(
+    ctl, outcome, sink = acting_controller(
         rig, mover, PreconditionFailedError("precondition", status=412, reason=NOT_OWNED)
     )
     assert outcome.result is ActionResult.UNKNOWN, outcome.detail  # rechecked, not stale
     assert outcome.refusal is UnloadRefusal.NOT_OWNED
     assert f"keeps destination {DST} for range {BUNDLE}" in outcome.detail
     assert sink.refusals == [("east", UnloadRefusal.NOT_OWNED)]
-    # Its next lookup takes the kept destination: the recheck settles it applied.
-    ctl = rig.controller()
+    # Its next lookup takes the kept destination: the process's own recheck (it wrote the
+    # intent, so it settles it) finds it applied.
     mover.lookup(NAME, DST)
     rig.clock.advance(5)
     assert ctl.reconcile() == [(outcome.decision_id, ActionResult.APPLIED)]
