@@ -46,13 +46,13 @@ class ResourceUsage:
 
 @dataclass(frozen=True, slots=True)
 class LoadWeights:
-    """Weights of each resource in a broker's load. Defaults are Pulsar's
-    (`loadBalancerCPUResourceWeight`, `...BandwithInResourceWeight`, `...BandwithOutResourceWeight`
-    1.0; memory and direct memory 0 in current releases)."""
+    """Weights of each resource in a broker's load. Defaults are Pulsar's (ServiceConfiguration
+    `loadBalancer{CPU,Memory,DirectMemory,BandwithIn,BandwithOut}ResourceWeight`: all 1.0 in
+    3.x and 4.x; the memory weight is deprecated since 3.0.0 yet still 1.0 and counted)."""
 
     cpu: float = 1.0
-    memory: float = 0.0
-    direct_memory: float = 0.0
+    memory: float = 1.0
+    direct_memory: float = 1.0
     bandwidth_in: float = 1.0
     bandwidth_out: float = 1.0
 

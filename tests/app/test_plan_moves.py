@@ -84,7 +84,9 @@ def test_a_restarted_broker_gets_moves_with_loads_before_and_after(
     brokers = {b["broker"]: b for b in doc["brokers"]}
     assert len(brokers) == 3
     assert all(b["source"] == "load_report" for b in brokers.values())
-    assert brokers[idle]["load_before"] < 0.05 < brokers[idle]["load_after"]
+    # Its cpu and bandwidth are near 0; memory (weight 1.0, Pulsar's default) keeps a floor.
+    least = min(b["load_before"] for b in brokers.values())
+    assert brokers[idle]["load_before"] == least < brokers[idle]["load_after"]
     assert max(b["load_after"] for b in brokers.values()) < max(
         b["load_before"] for b in brokers.values()
     )
