@@ -17,6 +17,7 @@ from typing import Protocol
 
 from balancer.controller.broker_board import BrokerLoadBoard, BrokerWindow
 from balancer.core.broker_load import (
+    REPORT_SETTLE_MS,
     BrokerCapacity,
     BrokerLoad,
     broker_load_from_bundles,
@@ -161,10 +162,13 @@ class MovePlanner:
         window_s: float,
         last_moves_ms: Callable[[str], Mapping[str, int]],
         movable: Callable[[str], bool] = lambda _namespace: True,
+        report_settle_ms: int = REPORT_SETTLE_MS,
     ) -> None:
         """`movable`: namespaces the controller may act on (its allow/deny lists): the
         others' bundles still load their brokers but are never moved, so they take no
-        part of a cycle's move budget."""
+        part of a cycle's move budget. `report_settle_ms`: a broker's reports count again
+        once polled this long after a move from or to it (before, its usages still
+        describe the old layout: `balancer.core.broker_load.REPORT_SETTLE_MS`)."""
         self.board = board
         self.movable = movable
         self.rules = rules
@@ -172,6 +176,7 @@ class MovePlanner:
         self.capacity_of = capacity_of
         self.window_ms = int(window_s * 1000)
         self.last_moves_ms = last_moves_ms
+        self.report_settle_ms = report_settle_ms
         self.last_loads: dict[str, ClusterLoads] = {}  # cluster -> its newest window's
         self.last_plans: dict[str, MovePlan] = {}
         # (cluster, broker) -> (when a plan moved a bundle from or to it, its projected load):
@@ -193,8 +198,10 @@ class MovePlanner:
         Bundle loads are the closed window's; broker loads are the load reports of the last
         window length before `now_ms` (the freshest picture of what each broker carries),
         less those a broker gave before a move this planner made from or to it. A broker
-        left with no report since its move counts at the load the plan projected for it,
-        so a move is not decided twice on the reports of before it."""
+        left with no report polled `report_settle_ms` after its move counts at the load
+        the plan projected for it, so a move is not decided twice on usages sampled
+        before it (Pulsar samples cpu and bandwidth once a minute, each sample the
+        average of the minute before)."""
         windows = self.board.window(cluster, start_ms=now_ms - self.window_ms, end_ms=now_ms + 1)
         if not windows:
             return None
@@ -257,7 +264,8 @@ class MovePlanner:
             if window.last_poll_ms > moved[0]:
                 del self._moved[(cluster, window.broker)]
             return window
-        fresh = tuple(r for r in window.reports if r.timestamp_ms > moved[0])
+        settled_ms = moved[0] + self.report_settle_ms
+        fresh = tuple(r for r in window.reports if r.timestamp_ms >= settled_ms)
         if fresh:
             del self._moved[(cluster, window.broker)]  # its reports show the move now
         return replace(window, reports=fresh) if fresh else window

@@ -19,6 +19,15 @@ from math import fsum
 
 from balancer.core.load import BundleLoad
 
+# How often a broker samples its cpu and bandwidth (Pulsar's
+# loadBalancerHostUsageCheckIntervalMinutes, 1): each sample is the average over the interval
+# before it (LinuxBrokerHostUsageImpl: usage deltas between two collections).
+USAGE_INTERVAL_MS = 60_000
+# A report polled this long after an unload shows none of the old layout: its newest sample
+# may have been taken up to one interval before the poll and averages the interval before
+# that, so one interval is not enough (the first report after a move still shows old load).
+REPORT_SETTLE_MS = 2 * USAGE_INTERVAL_MS
+
 
 class Resource(StrEnum):
     """The resources of `LocalBrokerData`, spelt as Pulsar's JSON keys."""
@@ -72,7 +81,7 @@ class BrokerLoadReport:
 
     cluster: str
     broker: str  # broker id, `host:port` as `GET /admin/v2/brokers/{cluster}` lists it
-    timestamp_ms: int  # when the collector read it (the report's lastUpdate when given)
+    timestamp_ms: int  # when the balancer polled it (its own clock: never lastUpdate)
     resources: Mapping[Resource, ResourceUsage]
     msg_rate_in: float = 0.0
     msg_rate_out: float = 0.0
@@ -83,6 +92,10 @@ class BrokerLoadReport:
     num_producers: int = 0
     num_consumers: int = 0
     bundles: tuple[str, ...] = ()  # "tenant/ns/0x..._0x..." the broker owns
+    # LocalBrokerData.lastUpdate: when the broker last WROTE its report to the metadata store
+    # (ModularLoadManagerImpl.writeBrokerDataOnZooKeeper: on a > 10 % change or every 15
+    # min), not when the usages were sampled. Kept for display only; 0 when not given.
+    last_update_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,7 +97,10 @@ def parse_leader(body: Any) -> LeaderBroker:
 
 
 def parse_load_report(body: Any, *, cluster: str, broker: str, read_at_ms: int) -> BrokerLoadReport:
-    """LocalBrokerData -> BrokerLoadReport (timestamp: its lastUpdate, else `read_at_ms`)."""
+    """LocalBrokerData -> BrokerLoadReport timed `read_at_ms`. Its `lastUpdate` is when the
+    broker last wrote the report to the metadata store (ModularLoadManagerImpl
+    .writeBrokerDataOnZooKeeper, only on a > 10 % change or every 15 min), not when its
+    usages were sampled: kept as `last_update_ms`, never used as the report's time."""
     what = f"load-report of {broker}"
     data = json_object(body, what)
     resources: dict[Resource, ResourceUsage] = {}
@@ -117,7 +120,8 @@ def parse_load_report(body: Any, *, cluster: str, broker: str, read_at_ms: int) 
     return BrokerLoadReport(
         cluster=cluster,
         broker=broker,
-        timestamp_ms=last_update if last_update > 0 else read_at_ms,
+        timestamp_ms=read_at_ms,
+        last_update_ms=max(last_update, 0),
         resources=resources,
         msg_rate_in=number(data, "msgRateIn", what),
         msg_rate_out=number(data, "msgRateOut", what),

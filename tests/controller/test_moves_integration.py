@@ -22,6 +22,7 @@ from balancer.collector.service import Collector
 from balancer.controller.broker_board import BrokerLoadBoard
 from balancer.controller.clock import FakeClock
 from balancer.controller.handler import ControllerHandler
+from balancer.core.broker_load import USAGE_INTERVAL_MS
 from balancer.core.decisions import DecisionKind
 from balancer.core.load import BundleLoad, roll_up
 from balancer.core.moves.decide import is_balanced
@@ -105,9 +106,14 @@ class MoveRig:
         self.handler.handle(batch_report(self.batches, end_ms, loads))
 
     def broker_loads(self) -> dict[str, float]:
-        """Each broker's load now, from the collector's newest poll (as the planner sees it)."""
+        """Each broker's load now, from the collector's newest poll (as the planner sees it):
+        two usage samples after the last unloads (a broker samples cpu and bandwidth once a
+        minute, each sample the minute before it: `balancer.sim.broker_loads`)."""
         self.advance(1)  # the clients' lookups after the last unloads
         self.collector.poll_once()
+        for _ in range(2):
+            self.advance(USAGE_INTERVAL_MS / 1000)
+            self.collector.poll_once()
         now_ms = self.clock.now_ms()
         mover = self.handler.mover
         assert mover is not None
@@ -219,9 +225,10 @@ def test_dry_run_sends_no_unload(
 ) -> None:
     rig = MoveRig(sim, client, tmp_path, mode="dry-run")
     start_owners = owners(sim)
-    run_windows(rig, 2)
+    run_windows(rig, 1)
     planned = rig.outcomes()
     assert planned and {o.result for o in planned} == {ActionResult.DRY_RUN}
+    run_windows(rig, 1)
     assert sim.model.brokers.moves == []
     assert sim.model.requests(route="unload") == 0
     assert owners(sim) == start_owners

@@ -71,16 +71,39 @@ def broker_states(
     out = []
     for load in sorted(loads, key=lambda item: item.broker):
         capacity = inferred[load.broker] or median or configured[load.broker]
+        floor, traffic = _floor_and_traffic(load, weights)
         out.append(
             BrokerState(
                 broker=load.broker,
                 load_ratio=load.load_ratio,
+                floor_ratio=floor,
+                traffic_ratio=traffic,
                 capacity=capacity,
                 topic_count=load.topic_count,
                 failure_domain=domains.get(load.broker),
             )
         )
     return out
+
+
+def _floor_and_traffic(load: BrokerLoad, weights: LoadWeights) -> tuple[float, float]:
+    """The load's part no move changes (memory, direct memory, weighted) and its part that
+    follows traffic (cpu, bandwidth), each at most the load ratio (a projected load keeps
+    the window's resource ratios, from before the moves)."""
+    ratios = load.resource_ratios
+    floor = max(
+        ratios.get(Resource.MEMORY, 0.0) * weights.memory,
+        ratios.get(Resource.DIRECT_MEMORY, 0.0) * weights.direct_memory,
+    )
+    floor = min(floor, load.load_ratio)
+    if load.load_ratio > floor + 1e-9 or not ratios:
+        return floor, load.load_ratio
+    traffic = max(
+        ratios.get(Resource.CPU, 0.0) * weights.cpu,
+        ratios.get(Resource.BANDWIDTH_IN, 0.0) * weights.bandwidth_in,
+        ratios.get(Resource.BANDWIDTH_OUT, 0.0) * weights.bandwidth_out,
+    )
+    return floor, min(traffic, load.load_ratio)
 
 
 def bundle_states(
