@@ -5,8 +5,10 @@ Balancers, each called once a minute on the same cluster model (`bench.broker_cl
 
 - ours: `balancer.core.moves.decide.decide_moves` on each broker's load
   (`balancer.core.broker_load.broker_load_from_reports` over a load report built from the
-  model) and its bundles' window loads, with the default `MoveSettings` and the scenario's
-  isolation policies; one decision per 60 s window, its moves in effect from the next window;
+  model) and its bundles' window loads, each broker's capacity inferred from its report as
+  `run` infers it (`balancer.core.moves.inputs.broker_states`: never the model's true
+  capacity), with the default `MoveSettings` and the scenario's isolation policies; one
+  decision per 60 s window, its moves in effect from the next window;
 - threshold, uniform: the modular load manager with `ThresholdShedder` (the default) or
   `UniformLoadShedder`, placement `LeastLongTermMessageRate` with bundles distributed
   evenly (`bench.pulsar_shedders`);
@@ -35,16 +37,17 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Protocol
 
+from balancer.app.moves_config import MovesConfig
 from balancer.core.broker_load import (
     BrokerLoadReport,
-    LoadWeights,
     Resource,
     ResourceUsage,
     broker_load_from_reports,
 )
 from balancer.core.load import BundleLoad
 from balancer.core.moves.decide import decide_moves, is_balanced
-from balancer.core.moves.model import BrokerState, BundleState, MoveSettings, PlacementRules
+from balancer.core.moves.inputs import broker_states
+from balancer.core.moves.model import BundleState, MoveSettings, PlacementRules
 from bench.broker_cluster import (
     ClusterScenario,
     ClusterState,
@@ -75,7 +78,7 @@ class Ours:
         cluster = state.scenario.name
         now_ms = int(now_s * 1000)
         rates = state.broker_rates()
-        brokers = []
+        loads = []
         for spec in state.brokers:
             r = rates[spec.broker]
             owned = state.bundles_of(spec.broker)
@@ -118,17 +121,19 @@ class Ours:
                 )
                 for b in owned
             ]
-            load = broker_load_from_reports(
-                [report], bundle_loads, weights=LoadWeights(), window_end_ms=now_ms
-            )
-            brokers.append(
-                BrokerState(
-                    broker=spec.broker,
-                    load_ratio=load.load_ratio,
-                    capacity=spec.capacity,
-                    topic_count=report.num_topics,
+            loads.append(
+                broker_load_from_reports(
+                    [report], bundle_loads, weights=self.settings.weights, window_end_ms=now_ms
                 )
             )
+        # What `run` does: capacity inferred from the reports (the configured default where
+        # none can be), never the model's true capacity.
+        configured = MovesConfig().capacity_of
+        brokers = broker_states(
+            loads,
+            weights=self.settings.weights,
+            configured={spec.broker: configured(cluster, spec.broker) for spec in state.brokers},
+        )
         bundles = [
             BundleState(
                 namespace=b.namespace,
