@@ -3,9 +3,10 @@ times a weight (Pulsar's `LocalBrokerData.getMaxResourceUsageWithWeight`), plus 
 msg rate and throughput of the bundles it owns.
 
 A `BrokerLoadReport` is one sample of Pulsar's `GET /admin/v2/broker-stats/load-report`
-(the modular load manager's `LocalBrokerData`). Brokers whose report is not available (the
-extensible load manager answers that route with an error) get a load derived from their
-bundles against a configured `BrokerCapacity`, and say so in `BrokerLoad.source`.
+(the modular load manager's `LocalBrokerData`), or of the same usages in
+`GET /admin/v2/broker-stats/metrics` (`BrokerLoadData.toMetrics`: the extensible load
+manager answers load-report with a 500). Brokers with neither get a load derived from
+their bundles against a configured `BrokerCapacity`, and say so in `BrokerLoad.source`.
 
 Purely computational, with no side effects; time is passed in.
 """
@@ -75,6 +76,19 @@ class LoadWeights:
         }[resource]
 
 
+class LoadSource(StrEnum):
+    LOAD_REPORT = "load_report"  # resource usages from the broker's load report (modular)
+    # The same usages from `GET /admin/v2/broker-stats/metrics` (`brk_lb_*`, what the
+    # extensible load manager publishes: its load-report route answers 500).
+    METRICS = "metrics"
+    BUNDLES = "bundles"  # no usages: its bundles' load against a configured capacity
+
+    @property
+    def measured(self) -> bool:
+        """The broker's own resource usages, not a configured guess."""
+        return self is not LoadSource.BUNDLES
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerLoadReport:
     """One sample of a broker's load report (`LocalBrokerData`), as the collector read it."""
@@ -96,6 +110,7 @@ class BrokerLoadReport:
     # (ModularLoadManagerImpl.writeBrokerDataOnZooKeeper: on a > 10 % change or every 15
     # min), not when the usages were sampled. Kept for display only; 0 when not given.
     last_update_ms: int = 0
+    origin: LoadSource = LoadSource.LOAD_REPORT  # the route read (LOAD_REPORT or METRICS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +120,6 @@ class BrokerCapacity:
 
     max_msg_rate: float  # msg/s, in + out
     max_throughput_bytes: float  # bytes/s, in + out
-
-
-class LoadSource(StrEnum):
-    LOAD_REPORT = "load_report"  # resource usages from the broker's load report
-    BUNDLES = "bundles"  # no report: its bundles' load against a configured capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +202,7 @@ def broker_load_from_reports(
         broker=broker,
         window_end_ms=window_end_ms,
         load_ratio=load_ratio(resources, weights),
-        source=LoadSource.LOAD_REPORT,
+        source=max(reports, key=lambda r: r.timestamp_ms).origin,
         resource_ratios={r: u.ratio for r, u in resources.items()},
         msg_rate=msg_rate,
         throughput_bytes=throughput,

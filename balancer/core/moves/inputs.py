@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from balancer.core.broker_load import BrokerCapacity, BrokerLoad, LoadSource, LoadWeights, Resource
+from balancer.core.broker_load import BrokerCapacity, BrokerLoad, LoadWeights, Resource
 from balancer.core.load import BundleLoad
 from balancer.core.moves.model import BrokerState, BundleState
 
@@ -48,7 +48,7 @@ def infer_capacity(
     """Each term of what the broker carries at load 1.0, from its report's ratios and its
     bundles' rates, where they say enough (see the module docstring); `mean_*`: the
     cluster's mean per broker."""
-    if load.source is not LoadSource.LOAD_REPORT:
+    if not load.source.measured:
         return InferredCapacity(None, None)
     cpu = load.resource_ratios.get(Resource.CPU, 0.0) * weights.cpu
     bandwidth = max(
@@ -92,7 +92,7 @@ def capacities(
     configured: Mapping[str, BrokerCapacity],
 ) -> dict[str, BrokerCapacity]:
     """Broker -> its capacity for the decision (inferred, bounded, filled; never infinite)."""
-    reported = [load for load in loads if load.source is LoadSource.LOAD_REPORT]
+    reported = [load for load in loads if load.source.measured]
     n = max(len(reported), 1)
     mean_rate = sum(load.msg_rate for load in reported) / n
     mean_bytes = sum(load.throughput_bytes for load in reported) / n
