@@ -179,6 +179,8 @@ class MovePlanner:
         self.report_settle_ms = report_settle_ms
         self.last_loads: dict[str, ClusterLoads] = {}  # cluster -> its newest window's
         self.last_plans: dict[str, MovePlan] = {}
+        # cluster -> brokers without measured usages beside measured ones: no moves there
+        self.unmeasured: dict[str, tuple[str, ...]] = {}
         # (cluster, broker) -> (when a plan moved a bundle from or to it, its projected load):
         # its load reports from before then describe bundles it no longer has (or not yet).
         self._moved: dict[tuple[str, str], tuple[int, float]] = {}
@@ -217,6 +219,8 @@ class MovePlanner:
             tuple(self._projected(cluster, load) for load in loads.brokers), loads.owners
         )
         self.last_loads[cluster] = loads
+        if not self._all_measured_alike(cluster, loads):
+            return None
         try:
             rules = self.rules.rules(cluster, [b.namespace for b in bundles])
         except Exception as exc:  # an admin error: no move without the rules
@@ -255,6 +259,27 @@ class MovePlanner:
                 plan.loads_after[move.destination],
             )
         return plan
+
+    def _all_measured_alike(self, cluster: str, loads: ClusterLoads) -> bool:
+        """Brokers measured from their own usages (load report, load metrics) and brokers
+        whose load is a configured guess (their bundles against `broker_capacity`) are
+        never compared in one plan: the cluster gets no moves while both kinds are in it
+        (logged when the set of unmeasured brokers changes)."""
+        unmeasured = tuple(sorted(b.broker for b in loads.brokers if not b.source.measured))
+        mixed = bool(unmeasured) and len(unmeasured) < len(loads.brokers)
+        shown = unmeasured if mixed else ()
+        if self.unmeasured.get(cluster, ()) != shown:
+            if mixed:
+                log.warning(
+                    "moves: %s: no moves while %s cannot be measured (no load report nor "
+                    "load metrics) beside brokers that can: their loads are not comparable",
+                    cluster,
+                    ", ".join(unmeasured),
+                )
+            else:
+                log.info("moves: %s: every broker is measured alike again", cluster)
+        self.unmeasured[cluster] = shown
+        return not mixed
 
     def _since_move(self, cluster: str, window: BrokerWindow) -> BrokerWindow:
         moved = self._moved.get((cluster, window.broker))

@@ -124,3 +124,33 @@ def test_a_moves_projection_holds_until_a_report_polled_after_the_usage_lag() ->
     third = planner.plan("c", bundles, window_end_ms=t2, now_ms=t2)
     assert third is not None and third.moves == ()
     assert third.loads_before["a:1"] == 0.41
+
+
+def test_measured_and_guessed_brokers_are_never_compared_in_one_plan() -> None:
+    # issue 41 point 10: b:1 has no report (its load would be its bundles against the
+    # configured capacity): a:1's measured 0.9 is not compared with that guess.
+    board = BrokerLoadBoard(retain_ms=3_600_000)
+    planner = MovePlanner(
+        board,
+        RulesCache(NoRules(), ttl_s=60, max_topics_per_broker=50_000, monotonic=lambda: 0.0),
+        settings=MoveSettings(grace_period_s=0),
+        capacity_of=lambda c, b: CAPACITY,
+        window_s=60,
+        last_moves_ms=lambda c: {},
+    )
+    t0 = 600_000
+    owned_a = frozenset(f"{NS}/{RANGES[i]}" for i in range(6))
+    board.record(BrokerSample("c", "a:1", t0, report("a:1", 0.9, 60_000.0, 0), owned_a))
+    board.record(BrokerSample("c", "b:1", t0, None, frozenset({f"{NS}/{RANGES[6]}"})))
+    bundles = [bundle(i, t0) for i in range(7)]
+    assert planner.plan("c", bundles, window_end_ms=t0, now_ms=t0) is None
+    assert planner.unmeasured == {"c": ("b:1",)}
+    # Once b:1 is measured too, the cluster is planned again.
+    board.record(
+        BrokerSample(
+            "c", "b:1", t0 + 1, report("b:1", 0.1, 10_000.0, 0), frozenset({f"{NS}/{RANGES[6]}"})
+        )
+    )
+    plan = planner.plan("c", bundles, window_end_ms=t0, now_ms=t0 + 2)
+    assert plan is not None and plan.moves
+    assert planner.unmeasured == {"c": ()}
