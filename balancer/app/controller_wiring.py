@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -17,6 +18,7 @@ from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
 from balancer.controller.move_planning import MovePlanner, PlacementReads, RulesCache
+from balancer.controller.move_steps import ranges_in_flight
 from balancer.controller.offload_point import OffloadPointFn, default_offload_point
 from balancer.controller.ports import AdminPort, MovePort, PulsarConfigPort, WriterLease
 from balancer.controller.pulsar_shedder import SwitchSink, SwitchState, check_pulsar_switches
@@ -50,16 +52,18 @@ def build_controller(
     lease: WriterLease | None = None,
     audit_fields: Mapping[str, object] | None = None,
     offload_point: OffloadPointFn = default_offload_point,
+    role: str = "run",
 ) -> Controller:
     """A controller wired from the config (journal, audit log, limits, breakers).
     `audit_fields` go into every audit record; `offload_point` replaces the size rule
-    (`apply PLAN` offloads up to the planned point)."""
+    (`apply PLAN` offloads up to the planned point); `role` names the process in the
+    journal's writer ids (`run`, `apply`)."""
     clock = clock or SystemClock()
     c = config.controller
     return Controller(
         admin,
         settings=controller_settings(config),
-        journal=Journal(journal_path or c.journal_path),
+        journal=Journal(journal_path or c.journal_path, role=role),
         audit=AuditLog(audit_path or c.audit_log_path, fields=audit_fields),
         limits=ActionLimits(
             splits_per_minute=c.rate_limits.splits_per_minute,
@@ -137,6 +141,7 @@ def move_planner(
     board: BrokerLoadBoard,
     *,
     last_moves_ms: Callable[[str], Mapping[str, int]],
+    ranges_in_flight: Callable[[str], frozenset[str]] = lambda _cluster: frozenset(),
     monotonic: Callable[[], float] = time.monotonic,
 ) -> MovePlanner:
     """The move planner `run` and `plan` share, wired from `moves`."""
@@ -154,6 +159,7 @@ def move_planner(
         window_s=config.spark.window_s,
         last_moves_ms=last_moves_ms,
         movable=controller_settings(config).allows,
+        ranges_in_flight=ranges_in_flight,
     )
 
 
@@ -171,7 +177,13 @@ def build_handler(
     mover = (
         None
         if board is None
-        else move_planner(config, admin, board, last_moves_ms=controller.journal.last_moves)
+        else move_planner(
+            config,
+            admin,
+            board,
+            last_moves_ms=controller.journal.last_moves,
+            ranges_in_flight=partial(ranges_in_flight, controller.journal),
+        )
     )
     return ControllerHandler(
         controller,

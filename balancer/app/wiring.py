@@ -176,6 +176,9 @@ class AppHandler:
                     broker_loads.get(cluster, ()),
                     self.controller.last_move_plans.get(cluster),
                 )
+                self.metrics.move_path.set_rules_unreadable(
+                    cluster, cluster in self.controller.mover.unreadable_rules
+                )
         ranked = sorted(
             ((b, max_ratio(b, self.limits(b.namespace))) for b in report.bundles),
             key=lambda pair: -pair[1],

@@ -37,7 +37,7 @@ from balancer.controller.breaker import Breakers, BreakerStatus
 from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.journal import Journal, JournalEntry
 from balancer.controller.layouts import LayoutCache
-from balancer.controller.move_steps import move_steps
+from balancer.controller.move_steps import leftover_cleanup, move_steps
 from balancer.controller.offload_point import OffloadPointFn, default_offload_point
 from balancer.controller.offload_steps import offload_steps
 from balancer.controller.outcome import (
@@ -145,9 +145,15 @@ class Controller:
         return self.apply_offload(decision, batch_id=batch_id)
 
     def apply_move(self, decision: MoveDecision, *, batch_id: str | None = None) -> Outcome:
-        return self._run(
+        outcome = self._run(
             decision, batch_id, decision.reason.value, lambda d, b: move_steps(self, d, b)
         )
+        # A refused unload that left a destination behind: one follow-up move uses it up
+        # (its own outcome, journaled and audited), after this decision's cluster lock.
+        cleanup = leftover_cleanup(self, decision, outcome.refusal)
+        if cleanup is not None:
+            self.apply_move(cleanup, batch_id=batch_id)
+        return outcome
 
     def last_moves(self, cluster: str) -> dict[str, int]:
         """Bundle name -> when its last move was sent (ms), from the journal (a restart
@@ -192,6 +198,7 @@ class Controller:
             decision=decision,
             read_back=step.read_back,
             algorithm_refused=step.algorithm_refused,
+            refusal=step.refusal,
             sessions_moved=(
                 decision.sessions
                 if isinstance(decision, MoveDecision) and step.result in MOVED
@@ -340,9 +347,17 @@ class Controller:
         An intent whose check fails (cluster down) stays pending for the next call; an
         `unknown` action Pulsar does not show yet stays unknown until `unknown_settle_s`; a
         `started` offload is followed until SUCCESS or ERROR, at most `offload_follow_s`.
+
+        Only this process's actions are settled, and those whose writer is provably gone
+        (taken over first: `Journal.claim`): another process's open intent is its action in
+        flight (an `apply` beside `run`). In dry-run nothing is settled: a balancer that
+        acts on nothing writes no outcome, counts none and audits none; open intents wait
+        for the next process that acts.
         """
         settled: list[tuple[str, ActionResult]] = []
         rechecked: list[Outcome] = []
+        if self.settings.mode == "dry-run":
+            return settled
         # A cluster whose actions are in flight (its lock held) is left for a later call:
         # its open intents are those actions, not a crash's, and waiting would hold the
         # other clusters up.
@@ -353,6 +368,8 @@ class Controller:
             try:
                 if entry.decision_id not in {e.decision_id for e in self.journal.pending()}:
                     continue  # settled by its action just before we got the lock
+                if not self.journal.claim(entry):
+                    continue  # another process's action, in flight: its writer settles it
                 try:
                     with routed_to(entry.cluster):
                         result, detail = reconcile_entry(
@@ -373,6 +390,8 @@ class Controller:
             (self.journal.started, self._follow),
         ):
             for entry in entries():  # started() is read after the rechecks ran
+                if not self.journal.claim(entry):
+                    continue  # another running process's action: it rechecks it
                 lock = self._cluster_lock(entry.cluster)
                 if not lock.acquire(blocking=False):
                     continue
@@ -455,7 +474,7 @@ class Controller:
         self.audit.write({
             "at_ms": self.clock.now_ms(), how: True, "decision_id": entry.decision_id,
             "kind": entry.kind, "intent": entry.payload, "result": result.value,
-            "detail": detail,
+            "detail": detail, "writer": entry.writer, "settled_by": self.journal.writer_id,
         })  # fmt: skip
 
     def close(self) -> None:

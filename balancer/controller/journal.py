@@ -7,16 +7,28 @@ reconciled against Pulsar's state (never blindly re-applied); so are outcomes re
 offloads recorded `started` (Pulsar runs them), followed until their status settles. Handled
 batch ids are kept too, so a replayed batch is recognised. Each write is its own transaction,
 fsynced (`synchronous=FULL`), so a crash loses at most the step in progress.
+
+Each intent names the process that wrote it (`writer`, see journal_writers): a process
+settles only its own unsettled actions and those whose writer is provably gone, which it
+first claims (`claim`), so an `apply` running beside `run` on one journal keeps its
+in-flight intents, and two processes never settle the same one. A journal written before
+writers were named gains the column on open; its rows have no writer and count as a gone
+writer's.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from balancer.controller.journal_writers import WriterRegistry
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS actions (
@@ -31,7 +43,8 @@ CREATE TABLE IF NOT EXISTS actions (
     intent_at_ms  INTEGER NOT NULL,
     result        TEXT,              -- NULL until the outcome is known
     detail        TEXT,
-    outcome_at_ms INTEGER
+    outcome_at_ms INTEGER,
+    writer        TEXT               -- the process that wrote it, then the one settling it
 );
 CREATE INDEX IF NOT EXISTS actions_pending ON actions (result) WHERE result IS NULL;
 CREATE INDEX IF NOT EXISTS actions_key ON actions (action_key);
@@ -44,6 +57,12 @@ CREATE TABLE IF NOT EXISTS batches (
     handled_at_ms INTEGER NOT NULL
 );
 """
+
+
+_COLUMNS = (
+    "decision_id, kind, cluster, namespace, target, action_key, payload, batch_id, "
+    "intent_at_ms, result, detail, outcome_at_ms, writer"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +79,7 @@ class JournalEntry:
     result: str | None
     detail: str | None
     outcome_at_ms: int | None
+    writer: str | None = None  # None: written before writers were named
 
     @property
     def pending(self) -> bool:
@@ -67,9 +87,11 @@ class JournalEntry:
 
 
 class Journal:
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, role: str = "run") -> None:
+        """`role` names the process in its writer id (`run`, `apply`)."""
         self.path = Path(path)
-        if str(path) != ":memory:":
+        memory = str(path) == ":memory:"
+        if not memory:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         # One connection used from whichever thread runs the batch; the lock serialises it.
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
@@ -78,6 +100,14 @@ class Journal:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.executescript(_SCHEMA)
+            if "writer" not in self._column_names():  # a journal from before writers
+                try:
+                    self._conn.execute("ALTER TABLE actions ADD COLUMN writer TEXT")
+                except sqlite3.OperationalError as exc:  # another process added it first
+                    if "duplicate column" not in str(exc):
+                        raise
+        self._columns = _COLUMNS
+        self.writers: WriterRegistry | None = WriterRegistry(None if memory else self.path, role)
 
     @classmethod
     def open_read_only(cls, path: Path | str) -> Journal:
@@ -87,11 +117,25 @@ class Journal:
         uri = f"{journal.path.resolve().as_uri()}?mode=ro"
         journal._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         journal._lock = threading.Lock()
+        journal.writers = None
+        journal._columns = _COLUMNS
+        if "writer" not in journal._column_names():  # not migrated: read it as it is
+            journal._columns = _COLUMNS.replace(", writer", ", NULL AS writer")
         return journal
+
+    def _column_names(self) -> set[str]:
+        return {str(row[1]) for row in self._conn.execute("PRAGMA table_info(actions)")}
+
+    @property
+    def writer_id(self) -> str | None:
+        """This process's writer id (None: opened read-only)."""
+        return None if self.writers is None else self.writers.writer_id
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+        if self.writers is not None:
+            self.writers.close()
 
     def _row(self, row: tuple[Any, ...] | None) -> JournalEntry | None:
         if row is None:
@@ -109,17 +153,13 @@ class Journal:
             result=row[9],
             detail=row[10],
             outcome_at_ms=row[11],
+            writer=row[12],
         )
-
-    _COLUMNS = (
-        "decision_id, kind, cluster, namespace, target, action_key, payload, batch_id, "
-        "intent_at_ms, result, detail, outcome_at_ms"
-    )
 
     def get(self, decision_id: str) -> JournalEntry | None:
         with self._lock:
             row = self._conn.execute(
-                f"SELECT {self._COLUMNS} FROM actions WHERE decision_id = ?", (decision_id,)
+                f"SELECT {self._columns} FROM actions WHERE decision_id = ?", (decision_id,)
             ).fetchone()
         return self._row(row)
 
@@ -142,8 +182,8 @@ class Journal:
                 self._conn.execute("BEGIN IMMEDIATE")
                 cursor = self._conn.execute(
                     "INSERT OR IGNORE INTO actions (decision_id, kind, cluster, namespace, "
-                    "target, action_key, payload, batch_id, intent_at_ms) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "target, action_key, payload, batch_id, intent_at_ms, writer) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         decision_id,
                         kind,
@@ -154,6 +194,7 @@ class Journal:
                         json.dumps(payload, sort_keys=True, default=str),
                         batch_id,
                         at_ms,
+                        self.writer_id,
                     ),
                 )
                 self._conn.execute("COMMIT")
@@ -169,6 +210,30 @@ class Journal:
                 "WHERE decision_id = ?",
                 (result, detail, at_ms, decision_id),
             )
+
+    def claim(self, entry: JournalEntry) -> bool:
+        """May this process settle `entry`? Yes when it wrote it; when its writer is gone
+        (or unnamed: an old journal), only if this process takes it over first: the takeover
+        is a compare-and-set on the writer, so of two processes finding the same writer gone
+        one settles it. No while its writer runs (its action may be in flight)."""
+        if self.writers is None:
+            return False
+        if entry.writer == self.writer_id:
+            return True
+        if self.writers.alive(entry.writer):
+            return False
+        with self._lock:
+            cursor = self._conn.execute(
+                "UPDATE actions SET writer = ? WHERE decision_id = ? AND writer IS ?",
+                (self.writer_id, entry.decision_id, entry.writer),
+            )
+        taken = cursor.rowcount == 1
+        if taken:
+            log.info(
+                "journal: %s %s of writer %s (gone) taken over by %s", entry.kind,
+                entry.decision_id, entry.writer or "unnamed (an older journal)", self.writer_id,
+            )  # fmt: skip
+        return taken
 
     def add_to_payload(self, decision_id: str, **fields: Any) -> None:
         """Merge `fields` into the entry's payload (what a recheck must know of the call)."""
@@ -207,7 +272,7 @@ class Journal:
         """Intents with no outcome: a crash happened between the call and its record."""
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {self._COLUMNS} FROM actions WHERE result IS NULL ORDER BY intent_at_ms"
+                f"SELECT {self._columns} FROM actions WHERE result IS NULL ORDER BY intent_at_ms"
             ).fetchall()
         return [e for e in (self._row(r) for r in rows) if e is not None]
 
@@ -215,7 +280,7 @@ class Journal:
         """Actions sent without an answer whose effect Pulsar did not show yet (to recheck)."""
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {self._COLUMNS} FROM actions WHERE result = 'unknown' "
+                f"SELECT {self._columns} FROM actions WHERE result = 'unknown' "
                 "ORDER BY intent_at_ms"
             ).fetchall()
         return [e for e in (self._row(r) for r in rows) if e is not None]
@@ -224,7 +289,7 @@ class Journal:
         """Offloads Pulsar accepted and runs: followed until SUCCESS or ERROR."""
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {self._COLUMNS} FROM actions WHERE result = 'started' "
+                f"SELECT {self._columns} FROM actions WHERE result = 'started' "
                 "ORDER BY intent_at_ms"
             ).fetchall()
         return [e for e in (self._row(r) for r in rows) if e is not None]
@@ -244,7 +309,7 @@ class Journal:
         unknown or started)."""
         with self._lock:
             row = self._conn.execute(
-                f"SELECT {self._COLUMNS} FROM actions WHERE action_key = ? "
+                f"SELECT {self._columns} FROM actions WHERE action_key = ? "
                 "AND (result IN ('applied', 'unknown', 'started') OR result IS NULL) "
                 "ORDER BY intent_at_ms LIMIT 1",
                 (action_key,),
@@ -256,7 +321,7 @@ class Journal:
         unknown, or an offload still started): any new action there waits until it settles."""
         with self._lock:
             row = self._conn.execute(
-                f"SELECT {self._COLUMNS} FROM actions WHERE kind = ? AND target = ? "
+                f"SELECT {self._columns} FROM actions WHERE kind = ? AND target = ? "
                 "AND (result IN ('unknown', 'started') OR result IS NULL) "
                 "ORDER BY intent_at_ms LIMIT 1",
                 (kind, target),
@@ -266,7 +331,7 @@ class Journal:
     def entries(self) -> list[JournalEntry]:
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {self._COLUMNS} FROM actions ORDER BY intent_at_ms, decision_id"
+                f"SELECT {self._columns} FROM actions ORDER BY intent_at_ms, decision_id"
             ).fetchall()
         return [e for e in (self._row(r) for r in rows) if e is not None]
 

@@ -4,7 +4,8 @@
 counted as is when its kind of action can have it (`SPLIT_RESULTS` / `OFFLOAD_RESULTS` /
 `MOVE_RESULTS`, a move with the sessions its unload reconnected), with
 every split decision counted `decided` once (a recheck settles an earlier decision: not a new
-one), a refused split algorithm counted from the outcome's typed flag, and every cluster's
+one), a refused split algorithm and a refused unload counted from the outcome's typed flags,
+and every cluster's
 breaker gauge updated.
 """
 
@@ -16,6 +17,7 @@ from balancer.controller.apply import Controller
 from balancer.controller.breaker import BreakerState
 from balancer.controller.outcome import Outcome
 from balancer.core.decisions import DecisionKind
+from balancer.core.moves.refusals import UnloadRefusal
 from balancer.core.results import (
     DECIDED,
     MOVE_RESULTS,
@@ -42,6 +44,8 @@ class MetricsSink(Protocol):
 
     def record_move(self, cluster: str, result: ActionResult, sessions_moved: int = 0) -> None: ...
 
+    def record_move_refusal(self, cluster: str, refusal: UnloadRefusal) -> None: ...
+
     def set_breaker(self, cluster: str, open: bool) -> None: ...
 
 
@@ -59,6 +63,8 @@ def attach_metrics(controller: Controller, metrics: MetricsSink) -> None:
         elif outcome.kind is DecisionKind.MOVE:
             if outcome.result in MOVE_RESULTS:
                 metrics.record_move(outcome.cluster, outcome.result, outcome.sessions_moved)
+            if outcome.refusal is not None and not outcome.rechecked:
+                metrics.record_move_refusal(outcome.cluster, outcome.refusal)
         elif outcome.result in OFFLOAD_RESULTS:
             metrics.record_offload(outcome.cluster, outcome.result, outcome.bytes_offloaded)
         # Every breaker: a decision on one cluster may have opened another cluster's.

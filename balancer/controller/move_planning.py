@@ -2,10 +2,18 @@
 bundle loads and the placement rules read from Pulsar, handed to the pure decision
 (`balancer.core.moves.decide.decide_moves`).
 
-Placement rules (isolation policies, failure domains, anti-affinity groups) are read from the
-cluster and cached for `rules_ttl_s`. A cluster whose rules cannot be read gets no move: a
-move that breaks an isolation policy is worse than no move. `run` (each window) and `plan`
-(once) share this code, so they agree on moves.
+Placement rules (isolation policies, failure domains and whether the brokers use them,
+anti-affinity groups) are read from the cluster and cached for `rules_ttl_s`. A cluster
+whose rules cannot be read gets no move: a move that breaks an isolation policy is worse than
+no move. An isolation pattern Python cannot read as Java does (`\\Q...\\E`, `\\p{...}`)
+makes the rules unreadable too (`UnreadableRules`): read as matching nothing, it would turn
+isolated brokers into shared ones. `run` (each window) and `plan` (once) share this code, so
+they agree on moves.
+
+Every bundle of the window counts (its broker's load, its anti-affinity group), but only
+those of namespaces the controller may act on are moved; system namespaces never are. A
+bundle range with a move in flight (`ranges_in_flight`) is not moved again until that move
+settled: the modular load manager keeps one destination per bare range.
 """
 
 from __future__ import annotations
@@ -23,11 +31,19 @@ from balancer.core.broker_load import (
     broker_load_from_bundles,
     broker_load_from_reports,
 )
+from balancer.core.bundles import BundleRange
 from balancer.core.decisions import SplitDecision
 from balancer.core.load import BundleLoad
 from balancer.core.moves.decide import decide_moves
 from balancer.core.moves.inputs import broker_states, bundle_states
-from balancer.core.moves.model import IsolationPolicy, MovePlan, MoveSettings, PlacementRules
+from balancer.core.moves.model import (
+    BundleState,
+    IsolationPolicy,
+    MovePlan,
+    MoveSettings,
+    PlacementRules,
+)
+from balancer.core.moves.placement import is_system_namespace, unreadable_patterns
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +56,26 @@ class PlacementReads(Protocol):
     def failure_domains(self, cluster: str) -> Mapping[str, tuple[str, ...]]: ...
 
     def anti_affinity_group(self, namespace: str, *, cluster: str | None = None) -> str | None: ...
+
+    def runtime_configuration(self, cluster: str) -> Mapping[str, str]: ...
+
+
+class UnreadableRules(ValueError):
+    """Isolation patterns Python cannot read as Java does: the cluster's rules are unknown."""
+
+    def __init__(self, cluster: str, patterns: Sequence[str]) -> None:
+        super().__init__(
+            f"isolation policy pattern(s) Python cannot read as Java does: "
+            f"{', '.join(repr(p) for p in patterns)}"
+        )
+        self.cluster = cluster
+        self.patterns = tuple(patterns)
+
+
+def failure_domains_enabled(config: Mapping[str, str]) -> bool:
+    """ServiceConfiguration.failureDomainsEnabled (static, default false) as the brokers'
+    runtime configuration answers it."""
+    return config.get("failureDomainsEnabled", "false").strip().lower() == "true"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,18 +109,28 @@ class RulesCache:
         cached = self._cached.get(cluster)
         if cached is None or now_s - cached.read_at_s >= self.ttl_s:
             isolation = self.admin.isolation_policies(cluster)
+            unreadable = unreadable_patterns(isolation)
+            if unreadable:
+                self._cached.pop(cluster, None)
+                raise UnreadableRules(cluster, unreadable)
             domains = {
                 broker: domain
                 for domain, brokers in sorted(self.admin.failure_domains(cluster).items())
                 for broker in brokers
             }
             base = PlacementRules(
-                isolation=isolation, max_topics_per_broker=self.max_topics_per_broker
+                isolation=isolation,
+                max_topics_per_broker=self.max_topics_per_broker,
+                failure_domains_enabled=failure_domains_enabled(
+                    self.admin.runtime_configuration(cluster)
+                ),
             )
             cached = ClusterRules(base, domains, now_s)
             self._cached[cluster] = cached
         groups: dict[str, str] = {}
         for namespace in sorted(set(namespaces)):
+            if is_system_namespace(namespace):
+                continue  # never moved, in no group (and V1 heartbeats have no V2 path)
             known = self._groups.get((cluster, namespace))
             if known is None or now_s - known[1] >= self.ttl_s:
                 known = (self.admin.anti_affinity_group(namespace, cluster=cluster), now_s)
@@ -95,6 +141,7 @@ class RulesCache:
             isolation=cached.rules.isolation,
             anti_affinity=groups,
             max_topics_per_broker=cached.rules.max_topics_per_broker,
+            failure_domains_enabled=cached.rules.failure_domains_enabled,
         )
         return ClusterRules(rules, cached.failure_domains, cached.read_at_s)
 
@@ -162,15 +209,21 @@ class MovePlanner:
         window_s: float,
         last_moves_ms: Callable[[str], Mapping[str, int]],
         movable: Callable[[str], bool] = lambda _namespace: True,
+        ranges_in_flight: Callable[[str], frozenset[str]] = lambda _cluster: frozenset(),
         report_settle_ms: int = REPORT_SETTLE_MS,
     ) -> None:
         """`movable`: namespaces the controller may act on (its allow/deny lists): the
-        others' bundles still load their brokers but are never moved, so they take no
-        part of a cycle's move budget. `report_settle_ms`: a broker's reports count again
-        once polled this long after a move from or to it (before, its usages still
-        describe the old layout: `balancer.core.broker_load.REPORT_SETTLE_MS`)."""
+        others' bundles still load their brokers and count for anti-affinity but are never
+        moved, so they take no part of a cycle's move budget. `ranges_in_flight`: cluster
+        -> bare bundle ranges with a move sent and not settled (`move_steps.ranges_in_flight`).
+        `report_settle_ms`: a broker's reports count again once polled this long after a
+        move from or to it (before, its usages still describe the old layout:
+        `balancer.core.broker_load.REPORT_SETTLE_MS`)."""
         self.board = board
         self.movable = movable
+        self.ranges_in_flight = ranges_in_flight
+        # cluster -> the isolation patterns that made its rules unreadable (a gauge and alert)
+        self.unreadable_rules: dict[str, tuple[str, ...]] = {}
         self.rules = rules
         self.settings = settings
         self.capacity_of = capacity_of
@@ -221,8 +274,22 @@ class MovePlanner:
         self.last_loads[cluster] = loads
         if not self._all_measured_alike(cluster, loads):
             return None
+        idle = _idle_owned(loads.owners, bundles)
         try:
-            rules = self.rules.rules(cluster, [b.namespace for b in bundles])
+            namespaces = [b.namespace for b in bundles] + [b.namespace for b in idle]
+            rules = self.rules.rules(cluster, namespaces)
+            self.unreadable_rules.pop(cluster, None)
+        except UnreadableRules as exc:
+            if self.unreadable_rules.get(cluster) != exc.patterns:  # one line per change
+                log.error(
+                    "moves: the placement rules of %s are unreadable (%s): no move in this "
+                    "cluster until the policy is rewritten in syntax both Java and Python "
+                    "read (docs/runbook.md)",
+                    cluster,
+                    exc,
+                )
+            self.unreadable_rules[cluster] = exc.patterns
+            return None
         except Exception as exc:  # an admin error: no move without the rules
             log.warning(
                 "moves: the placement rules of %s cannot be read (%s): no move this window",
@@ -236,11 +303,13 @@ class MovePlanner:
             configured={w.broker: self.capacity_of(cluster, w.broker) for w in windows},
             failure_domains=rules.failure_domains,
         )
-        states = bundle_states(
-            [b for b in bundles if self.movable(b.namespace)],
-            loads.owners,
-            self.last_moves_ms(cluster),
-        )
+        states = [
+            replace(state, pinned=not self.movable(state.namespace))
+            for state in (
+                *bundle_states(bundles, loads.owners, self.last_moves_ms(cluster)),
+                *idle,
+            )
+        ]
         plan = decide_moves(
             cluster,
             brokers,
@@ -250,6 +319,7 @@ class MovePlanner:
             now_ms=now_ms,
             window_end_ms=window_end_ms,
             splits=[s for s in splits if s.cluster == cluster],
+            busy_ranges=self.ranges_in_flight(cluster),
         )
         self.last_plans[cluster] = plan
         for move in plan.moves:
@@ -300,3 +370,22 @@ class MovePlanner:
         if moved is None:
             return load
         return replace(load, load_ratio=moved[1])
+
+
+def _idle_owned(owners: Mapping[str, str], bundles: Sequence[BundleLoad]) -> list[BundleState]:
+    """Bundles a broker owns that carried no traffic in the window (so are not among
+    `bundles`), at zero load: they still count for anti-affinity as Pulsar counts every owned
+    bundle (LoadManagerShared.getAntiAffinityNamespaceOwnedBrokers). System namespaces and
+    names that are no `tenant/ns/range` are left out."""
+    seen = {f"{b.namespace}/{b.bundle}" for b in bundles}
+    out = []
+    for name, owner in sorted(owners.items()):
+        namespace, _, bundle = name.rpartition("/")
+        if name in seen or namespace.count("/") != 1 or is_system_namespace(namespace):
+            continue
+        try:
+            rng = BundleRange.parse(bundle)
+        except ValueError:
+            continue
+        out.append(BundleState(namespace=namespace, bundle=rng, owner=owner))
+    return out

@@ -19,6 +19,7 @@ from balancer.controller.stats import OFFLOAD_REASON, AppliedAction, ControllerS
 from balancer.core.bundles import format_position
 from balancer.core.decisions import Decision, DecisionKind, OffloadDecision, SplitDecision
 from balancer.core.moves.model import MoveDecision
+from balancer.core.moves.refusals import UnloadRefusal
 from balancer.core.results import ActionResult
 from balancer.core.split import SplitAlgorithm
 from balancer.pulsar.errors import PulsarAdminError
@@ -72,6 +73,8 @@ class Outcome:
     algorithm_refused: SplitAlgorithm | None = None
     # Producers + consumers a move's unload reconnected (applied or landed elsewhere).
     sessions_moved: int = 0
+    # Why Pulsar refused a move's unload (None: it did not refuse, or not a move).
+    refusal: UnloadRefusal | None = None
 
 
 OutcomeListener = Callable[[Outcome], None]
@@ -88,6 +91,7 @@ class Step:
     bytes_offloaded: int = 0
     read_back: ActionResult | None = None  # as Outcome's
     algorithm_refused: SplitAlgorithm | None = None  # as Outcome's
+    refusal: UnloadRefusal | None = None  # as Outcome's
 
 
 class Finish(Exception):
@@ -278,5 +282,9 @@ def report_outcome(
 
 def _flags(outcome: Outcome) -> dict[str, str]:
     """The typed flags an audit line carries when set (their values as spelt in metrics)."""
-    flags = {"read_back": outcome.read_back, "algorithm_refused": outcome.algorithm_refused}
+    flags = {
+        "read_back": outcome.read_back,
+        "algorithm_refused": outcome.algorithm_refused,
+        "refusal": outcome.refusal,
+    }
     return {name: value.value for name, value in flags.items() if value is not None}

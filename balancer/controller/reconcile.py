@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from balancer.controller.journal import JournalEntry
 from balancer.controller.layouts import LayoutCache
-from balancer.controller.move_steps import recheck_move, reconcile_move
+from balancer.controller.move_settle import recheck_move, reconcile_move
 from balancer.controller.ports import AdminPort, MovePort
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.decisions import DecisionKind

@@ -35,7 +35,13 @@ from balancer.core.offload import LedgerSize, MessageId
 from balancer.core.split import ChildLoad, SplitAlgorithm
 
 SCHEMA = "pulsar-balancer-plan"
-VERSION = 1
+# 2: each split says whether its children are unloaded (`unload_children`). A version-1 plan
+# is still read: see `_split_unload`.
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+# How far ahead of this host's clock a plan's stamp may be (the host that made it may run a
+# little ahead): beyond that its age cannot be known and the plan is refused.
+PLAN_CLOCK_SKEW_S = 60.0
 PlannedDecision = SplitDecision | OffloadDecision | MoveDecision
 
 
@@ -71,6 +77,24 @@ class PlanDocument:
 
     def age_s(self, now_ms: int) -> float:
         return (now_ms - self.created_at_ms) / 1000
+
+    def age_refusal(self, now_ms: int, max_age_s: float) -> str | None:
+        """Why the plan may not be acted on at `now_ms` (None: it may): older than
+        `max_age_s`, or stamped more than PLAN_CLOCK_SKEW_S in the future."""
+        age_s = self.age_s(now_ms)
+        if age_s < -PLAN_CLOCK_SKEW_S:
+            return (
+                f"plan {self.plan_id} is stamped {iso_utc(self.created_at_ms)}, {-age_s:.0f} s "
+                f"ahead of this host's clock (more than the {PLAN_CLOCK_SKEW_S:g} s two clocks "
+                "may differ): its age cannot be known; check the clocks of the host that made "
+                "it and of this one"
+            )
+        if age_s > max_age_s:
+            return (
+                f"plan {self.plan_id} expired: made {iso_utc(self.created_at_ms)}, "
+                f"{age_s:.0f} s ago, older than controller.plan_max_age_s ({max_age_s:g} s)"
+            )
+        return None
 
 
 def content_hash(body: Mapping[str, Any]) -> str:
@@ -114,10 +138,14 @@ def build_document(
     offloads: Sequence[tuple[OffloadDecision, MessageId]],
     moves: Sequence[MoveDecision],
 ) -> dict[str, Any]:
-    """The plan as a JSON-ready document, with its content hash and id."""
+    """The plan as a JSON-ready document, with its content hash and id. Each split must say
+    whether its children are unloaded (`unload_children` not None): `apply` sends exactly
+    that, whatever its own config says."""
     actions: list[dict[str, Any]] = []
     for i, s in enumerate(splits, 1):
-        actions.append({"id": f"split-{i}", **s.to_dict()})
+        if s.unload_children is None:
+            raise ValueError(f"split {s.decision_id}: unload_children must be decided to save it")
+        actions.append({"id": f"split-{i}", **s.to_dict(), "unload_children": s.unload_children})
     for i, (o, point) in enumerate(offloads, 1):
         actions.append({"id": f"offload-{i}", **o.to_dict(), "offload_point": point.to_json()})
     for i, m in enumerate(moves, 1):
@@ -160,10 +188,11 @@ def parse_document(body: object) -> PlanDocument:
         raise PlanFileError("not a plan: the document is not a JSON object")
     if body.get("schema") != SCHEMA:
         raise PlanFileError(f"not a plan: schema is {body.get('schema')!r}, not {SCHEMA!r}")
-    if body.get("version") != VERSION:
+    if body.get("version") not in READABLE_VERSIONS:
         raise PlanFileError(
             f"plan version {body.get('version')!r} is not supported (this balancer reads "
-            f"version {VERSION}): make the plan again with this version"
+            f"versions {', '.join(map(str, READABLE_VERSIONS))}): make the plan again with "
+            "this version"
         )
     digest = content_hash(body)
     if body.get("content_sha256") != digest or body.get("plan_id") != plan_id_of(digest):
@@ -181,11 +210,16 @@ def parse_document(body: object) -> PlanDocument:
 def _document(body: dict[str, Any]) -> PlanDocument:
     actions: list[PlannedAction] = []
     seen: set[str] = set()
-    for raw in _list(body, "actions"):
+    raws = _list(body, "actions")
+    moved = {str(r.get("cluster")) for r in raws if isinstance(r, dict) and r.get("kind") == "move"}
+    for raw in raws:
         action = _action(raw)
         if action.action_id in seen:
             raise ValueError(f"action id {action.action_id} appears twice")
         seen.add(action.action_id)
+        if isinstance(action.decision, SplitDecision):
+            unload = _split_unload(raw, body["version"], moved)
+            action = replace(action, decision=replace(action.decision, unload_children=unload))
         actions.append(action)
     return PlanDocument(
         plan_id=str(body["plan_id"]),
@@ -268,6 +302,21 @@ def _split(raw: dict[str, Any]) -> SplitDecision:
             max_bundles=int(inputs["max_bundles"]),
         ),
     )
+
+
+def _split_unload(raw: dict[str, Any], version: int, moved_clusters: set[str]) -> bool | None:
+    """Whether a split's children are unloaded after it (None: as the applying controller's
+    `controller.unload_after_split` says). Version 2 says it (`unload_children`). A version-1
+    plan did not: its children stay on the parent's broker when the plan moves bundles of the
+    split's cluster (it was planned with a move plan there, which counted them on the
+    parent's broker and may move some: unloaded, those moves would find them gone), else
+    they go as the config says (what a version-1 apply did)."""
+    if version >= 2:
+        value = raw["unload_children"]
+        if not isinstance(value, bool):
+            raise ValueError(f"unload_children must be true or false, not {value!r}")
+        return value
+    return False if str(raw["cluster"]) in moved_clusters else None
 
 
 def _offload(raw: dict[str, Any]) -> OffloadDecision:

@@ -79,7 +79,7 @@ class BrokerLoadFamilies(Collector):
                 f"{PREFIX}_broker_move_blocked",
                 "1 for a broker over its target that the newest move plan could not relieve, "
                 "labelled with why (no_destination, grace_period, budget, too_small, "
-                "single_bundle).",
+                "single_bundle, range_in_flight).",
                 labels=["cluster", "broker", "reason"],
             ),
         )

@@ -32,6 +32,7 @@ from balancer.core.decisions import SplitReason
 from balancer.core.lease import LeaseStatus
 from balancer.core.limits import BundleLimits, is_over, ratios
 from balancer.core.load import BundleLoad
+from balancer.core.moves.refusals import UnloadRefusal
 from balancer.core.partitions import LoneHotTopic
 from balancer.core.report import BatchReport
 from balancer.core.results import (
@@ -45,6 +46,7 @@ from balancer.core.results import (
 from balancer.core.split import SplitAlgorithm
 from balancer.ops.broker_metrics import BrokerLoadFamilies
 from balancer.ops.collector_metrics import PREFIX, CollectorMetrics
+from balancer.ops.move_metrics import MovePathMetrics
 from balancer.ops.status_families import TokenFileFamilies, WriterLeaseFamilies
 
 # (cluster, namespace) -> that namespace's limits, or None when none are known.
@@ -180,6 +182,7 @@ class BalancerMetrics:
             f"{PREFIX}_moves", "Bundle moves (unload to a chosen broker) and their outcome.",
             ["cluster", "result"], registry=reg,
         )  # fmt: skip
+        self.move_path = MovePathMetrics(reg)
         self._moved_sessions = Counter(
             f"{PREFIX}_moved_sessions",
             "Producers + consumers reconnected by moves (applied or landed elsewhere).",
@@ -386,6 +389,7 @@ class BalancerMetrics:
         for result in sorted(MOVE_RESULTS):
             self._moves.labels(cluster=cluster, result=result.value)
         self._moved_sessions.labels(cluster=cluster)
+        self.move_path.register_cluster(cluster)
         self._pulsar_config_errors.labels(cluster=cluster)
         self._breaker.labels(cluster=cluster).set(0)
         self.collector.register_poll_cluster(cluster)
@@ -418,6 +422,9 @@ class BalancerMetrics:
         self._offloads.labels(cluster=cluster, result=str(result)).inc()
         if bytes_offloaded and result == ActionResult.APPLIED:
             self._offloaded_bytes.labels(cluster=cluster).inc(bytes_offloaded)
+
+    def record_move_refusal(self, cluster: str, refusal: UnloadRefusal) -> None:
+        self.move_path.record_refusal(cluster, refusal)
 
     def record_move(self, cluster: str, result: ActionResult, sessions_moved: int = 0) -> None:
         """Count a move's result (one of `MOVE_RESULTS`) and the sessions it reconnected."""

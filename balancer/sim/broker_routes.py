@@ -73,10 +73,11 @@ def unload_to(
 ) -> Response:
     """`PUT .../{bundle}/unload?destinationBroker=` in NamespacesBase
     .internalUnloadNamespaceBundleAsync's order: 409 inactive destination, then (modular)
-    307 to the leader, then the namespace (404 / peer 307), the bundle (412), the owner
-    lookup; a bundle no broker owns is answered 204 with no lookup."""
+    307 to the leader and the leader keeping the destination under the bare range, then
+    the namespace (404 / peer 307), the bundle (412), the owner lookup; a bundle no broker
+    owns is answered 204 with no lookup."""
     with m.lock:
-        index = m.brokers.check_destination(r.cluster, destination, r.broker)
+        index = m.brokers.check_destination(r.cluster, destination, r.broker, r.params[2])
     ns = locate(m, r)
     with m.lock:
         bundle = m.resolve_bundle(ns, r.params[2])

@@ -74,6 +74,13 @@ class BrokerClusterSettings(_Strict):
     isolation_policies: list[IsolationPolicySpec] = Field(default_factory=list)
     # Failure domain name -> broker indices.
     failure_domains: dict[str, list[int]] = Field(default_factory=dict)
+    # ServiceConfiguration.failureDomainsEnabled (static, default false): only then does
+    # LoadManagerShared.filterAntiAffinityGroupOwnedBrokers spread a group over domains.
+    failure_domains_enabled: bool = False
+    # Modular only: the leader has no web service URL for the request's scheme, so a
+    # non-leader answers an unload with destination 412 "Redirected broker's service url is
+    # not configured." (NamespacesBase.validateLeaderBrokerAsync) instead of its 307.
+    leader_service_url_missing: bool = False
     # Dynamic configuration at start (over DYNAMIC_CONFIG_DEFAULTS).
     dynamic_config: dict[str, str] = Field(default_factory=dict)
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from balancer.core.bundles import BundleRange
 from balancer.sim import broker_loads
 from balancer.sim.broker_scenarios import DYNAMIC_CONFIG_DEFAULTS, BrokerClusterSettings
+from balancer.sim.ownership import active
 from balancer.sim.scenarios import ClusterSpec, NamespaceSpec, Scenario
 from balancer.sim.state import NamespaceState, OwnerRedirect, SimError
 
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from balancer.sim.model import SimModel
 
 INACTIVE_DESTINATION = "Not allowed unload namespace bundle to inactive destination broker"
+# NamespacesBase.validateLeaderBrokerAsync: the leader has no web service URL for the
+# request's scheme (e.g. an https request and a leader without webServicePortTls).
+LEADER_URL_MISSING = "Redirected broker's service url is not configured."
 # RestException(Throwable).getExceptionData for an exception without a message: what
 # BrokerStatsBase.getLoadReport answers when ExtensibleLoadManagerWrapper.generateLoadReport
 # throws UnsupportedOperationException.
@@ -47,6 +51,16 @@ _LOAD_MANAGER_CLASS = {
 }
 
 
+_QUOTED = re.compile(r"\\Q(.*?)(?:\\E|$)", re.DOTALL)
+
+
+def java_fullmatch(pattern: str, text: str) -> bool:
+    """Java's String.matches as Pulsar's NamespaceIsolationPolicyImpl uses it, for the syntax
+    the simulator's scenarios use: Python's regex plus Java's quoting `\\Q...\\E` (a literal)."""
+    python = _QUOTED.sub(lambda m: re.escape(m.group(1)), pattern)
+    return re.fullmatch(python, text) is not None
+
+
 def placement_hash(namespace: str, bundle: BundleRange, candidates: list[int]) -> int:
     """The simulator's placement: CRC32 of `ns/bundle` over the candidates in order (with
     every broker a candidate: `balancer.sim.ownership.initial_owner`)."""
@@ -58,7 +72,7 @@ def isolation_candidates(spec: BrokerClusterSettings, namespace: str, brokers: i
     a namespace under a policy goes to its primaries (its secondaries when fewer than
     `min_limit` primaries exist); any other namespace only to brokers no policy names."""
     for policy in spec.isolation_policies:
-        if any(re.fullmatch(p, namespace) for p in policy.namespaces):
+        if any(java_fullmatch(p, namespace) for p in policy.namespaces):
             primary = sorted(set(policy.primary))
             if len(primary) >= policy.min_limit or not policy.secondary:
                 return primary
@@ -125,7 +139,9 @@ class BrokerFleet:
     def broker_index(self, cluster: str, broker_id: str) -> int | None:
         c = self.model.cluster(cluster)
         ids = [c.broker_address(b) for b in range(c.broker_count)]
-        return ids.index(broker_id) if broker_id in ids else None
+        index = ids.index(broker_id) if broker_id in ids else None
+        # A broker that left is no active broker (an unload to it: 409 inactive destination).
+        return None if index in c.stopped else index
 
     def owned(self, cluster: str, broker: int) -> list[tuple[NamespaceState, BundleRange]]:
         return [
@@ -244,7 +260,7 @@ class BrokerFleet:
         for ns, b in self.owned(cluster, broker):
             assignment, controlled = "shared", False
             for policy in spec.isolation_policies:
-                if any(re.fullmatch(p, ns.name) for p in policy.namespaces):
+                if any(java_fullmatch(p, ns.name) for p in policy.namespaces):
                     controlled = True
                     if broker in policy.primary:
                         assignment = "primary"
@@ -279,27 +295,38 @@ class BrokerFleet:
 
     # ----- moves ---------------------------------------------------------------------------
 
-    def check_destination(self, cluster: str, destination: str, broker: int) -> int:
+    def check_destination(
+        self, cluster: str, destination: str, broker: int, bundle_range: str
+    ) -> int:
         """NamespacesBase.setNamespaceBundleAffinityAsync: 409 for a destination that is not
         an active broker; with the modular load manager 307 to the leader
-        (validateLeaderBrokerAsync, authoritative=false) unless asked of the leader. Both come
-        before any namespace or bundle check, as in Pulsar."""
+        (validateLeaderBrokerAsync, authoritative=false) unless asked of the leader, whose
+        `leader_service_url_missing` answers 412 "Redirected broker's service url is not
+        configured." instead; then the leader KEEPS the destination under the bare
+        `bundle_range` as sent (ModularLoadManagerImpl.setNamespaceBundleAffinity). All of
+        this comes before any namespace or bundle check, as in Pulsar: a 404 or 412 after it
+        leaves the entry behind."""
         dest = destination.removeprefix("http://").removeprefix("https://")
         index = self.broker_index(cluster, dest)
         if index is None:
             raise SimError(409, INACTIVE_DESTINATION)
         c = self.model.cluster(cluster)
-        if self.specs[cluster].load_manager == "modular" and broker != c.leader:
-            raise OwnerRedirect(cluster, c.leader, authoritative=False)
+        spec = self.specs[cluster]
+        if spec.load_manager == "modular":
+            if broker != c.leader:
+                if spec.leader_service_url_missing:
+                    raise SimError(412, LEADER_URL_MISSING)
+                raise OwnerRedirect(cluster, c.leader, authoritative=False)
+            c.affinity[bundle_range] = index
         return index
 
     def unload_to(self, ns: NamespaceState, bundle: BundleRange, destination: int) -> MoveRecord:
         """Unload `bundle` towards `destination` (the bundle is already validated).
 
-        Modular (ModularLoadManagerImpl.setNamespaceBundleAffinity, then
-        NamespaceService.unloadNamespaceBundle): the destination is kept for the bundle's
-        next lookup and the bundle is unowned now; the 204 comes before the destination owns
-        it (`settle` does the clients' lookup). A bundle no broker owns is not unloaded
+        Modular (the destination was kept under the bundle's range by `check_destination`,
+        then NamespaceService.unloadNamespaceBundle): the bundle is unowned now; the 204
+        comes before the destination owns it (`settle` does the clients' lookup, which takes
+        whatever the range's entry says by then). A bundle no broker owns is not unloaded
         (NamespacesBase.isBundleOwnedByAnyBroker), but the destination is still kept.
         Extensible (ExtensibleLoadManagerImpl.unloadNamespaceBundleAsync, a transfer): the
         destination owns it when the call returns.
@@ -326,7 +353,6 @@ class BrokerFleet:
                 ns.owners[bundle] = destination
             self._landed(record, destination)
             return record
-        ns.affinity[bundle] = destination
         if owned:
             self._unload_topics(ns, bundle)
             ns.unowned.add(bundle)
@@ -345,8 +371,9 @@ class BrokerFleet:
 
     def settle(self) -> None:
         """The clients' lookups after modular unloads: `reconnect_delay_s` after an unload the
-        bundle's next lookup takes the kept destination (ModularLoadManagerImpl
-        .selectBrokerForAssignment uses the affinity up), or, with
+        bundle's next lookup takes the destination kept for its RANGE (used up; another move
+        of the same range in between overwrote it, and an earlier lookup of a same-range
+        bundle took it: then the bundle goes to the least loaded allowed broker), or, with
         `move_elsewhere_probability`, a concurrent lookup placed it on the least loaded other
         broker first (apache/pulsar#24884)."""
         m = self.model
@@ -364,24 +391,28 @@ class BrokerFleet:
             delay_ms = self.specs[record.cluster].reconnect_delay_s * 1000
             if elapsed_ms < record.time_ms + delay_ms:
                 continue
-            target = ns.affinity.pop(record.bundle, record.destination)
             spec = self.specs[record.cluster]
+            kept = m.cluster(record.cluster).affinity.pop(str(record.bundle), None)
+            target = kept if kept is not None else self._least_loaded(ns, exclude=None)
             if spec.move_elsewhere_probability and (
                 self._rng.random() < spec.move_elsewhere_probability
             ):
                 target = self._least_loaded(ns, exclude=target)
+            # A destination that left: the client's lookup is placed among the active ones.
+            target = active(m.cluster(record.cluster), ns, record.bundle, target)
             ns.unowned.discard(record.bundle)
             ns.owners[record.bundle] = target
             m.layout_version += 1
             self._landed(record, target)
 
-    def _least_loaded(self, ns: NamespaceState, *, exclude: int) -> int:
+    def _least_loaded(self, ns: NamespaceState, *, exclude: int | None) -> int:
         """LeastLongTermMessageRate's pick, simplified: the allowed broker with the lowest
         msg rate in + out now (ties to the lowest index), not `exclude`."""
         spec = self.specs[ns.cluster]
-        allowed = [b for b in isolation_candidates(spec, ns.name, spec.brokers) if b != exclude]
+        candidates = isolation_candidates(spec, ns.name, spec.brokers)
+        allowed = [b for b in candidates if b != exclude]
         if not allowed:
-            return exclude
+            return exclude if exclude is not None else candidates[0]
 
         def rate(b: int) -> float:
             return sum(
@@ -396,7 +427,11 @@ class BrokerFleet:
     def runtime_configuration(self, cluster: str) -> dict[str, str]:
         """BrokerService.getRuntimeConfiguration: every field with dynamic overrides applied."""
         spec = self.specs[cluster]
-        out = {**_STATIC_CONFIG, "loadManagerClassName": _LOAD_MANAGER_CLASS[spec.load_manager]}
+        out = {
+            **_STATIC_CONFIG,
+            "loadManagerClassName": _LOAD_MANAGER_CLASS[spec.load_manager],
+            "failureDomainsEnabled": "true" if spec.failure_domains_enabled else "false",
+        }
         out.update(DYNAMIC_CONFIG_DEFAULTS)
         out.update(self.dynamic[cluster])
         return out

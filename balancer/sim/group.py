@@ -18,6 +18,7 @@ from typing import Any
 
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.topics import parse_topic
+from balancer.sim.broker_stops import stop_broker
 from balancer.sim.faults import FaultInjector
 from balancer.sim.model import SimModel
 from balancer.sim.scenarios import Scenario, load_scenario
@@ -186,6 +187,13 @@ class RunningPeerGroup(StopsOnExit):
         """Take a cluster down: its ports stop listening (connections are refused)."""
         self.model.cluster(cluster)
         _stop_all([s for s in self._servers if s.cluster == cluster and s.serving])
+
+    def stop_broker(self, cluster: str, broker: int) -> None:
+        """A broker leaves the cluster (scaled down, or restarted under a new address): no
+        longer listed, its port refuses connections, its bundles unowned
+        (`balancer.sim.broker_stops`). Not the leader."""
+        stop_broker(self.model, cluster, broker)
+        _stop_all([s for s in self._servers if (s.cluster, s.broker) == (cluster, broker)])
 
     def start_cluster(self, cluster: str) -> None:
         """Bring a stopped cluster back on the same ports."""

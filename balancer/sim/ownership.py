@@ -35,11 +35,13 @@ def initial_owner(namespace: str, bundle: BundleRange, brokers: int) -> int:
 
 def lookup_candidate(ns: NamespaceState, cluster: ClusterState, bundle: BundleRange) -> int:
     """The broker the leader gives an unowned bundle: a destination kept by an unload with
-    destinationBroker, used up (ModularLoadManagerImpl.selectBrokerForAssignment takes
-    bundleBrokerAffinityMap's entry first), else the placement hash (Pulsar's load manager
-    picks the least loaded broker)."""
-    if bundle in ns.affinity:
-        return ns.affinity.pop(bundle)
+    destinationBroker for the bundle's RANGE, used up whichever namespace's unload left it
+    (ModularLoadManagerImpl's bundleBrokerAffinityMap is keyed by the bare range and read
+    before any isolation or anti-affinity filter), else the placement hash (Pulsar's load
+    manager picks the least loaded broker)."""
+    kept = cluster.affinity.pop(str(bundle), None)
+    if kept is not None:
+        return kept
     return initial_owner(ns.name, bundle, cluster.broker_count)
 
 
@@ -61,7 +63,11 @@ def check_owner(
             raise SimError(412, f"Failed to find ownership for ServiceUnit:{ns.name}/{bundle}")
         if not authoritative and broker != cluster.leader:
             raise OwnerRedirect(ns.cluster, cluster.leader, authoritative=False)
-        candidate = broker if authoritative else lookup_candidate(ns, cluster, bundle)
+        candidate = (
+            broker
+            if authoritative
+            else active(cluster, ns, bundle, lookup_candidate(ns, cluster, bundle))
+        )
         if candidate != broker:
             raise OwnerRedirect(ns.cluster, candidate, authoritative=True)
         ns.unowned.discard(bundle)  # OwnershipCache.tryAcquiringOwnership
@@ -73,3 +79,12 @@ def check_owner(
     if owner is not None and owner != broker:
         raise OwnerRedirect(ns.cluster, owner, authoritative=broker == cluster.leader)
     return False
+
+
+def active(cluster: ClusterState, ns: NamespaceState, bundle: BundleRange, candidate: int) -> int:
+    """`candidate` when it is an active broker, else the placement hash's pick among the
+    active ones: a lookup never lands on a broker that left (`balancer.sim.broker_stops`)."""
+    if candidate not in cluster.stopped:
+        return candidate
+    actives = [b for b in range(cluster.broker_count) if b not in cluster.stopped]
+    return actives[initial_owner(ns.name, bundle, len(actives))]

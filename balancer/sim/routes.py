@@ -74,8 +74,9 @@ def _set_peers(m: SimModel, r: Request) -> Response:
 
 
 def _brokers(m: SimModel, r: Request) -> Response:
+    # The active brokers (LoadManager.getAvailableBrokersAsync): not those that left.
     c = m.cluster(r.params[0])
-    return _ok([c.broker_address(b) for b in range(c.broker_count)])
+    return _ok([c.broker_address(b) for b in range(c.broker_count) if b not in c.stopped])
 
 
 def _tenants(m: SimModel, r: Request) -> Response:

@@ -119,6 +119,9 @@ class _BrokerHandler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         srv = self.server
+        if srv._closed:  # a stopped broker: a connection kept alive dies with it, unanswered
+            self.close_connection = True
+            return
         split = urlsplit(self.path)
         name, handler, params = route(method, split.path)
         srv.model.count_request(srv.cluster, name, broker=srv.broker)

@@ -47,7 +47,14 @@ class ClusterState:
     alias_url: str = ""  # a second listener of broker 0, advertised in ClusterData if set
     multi_host: bool = False  # ClusterData serviceUrl lists every broker
     leader: int = 0  # the broker leading the load manager (owner lookups go through it)
+    # ModularLoadManagerImpl.bundleBrokerAffinityMap in the leader's memory: destinations kept
+    # by unloads with destinationBroker, KEYED BY THE BARE BUNDLE RANGE `0x..._0x..` (as
+    # NamespacesBase.setNamespaceBundleAffinityAsync passes it; apache/pulsar PR #25518 keys
+    # it by the full bundle only in new releases): the next lookup of ANY unowned bundle
+    # with that range, in any namespace of the cluster, uses it up -> broker index.
+    affinity: dict[str, int] = field(default_factory=dict)
     _redirects: int = 0  # 307s to this cluster so far (which host of a multi-host URL)
+    stopped: set[int] = field(default_factory=set)  # brokers that left (broker_stops.py)
 
     @property
     def service_url(self) -> str:
@@ -97,9 +104,6 @@ class NamespaceState:
     # Bundles no broker owns (released): the next lookup assigns them. `owners` keeps the
     # last owner of each so every bundle still has an int there.
     unowned: set[BundleRange] = field(default_factory=set)
-    # Destinations kept for a bundle's next lookup (ModularLoadManagerImpl's
-    # bundleBrokerAffinityMap, set by an unload with destinationBroker): broker index.
-    affinity: dict[BundleRange, int] = field(default_factory=dict)
 
     @property
     def tenant(self) -> str:

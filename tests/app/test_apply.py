@@ -94,7 +94,7 @@ def test_plan_then_apply_carries_out_exactly_the_saved_actions_once(
     hot: Rig, capsys: pytest.CaptureFixture[str]
 ) -> None:
     doc = hot.save(capsys)
-    assert doc["schema"] == "pulsar-balancer-plan" and doc["version"] == 1
+    assert doc["schema"] == "pulsar-balancer-plan" and doc["version"] == 2
     assert doc["plan_id"].startswith("plan-") and len(doc["config_sha256"]) == 64
     kinds = [a["kind"] for a in doc["actions"]]
     assert "split" in kinds

@@ -2,7 +2,9 @@
 between brokers"): the load report's shape (its lastUpdate the last store write, not the
 read), a broker's load in broker-stats/metrics (BrokerLoadData.toMetrics under the
 extensible load manager), ownedNamespaces, leaderBroker, unload with a destination (204 /
-409 inactive destination / 412 unknown bundle) and dynamic configuration.
+409 inactive destination / 412 unknown bundle / 404 unknown namespace, each refusal read as
+the balancer reads it, and the modular load manager's destination kept per bare bundle range
+after a refused unload) and dynamic configuration.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import httpx
 import pytest
 
 from balancer.core.broker_load import LoadSource, Resource
+from balancer.core.moves.refusals import UnloadRefusal, classify_refusal
 from balancer.pulsar.broker_admin import LoadReportUnavailableError
 from balancer.pulsar.client import PulsarPeerGroup
-from balancer.pulsar.errors import ConflictError, PreconditionFailedError
+from balancer.pulsar.errors import ConflictError, NotFoundError, PreconditionFailedError
 from balancer.sim import parse_scenario, start_peer_group
 from tests.contract.targets import ContractTarget, Namespace
 
@@ -195,8 +198,66 @@ def test_unload_of_an_unknown_bundle_to_an_active_broker_is_412(
     target: ContractTarget, shared_ns: Namespace, client: PulsarPeerGroup
 ) -> None:
     dest = client.list_brokers(target.cluster)[0]
-    with pytest.raises(PreconditionFailedError):
+    with pytest.raises(PreconditionFailedError) as raised:
         client.unload_bundle(shared_ns.name, "0x00000000_0x00000001", destination_broker=dest)
+    # Stale only for this kind of 412 (the balancer reads its reason so).
+    refusal = classify_refusal(412, raised.value.reason)
+    assert refusal is UnloadRefusal.BUNDLE_NOT_FOUND, raised.value.reason
+
+
+def test_unload_with_a_destination_in_an_unknown_namespace_is_404(
+    target: ContractTarget, client: PulsarPeerGroup
+) -> None:
+    dest = client.list_brokers(target.cluster)[0]
+    with pytest.raises(NotFoundError) as raised:
+        client.unload_bundle(f"{target.tenant}/no-such-ns", FIRST, destination_broker=dest)
+    assert classify_refusal(404, raised.value.reason) is UnloadRefusal.NAMESPACE_GONE
+
+
+def test_a_refused_unload_leaves_its_destination_for_the_bare_range(
+    target: ContractTarget, fresh_ns: Namespace, client: PulsarPeerGroup
+) -> None:
+    """The modular load manager keeps an unload's destination under the bare range
+    (ModularLoadManagerImpl.setNamespaceBundleAffinity) before the namespace check: the 404
+    leaves it, and the next lookup of ANOTHER namespace's unowned bundle with that range
+    takes it (apache/pulsar PR #25518 keys it by bundle in new releases only)."""
+    runtime = client.runtime_configuration(target.cluster)
+    if "Extensible" in runtime.get("loadManagerClassName", ""):
+        pytest.skip("extensible load manager: no kept destination (a transfer)")
+    brokers = client.list_brokers(target.cluster)
+    name = f"{fresh_ns.name}/{FIRST}"
+    source = owner_of(client, target.cluster, name)
+    dest = next((b for b in brokers if b != source), None)
+    if dest is None:
+        pytest.skip("needs two brokers: with one, every placement lands on it anyway")
+    with pytest.raises(NotFoundError):
+        client.unload_bundle(f"{target.tenant}/no-such-ns", FIRST, destination_broker=dest)
+    topic = fresh_ns.topics_in(0x00000000, 0x40000000)[0]
+    if target.sim is not None:
+        # The bundle loses its owner (its broker restarted); a request that looks it up
+        # assigns it (a split: the simulator has no topic lookup route).
+        target.sim.release_bundle(fresh_ns.name, FIRST)
+        r = target.request(
+            "PUT",
+            f"/admin/v2/namespaces/{fresh_ns.name}/{FIRST}/split",
+            params={"splitAlgorithmName": "range_equally_divide"},
+        )
+        assert r.status_code == 204, r.text
+        landed = {
+            owner_of(client, target.cluster, f"{fresh_ns.name}/{child}")
+            for child in target.sim.splits(fresh_ns.name)[-1].children
+        }
+        assert landed == {dest}
+        return
+    # A plain unload keeps no destination (blank); the clients' next lookup takes the
+    # leftover one.
+    r = target.request("PUT", f"/admin/v2/namespaces/{fresh_ns.name}/{FIRST}/unload")
+    assert r.status_code == 204, r.text
+    assert target.request("GET", f"/lookup/v2/topic/{topic.replace('://', '/')}").is_success
+    landed_real = target.wait_for(
+        lambda: owner_of(client, target.cluster, name), what="the bundle owned"
+    )
+    assert landed_real == dest
 
 
 def test_dynamic_configuration(target: ContractTarget, client: PulsarPeerGroup) -> None:

@@ -422,6 +422,7 @@ def test_no_mover_fails_the_move(tmp_path: Path) -> None:
 class Sink:
     def __init__(self) -> None:
         self.moves: list[tuple[str, ActionResult, int]] = []
+        self.refusals: list[tuple[str, Any]] = []
         self.breakers: dict[str, bool] = {}
 
     def record_split(self, *args: Any, **kwargs: Any) -> None: ...
@@ -432,6 +433,9 @@ class Sink:
 
     def record_move(self, cluster: str, result: ActionResult, sessions_moved: int = 0) -> None:
         self.moves.append((cluster, result, sessions_moved))
+
+    def record_move_refusal(self, cluster: str, refusal: Any) -> None:
+        self.refusals.append((cluster, refusal))
 
     def set_breaker(self, cluster: str, open: bool) -> None:
         self.breakers[cluster] = open

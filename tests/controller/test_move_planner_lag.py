@@ -38,6 +38,9 @@ class NoRules:
     def anti_affinity_group(self, namespace: str, *, cluster: str | None = None) -> str | None:
         return None
 
+    def runtime_configuration(self, cluster: str) -> Mapping[str, str]:
+        return {}
+
 
 def report(broker: str, cpu_ratio: float, msg_rate: float, last_update_ms: int) -> BrokerLoadReport:
     return BrokerLoadReport(

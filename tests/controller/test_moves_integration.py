@@ -56,6 +56,7 @@ class MoveRig:
     tmp: Path
     mode: str = "apply"
     moves: dict[str, Any] = field(default_factory=dict)
+    controller: dict[str, Any] = field(default_factory=dict)  # more `controller:` keys
     clock: FakeClock = field(init=False)
     config: BalancerConfig = field(init=False)
     board: BrokerLoadBoard = field(init=False)
@@ -76,6 +77,7 @@ class MoveRig:
                     "journal_path": str(self.tmp / "journal.sqlite3"),
                     "audit_log_path": str(self.tmp / "audit.jsonl"),
                     "writer_lease": {"enabled": False},
+                    **self.controller,
                 },
                 "moves": self.moves,
             }

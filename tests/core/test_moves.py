@@ -133,7 +133,7 @@ def test_isolation_fails_over_to_secondaries() -> None:
 
 
 def test_anti_affinity_spreads_the_group() -> None:
-    rules = PlacementRules(anti_affinity={"t/a": "g", "t/b": "g"})
+    rules = PlacementRules(anti_affinity={"t/a": "g", "t/b": "g"}, failure_domains_enabled=True)
     brokers = [
         broker("a:1", 0.8),
         broker("b:1", 0.0),

@@ -1,13 +1,16 @@
 """`pulsar-balancer apply PLAN.json`: carry out exactly a plan saved by `plan --save`.
 
 It reads and checks the plan (its content hash, its age: older than
-`controller.plan_max_age_s` and the whole plan is refused), shows what it will do and asks
-(unless `--yes`; with no terminal to ask and no `--yes` it refuses), then carries out the
+`controller.plan_max_age_s`, or stamped more than a minute ahead of this host's clock, and the
+whole plan is refused), shows what it will do and asks (unless `--yes`; with no terminal to
+ask and no `--yes` it refuses), then carries out the
 selected actions through the controller: allow-list, journal, rate limits (a rate-limited
 action waits for its slot), circuit breakers and the writer lease when configured, each
 action read back as `run` does. Before each action its premise is read again (the bundle
 with the same range, the move's source still owning it, the offload's ledgers still there):
-an action whose premise changed is refused and named, never adapted.
+an action whose premise changed is refused and named, never adapted. The plan's age is
+checked again once approved and before each action: an action reached after the plan expired
+(a late "yes", a long wait for a rate limit) is `expired`, not sent, and so is every one after.
 
 `apply` acts whatever `controller.mode` says: that key governs `run`, which acts on its own;
 the reviewed plan file and `--yes` (or the typed answer) are the approval. `--dry-run`
@@ -21,8 +24,10 @@ action carried out this way has `plan_id`.
 Exit codes:
   0  every selected action applied (now, or by an earlier apply of this plan)
   2  error: a bad, tampered or truncated plan file, a config without the plan's clusters,
-     no approval, or an action that failed, stayed unknown or was not allowed
-  3  some actions refused as stale (listed), or the whole plan expired; the rest applied
+     no approval, a plan stamped in the future, or an action that failed, stayed unknown
+     or was not allowed
+  3  some actions refused as stale (listed), or the plan expired (whole, or before some
+     actions: those are listed `expired`); the rest applied
 
     pulsar-balancer apply plan.json --config conf/balancer.yaml
     pulsar-balancer apply plan.json --config conf/balancer.yaml --only split-1 move-2 --yes
@@ -107,6 +112,7 @@ def apply_command(
     ask: Callable[[str], str] = input,
     is_tty: Callable[[], bool] = lambda: sys.stdin.isatty(),
     sleep: Callable[[float], None] = time.sleep,
+    clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
 ) -> int:
     if not logging.getLogger().handlers:
         logging.getLogger().addHandler(logging.NullHandler())
@@ -114,7 +120,7 @@ def apply_command(
         raise ValueError("give --config FILE: the clusters, journal and limits to apply with")
     doc = read_plan(args.plan)
     config = load_config(args.config)
-    now_ms = int(time.time() * 1000)
+    now_ms = clock_ms()
     actions = _selected(doc, args.only)
     missing = sorted({a.decision.cluster for a in actions} - {c.name for c in config.clusters})
     if missing:
@@ -129,13 +135,12 @@ def apply_command(
             "actions are applied as reviewed, under this config's allow-list and limits"
         )
     max_age_s = config.controller.plan_max_age_s
-    age_s = doc.age_s(now_ms)
-    if age_s > max_age_s:
+    refused = _age_refused(doc, now_ms, max_age_s)
+    if refused is not None:
+        code, why = refused
         return _report(
-            args, doc, [], now_ms, notes, EXIT_STALE,
-            f"plan {doc.plan_id} expired: made {iso_utc(doc.created_at_ms)}, {age_s:.0f} s ago, "
-            f"older than controller.plan_max_age_s ({max_age_s:g} s): nothing applied; make "
-            "and review a new plan",
+            args, doc, [], now_ms, notes, code,
+            f"{why}: nothing applied; make and review a new plan",
         )  # fmt: skip
     if not wants_json(args):
         _show(doc, actions, now_ms, notes)
@@ -150,14 +155,40 @@ def apply_command(
         if answer.strip().lower() != "yes":
             print("apply: not approved; nothing applied", file=sys.stderr)
             return EXIT_ERROR
-    items = _apply(config, doc, actions, dry_run=args.dry_run, settle_s=args.settle_s, sleep=sleep)
+        # The answer may come hours later: the plan's age is what it is now.
+        approved_ms = clock_ms()
+        refused = _age_refused(doc, approved_ms, max_age_s)
+        if refused is not None:
+            code, why = refused
+            return _report(
+                args, doc, [], approved_ms, notes, code,
+                f"{why} when approved ({(approved_ms - now_ms) / 1000:.0f} s after it was "
+                "shown): nothing applied; make and review a new plan",
+            )  # fmt: skip
+
+    def fresh() -> str | None:
+        return doc.age_refusal(clock_ms(), max_age_s)
+
+    items = _apply(
+        config, doc, actions, dry_run=args.dry_run, settle_s=args.settle_s, sleep=sleep,
+        fresh=fresh,
+    )  # fmt: skip
     chosen = {a.action_id for a in actions}
     items += [
         Item(a, a.for_plan(doc.plan_id).decision_id, Status.NOT_SELECTED)
         for a in doc.actions
         if a.action_id not in chosen
     ]
-    return _report(args, doc, items, now_ms, notes, _exit_code(items), None)
+    return _report(args, doc, items, clock_ms(), notes, _exit_code(items), None)
+
+
+def _age_refused(doc: PlanDocument, now_ms: int, max_age_s: float) -> tuple[int, str] | None:
+    """The exit code and why, when the plan's age forbids acting on it now: expired (3), or
+    stamped in the future (2: a clock is wrong, not the plan's premises)."""
+    why = doc.age_refusal(now_ms, max_age_s)
+    if why is None:
+        return None
+    return (EXIT_ERROR if doc.age_s(now_ms) < 0 else EXIT_STALE), why
 
 
 def _selected(doc: PlanDocument, only: list[str]) -> list[PlannedAction]:
@@ -181,6 +212,7 @@ def _apply(
     dry_run: bool,
     settle_s: float,
     sleep: Callable[[float], None],
+    fresh: Callable[[], str | None],
 ) -> list[Item]:
     from balancer.app.controller_wiring import build_controller
     from balancer.app.pulsar_wiring import peer_group_from_config
@@ -195,14 +227,14 @@ def _apply(
         with peer_group_from_config(config) as admin:
             controller = build_controller(
                 acting, admin, lease=lease, audit_fields={"plan_id": doc.plan_id},
-                offload_point=points,
+                offload_point=points, role="apply",
             )  # fmt: skip
             try:
                 if not dry_run:
                     # Intents a killed apply (or run) left open: settled from Pulsar, not re-sent.
                     controller.reconcile()
                 items = carry_out(controller, admin, doc, actions, points, dry_run=dry_run,
-                                  sleep=sleep)  # fmt: skip
+                                  sleep=sleep, fresh=fresh)  # fmt: skip
                 if not dry_run:
                     settle(controller, items, wait_s=settle_s, sleep=sleep)
             finally:
@@ -239,7 +271,7 @@ def _exit_code(items: list[Item]) -> int:
     statuses = {i.status for i in items}
     if Status.NOT_APPLIED in statuses:
         return EXIT_ERROR
-    if Status.STALE in statuses:
+    if Status.STALE in statuses or Status.EXPIRED in statuses:
         return EXIT_STALE
     return EXIT_APPLIED
 
@@ -296,4 +328,7 @@ def _report(
     print(f"{summary} (exit code {code})")
     if stale:
         print(f"Refused as stale (premise changed): {', '.join(stale)}: make a new plan for them")
+    expired = [i.action.action_id for i in items if i.status is Status.EXPIRED]
+    if expired:
+        print(f"Not sent, the plan expired first: {', '.join(expired)}: make a new plan for them")
     return code

@@ -4,7 +4,8 @@ carried out by the controller, and what came of it.
 Before each action its premise is read again from Pulsar (GETs only):
 - a split: the bundle is still in its namespace's layout with the same range;
 - a move: the bundle is still owned by the planned source (`ownedNamespaces` of the source,
-  never a lookup, which would place an unowned bundle);
+  never a lookup, which would place an unowned bundle); a source that left the cluster (not
+  listed, no answer) owns nothing;
 - an offload: the topic still has the offload point's ledger, with a ledger before it not
   offloaded yet.
 An action whose premise changed is refused (`stale`, named) and never adapted. The others go
@@ -49,6 +50,7 @@ class Status(StrEnum):
     NOT_APPLIED = "not_applied"  # failed, unknown, denied, rate limited, breaker, no lease
     WOULD_APPLY = "would_apply"  # --dry-run: the premise holds, nothing sent
     NOT_SELECTED = "not_selected"  # left out by --only
+    EXPIRED = "expired"  # reached after the plan expired (controller.plan_max_age_s): not sent
 
 
 _DONE = (ActionResult.APPLIED, ActionResult.STARTED)
@@ -115,7 +117,17 @@ def premise(admin: Any, action: PlannedAction) -> str | None:
                 return None
             if isinstance(d, MoveDecision):
                 name = d.bundle.key(d.namespace)
-                if name not in admin.owned_bundles(d.cluster, d.source):
+                try:
+                    owned = admin.owned_bundles(d.cluster, d.source)
+                except PulsarAdminError:
+                    # A source scaled down or restarted under a new address owns nothing.
+                    if d.source in admin.list_brokers(d.cluster):
+                        raise
+                    return (
+                        f"the planned source {d.source} left the cluster (no longer listed "
+                        "as active, does not answer)"
+                    )
+                if name not in owned:
                     return f"bundle {name} is no longer owned by {d.source} (the planned source)"
                 return None
             assert action.offload_point is not None
@@ -135,9 +147,13 @@ def carry_out(
     dry_run: bool,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
+    fresh: Callable[[], str | None] = lambda: None,
 ) -> list[Item]:
-    """Each selected action in plan order: journal, premise, controller."""
+    """Each selected action in plan order: journal, plan age, premise, controller. `fresh`
+    says why the plan may no longer be acted on (None: it may), asked before each action and
+    each retry of a rate-limited one: from the first refusal on, nothing more is sent."""
     items: list[Item] = []
+    expired: str | None = None
     # A move of a split's child: the child exists only once that split is applied.
     splits = {a.decision.decision_id: a.action_id for a in actions if a.kind == "split"}
     for action in actions:
@@ -150,6 +166,10 @@ def carry_out(
             done = known.result in {r.value for r in _DONE}
             item.status = Status.ALREADY_APPLIED if done else Status.NOT_APPLIED
             item.detail = f"handled by an earlier apply of this plan: {known.detail or 'pending'}"
+            continue
+        expired = expired or fresh()
+        if expired is not None:
+            item.status, item.detail = Status.EXPIRED, f"not sent: {expired}"
             continue
         after = getattr(action.decision, "after_split", None)
         if dry_run and after in splits:
@@ -177,7 +197,13 @@ def carry_out(
                 "apply: %s rate limited; retrying in %g s", action.action_id, RATE_LIMIT_RETRY_S
             )
             sleep(RATE_LIMIT_RETRY_S)
+            expired = fresh()
+            if expired is not None:
+                break
             outcome = controller.handle(decision, batch_id=doc.plan_id)
+        if expired is not None:
+            item.status, item.detail = Status.EXPIRED, f"not sent (rate limited, then): {expired}"
+            continue
         item.result, item.detail = outcome.result.value, outcome.detail
         if outcome.result in _DONE:
             item.status = Status.APPLIED

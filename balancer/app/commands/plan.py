@@ -221,6 +221,7 @@ def _save(
         moves=moves.moves if moves is not None else [],
         layouts=layouts,
         now_ms=int(time.time() * 1000),
+        move_plan_clusters=tuple(moves.clusters) if moves is not None else (),
     )
     # On stderr: stdout stays the plan alone (one JSON document with -o json).
     print(

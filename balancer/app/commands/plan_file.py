@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,10 +51,25 @@ def save_plan(
     moves: Sequence[MoveDecision],
     layouts: Mapping[tuple[str, str], tuple[int, ...]],
     now_ms: int,
+    move_plan_clusters: Collection[str] = (),
 ) -> dict[str, Any]:
     """Write the plan document (atomically: a reader never sees half a file) and return it.
     Offloads without an offload point (none found, or an offload running) are not saved:
-    there is nothing exact to apply."""
+    there is nothing exact to apply.
+
+    Each split says whether its children are unloaded, as `run` decides it: in a cluster
+    with a move plan (`move_plan_clusters`) they stay on the parent's broker (the move plan
+    counted them there and places those that must go), elsewhere as
+    `controller.unload_after_split` says."""
+    splits = [
+        replace(
+            s,
+            unload_children=(
+                False if s.cluster in move_plan_clusters else config.controller.unload_after_split
+            ),
+        )
+        for s in plan.splits
+    ]
     offloads: list[tuple[OffloadDecision, MessageId]] = []
     for o in plan.offloads:
         found = points.get(o.decision_id)
@@ -68,7 +84,7 @@ def save_plan(
         source=source,
         clusters=[c.name for c in config.clusters],
         layouts=layouts,
-        splits=plan.splits,
+        splits=splits,
         offloads=offloads,
         moves=moves,
     )
@@ -105,11 +121,16 @@ def describe(action: PlannedAction) -> str:
     d = action.decision
     if isinstance(d, SplitDecision):
         at = ", ".join(format_position(b) for b in d.boundaries)
+        children = {
+            False: "children stay on the parent's broker",
+            True: "children unloaded: Pulsar places them",
+            None: "children unloaded as controller.unload_after_split says",
+        }[d.unload_children]
         return (
             f"split {d.cluster} {d.namespace}/{d.bundle} at {at} ({d.algorithm.value}; over "
             f"{', '.join(r.value for r in d.reasons)}: {d.inputs.msg_rate:,.0f} msg/s, "
             f"{d.inputs.throughput_bytes / 1048576:,.1f} MiB/s, {d.inputs.topic_count} topics, "
-            f"{d.inputs.session_count} sessions)"
+            f"{d.inputs.session_count} sessions; {children})"
         )
     if isinstance(d, OffloadDecision):
         point = action.offload_point

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from balancer.app.controller_wiring import move_planner
 from balancer.controller.broker_board import BrokerLoadBoard
 from balancer.controller.journal import Journal
 from balancer.controller.move_planning import ClusterLoads, PlacementReads
+from balancer.controller.move_steps import ranges_in_flight
 from balancer.core.decisions import SplitDecision
 from balancer.core.load import BundleLoad
 from balancer.core.moves.model import MoveDecision, MovePlan
@@ -108,7 +110,17 @@ def plan_moves(
     out = MovesPlan(errors=dict(errors or {}))
     last_moves, journal = journal_last_moves(config.controller.journal_path)
     try:
-        planner = move_planner(config, admin, board, last_moves_ms=last_moves)
+        planner = move_planner(
+            config,
+            admin,
+            board,
+            last_moves_ms=last_moves,
+            ranges_in_flight=(
+                (lambda _cluster: frozenset())
+                if journal is None
+                else partial(ranges_in_flight, journal)
+            ),
+        )
         by_cluster: dict[str, list[BundleLoad]] = {}
         for bundle in bundles:
             by_cluster.setdefault(bundle.cluster, []).append(bundle)

@@ -37,7 +37,12 @@ from balancer.core.moves.model import (
     PlacementRules,
     move_decision_id,
 )
-from balancer.core.moves.placement import anti_affinity_allowed, isolation_allowed
+from balancer.core.moves.placement import (
+    anti_affinity_allowed,
+    is_system_namespace,
+    isolation_allowed,
+    same_group,
+)
 
 EPSILON = 1e-9  # float noise: a load within this of a bound is at the bound
 
@@ -87,6 +92,7 @@ def with_splits(
                 throughput_bytes=child.throughput_bytes,
                 sessions=child.sessions,
                 topics=child.topics,
+                pinned=parent.pinned,
             )
             out[(state.namespace, state.bundle)] = state
             after_split[state.name] = split.decision_id
@@ -103,6 +109,7 @@ class _Cycle:
         rules: PlacementRules,
         settings: MoveSettings,
         now_ms: int,
+        busy_ranges: frozenset[str] = frozenset(),
     ) -> None:
         self.brokers = {b.broker: b for b in sorted(brokers, key=lambda b: b.broker)}
         self.active = sorted(b for b, s in self.brokers.items() if s.active)
@@ -121,6 +128,9 @@ class _Cycle:
         self.moves = 0
         self.domains = {b: s.failure_domain for b, s in self.brokers.items()}
         self._allowed: dict[str, frozenset[str]] = {}
+        # Bare ranges with a move in flight in the cluster, and those moved this cycle: the
+        # modular load manager keeps ONE destination per range (bundleBrokerAffinityMap).
+        self.busy_ranges: set[str] = set(busy_ranges)
 
     def active_loads(self) -> dict[str, float]:
         return {b: self.loads[b] for b in self.active}
@@ -137,16 +147,28 @@ class _Cycle:
         last = bundle.last_moved_ms
         return last is not None and self.now_ms - last < self.settings.grace_period_s * 1000.0
 
+    def movable(self, bundle: BundleState) -> bool:
+        """Not pinned, not a system namespace, and no other move of its range in flight."""
+        return not (
+            bundle.pinned
+            or is_system_namespace(bundle.namespace)
+            or str(bundle.bundle) in self.busy_ranges
+        )
+
     def group_counts(self, bundle: BundleState) -> dict[str, int] | None:
+        """Broker -> the namespaces of the bundle's anti-affinity group with a bundle on it,
+        the bundle itself left out (LoadManagerShared.getAntiAffinityNamespaceOwnedBrokers
+        counts namespaces, not bundles, pinned ones included); None: no group."""
         group = self.rules.anti_affinity.get(bundle.namespace)
-        if not group:
+        if not group or not group.strip():
             return None
-        counts: dict[str, int] = {}
+        namespaces: dict[str, set[str]] = {}
         for name, other in self.bundles.items():
-            if name != bundle.name and self.rules.anti_affinity.get(other.namespace) == group:
-                owner = self.owner[name]
-                counts[owner] = counts.get(owner, 0) + 1
-        return counts
+            if name == bundle.name:
+                continue
+            if same_group(self.rules.anti_affinity.get(other.namespace), group):
+                namespaces.setdefault(self.owner[name], set()).add(other.namespace)
+        return {broker: len(names) for broker, names in namespaces.items()}
 
     def destinations(self, bundle: BundleState, source: str) -> list[str]:
         """The brokers the placement rules allow for the bundle, apart from its source."""
@@ -159,7 +181,14 @@ class _Cycle:
         if counts is not None:
             # The source stays a candidate: a move may not leave the bundle's group worse
             # spread than staying put would.
-            allowed = set(anti_affinity_allowed(allowed | {source}, counts, self.domains))
+            allowed = set(
+                anti_affinity_allowed(
+                    allowed | {source},
+                    counts,
+                    self.domains,
+                    domains_enabled=self.rules.failure_domains_enabled,
+                )
+            )
         limit = self.rules.max_topics_per_broker
         return sorted(b for b in allowed if b != source and self.topics[b] + bundle.topics <= limit)
 
@@ -177,6 +206,7 @@ class _Cycle:
         self.topics[destination] += bundle.topics
         self.owner[bundle.name] = destination
         self.moved.add(bundle.name)
+        self.busy_ranges.add(str(bundle.bundle))
         self.moves_of[source] += 1
         self.moves_of[destination] += 1
         self.moves += 1
@@ -195,13 +225,18 @@ def _best_move(
     high = target_ratio(cycle.active_loads(), settings)
     if cycle.moves >= settings.max_moves_per_cluster:
         return None, BlockReason.BUDGET
-    owned = cycle.owned(source)
+    owned = [
+        b for b in cycle.owned(source) if not b.pinned and not is_system_namespace(b.namespace)
+    ]
     sized = [b for b in owned if cycle.load_on(b, source) >= settings.min_bundle_load_ratio]
     if not sized:
         return None, BlockReason.TOO_SMALL
-    movable = [b for b in sized if b.name not in cycle.moved and not cycle.in_grace(b)]
-    if not movable:
+    rested = [b for b in sized if b.name not in cycle.moved and not cycle.in_grace(b)]
+    if not rested:
         return None, BlockReason.GRACE_PERIOD
+    movable = [b for b in rested if cycle.movable(b)]
+    if not movable:
+        return None, BlockReason.RANGE_IN_FLIGHT
     if cycle.moves_of[source] >= settings.max_moves_per_broker:
         return None, BlockReason.BUDGET
     feasible: list[_Candidate] = []
@@ -258,14 +293,21 @@ def decide_moves(
     now_ms: int,
     window_end_ms: int,
     splits: Sequence[SplitDecision] = (),
+    busy_ranges: frozenset[str] = frozenset(),
 ) -> MovePlan:
     """The moves of one cluster for one window. `splits` are the split decisions of the same
     cycle: each parent bundle is replaced by its children (on the parent's owner, with the
-    loads the split computed), and children may be given destinations (reason SPLIT_CHILD)."""
+    loads the split computed), and children may be given destinations (reason SPLIT_CHILD).
+
+    `busy_ranges`: bare ranges (`0x..._0x..`) with a move in flight in the cluster (sent,
+    its bundle not owned again yet). No bundle with such a range is moved, and at most one
+    bundle per range is moved in a cycle: the modular load manager keeps one destination
+    per range for the next lookup of any bundle with it. Pinned bundles and system
+    namespaces count (load, anti-affinity, topics) but never move."""
     all_bundles, after_split = with_splits(bundles, splits)
     known = {b.broker for b in brokers}
     all_bundles = [b for b in all_bundles if b.owner in known]  # an unknown owner: not ours
-    cycle = _Cycle(brokers, all_bundles, rules, settings, now_ms)
+    cycle = _Cycle(brokers, all_bundles, rules, settings, now_ms, busy_ranges)
     loads_before = dict(cycle.loads)
     balanced_before = is_balanced(cycle.active_loads(), settings)
     moves: list[MoveDecision] = []

@@ -56,6 +56,9 @@ class BundleState:
     sessions: int = 0  # producers + consumers: the clients a move reconnects
     topics: int = 0
     last_moved_ms: int | None = None  # the last move this balancer applied (grace period)
+    # Counted (its broker's load, its anti-affinity group, its topics) but never moved: a
+    # namespace outside the controller's allow-list, or a system namespace.
+    pinned: bool = False
 
     @property
     def name(self) -> str:
@@ -72,7 +75,9 @@ class IsolationPolicy:
     namespaces: tuple[str, ...]
     primary: tuple[str, ...]
     secondary: tuple[str, ...] = ()
-    min_primary_brokers: int = 1  # auto_failover_policy min_limit
+    # auto_failover_policy min_limit: secondaries are added while FEWER primaries than this
+    # are up (MinAvailablePolicy.shouldFailoverToSecondary); 0: never.
+    min_primary_brokers: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,9 @@ class PlacementRules:
     isolation: tuple[IsolationPolicy, ...] = ()
     anti_affinity: Mapping[str, str] = field(default_factory=dict)  # namespace -> group
     max_topics_per_broker: int = 50_000  # loadBalancerBrokerMaxTopics
+    # ServiceConfiguration.failureDomainsEnabled (default false): only then are a group's
+    # namespaces spread over failure domains first (LoadManagerShared).
+    failure_domains_enabled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +112,10 @@ class MoveReason(StrEnum):
     ABOVE_MEAN = "above_mean"  # the source is over `mean + margin`
     IDLE_BROKER = "idle_broker"  # the destination is under `mean - margin`
     SPLIT_CHILD = "split_child"  # a child of a split decided in the same cycle
+    # Not the decision's: the controller's follow-up after a refused unload left the modular
+    # load manager's destination behind for a bare range: a bundle with that range is
+    # unloaded to the broker that owns it, so its own lookup uses the entry up in place.
+    CLEAR_LEFTOVER = "clear_leftover"
 
 
 class BlockReason(StrEnum):
@@ -114,6 +126,10 @@ class BlockReason(StrEnum):
     BUDGET = "budget"  # the cycle's move budget is used up
     TOO_SMALL = "too_small"  # its bundles are under `min_bundle_load_ratio`
     SINGLE_BUNDLE = "single_bundle"  # one bundle carries the load: a split, not a move
+    # Its bundles' ranges have a move in flight in the cluster (or one this cycle): the
+    # modular load manager keeps one destination per bare range, so a second move of the
+    # range would overwrite the first's.
+    RANGE_IN_FLIGHT = "range_in_flight"
 
 
 def move_decision_id(

@@ -9,6 +9,7 @@ Purely computational, with no side effects.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 
@@ -16,13 +17,52 @@ from balancer.core.moves.model import BrokerState, IsolationPolicy, PlacementRul
 
 DEFAULT_DOMAIN = "default"  # LoadManagerShared.DEFAULT_DOMAIN: brokers in no failure domain
 
+# NamespaceService's system namespaces (isSystemServiceNamespace): `pulsar/system`, the
+# brokers' heartbeat namespaces (HEARTBEAT_NAMESPACE_PATTERN `pulsar/<cluster>/<host:port>`,
+# HEARTBEAT_NAMESPACE_PATTERN_V2 `pulsar/<host:port>`) and the SLA monitor's
+# (SLA_NAMESPACE_PATTERN `sla-monitor/<cluster>/<host:port>`). Each broker owns its own
+# heartbeat namespace; none of them is user load to balance.
+SYSTEM_NAMESPACE = "pulsar/system"
+_SYSTEM_PATTERNS = (
+    re.compile(r"pulsar/[^/]+/([^:]+:\d+)"),
+    re.compile(r"pulsar/([^:]+:\d+)"),
+    re.compile(r"sla-monitor/[^/]+/([^:]+:\d+)"),
+)
+
+
+def is_system_namespace(namespace: str) -> bool:
+    """`tenant/ns` is one of Pulsar's own namespaces (never moved)."""
+    return namespace == SYSTEM_NAMESPACE or any(p.fullmatch(namespace) for p in _SYSTEM_PATTERNS)
+
 
 @lru_cache(maxsize=1024)
 def _compiled(pattern: str) -> re.Pattern[str] | None:
+    """The pattern as Python reads it; None when Python cannot read it as Java does: a
+    compile error (Java-only syntax: `\\Q...\\E`, `\\p{...}`, `(?<name>...)`) or a
+    FutureWarning (a Java class intersection `[a-z&&[^e]]` or nested class Python would read
+    otherwise)."""
     try:
-        return re.compile(pattern)
-    except re.error:
-        return None  # a bad regex matches nothing rather than crash the decision
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            return re.compile(pattern)
+    except (re.error, FutureWarning):
+        return None
+
+
+def unreadable_patterns(policies: Iterable[IsolationPolicy]) -> tuple[str, ...]:
+    """The patterns of the policies Python cannot read as Java does, sorted: with any of them
+    the cluster's isolation rules are unreadable (a pattern matching nothing would turn
+    isolated brokers into shared ones)."""
+    return tuple(
+        sorted(
+            {
+                pattern
+                for p in policies
+                for pattern in (*p.namespaces, *p.primary, *p.secondary)
+                if _compiled(pattern) is None
+            }
+        )
+    )
 
 
 def _matches_any(patterns: Iterable[str], text: str) -> bool:
@@ -33,6 +73,16 @@ def _matches_any(patterns: Iterable[str], text: str) -> bool:
         if compiled is not None and compiled.fullmatch(text):
             return True
     return False
+
+
+def same_group(a: str | None, b: str | None) -> bool:
+    """Two anti-affinity group names as LoadManagerShared compares them: String
+    .equalsIgnoreCase (per char: equal, or equal upper-cased, or equal lower-cased); a blank
+    name is no group (StringUtils.isBlank)."""
+    if a is None or b is None or not a.strip() or not b.strip() or len(a) != len(b):
+        return False
+    pairs = zip(a, b, strict=True)
+    return all(x == y or x.upper() == y.upper() or x.lower() == y.lower() for x, y in pairs)
 
 
 def _names_broker(patterns: Iterable[str], broker: BrokerState) -> bool:
@@ -67,12 +117,15 @@ def isolation_allowed(
     primaries are active (auto_failover_policy min_limit); a namespace under no policy goes
     to shared brokers only.
     """
+    if unreadable_patterns(rules.isolation):
+        return frozenset()  # rules that cannot be read allow nothing (the planner says why)
     active = [b for b in brokers if b.active]
     policy = policy_for(namespace, rules)
     if policy is None:
         return frozenset(b.broker for b in active if is_shared_broker(b, rules))
     primaries = {b.broker for b in active if _names_broker(policy.primary, b)}
-    if len(primaries) >= max(1, policy.min_primary_brokers):
+    # MinAvailablePolicy.shouldFailoverToSecondary: primaries < min_limit (0: never).
+    if len(primaries) >= policy.min_primary_brokers:
         return frozenset(primaries)
     secondaries = {b.broker for b in active if _names_broker(policy.secondary, b)}
     return frozenset(primaries | secondaries)
@@ -82,16 +135,19 @@ def anti_affinity_allowed(
     candidates: Iterable[str],
     group_counts: Mapping[str, int],
     domains: Mapping[str, str | None],
+    *,
+    domains_enabled: bool,
 ) -> frozenset[str]:
-    """Keep the candidates whose failure domain, then whose broker, hold the fewest bundles of
-    the group (LoadManagerShared.filterAntiAffinityGroupOwnedBrokers and
+    """Keep the candidates whose failure domain, then whose broker, hold the fewest
+    NAMESPACES of the group (LoadManagerShared.filterAntiAffinityGroupOwnedBrokers and
     filterDomainsNotHavingLeastNumberAntiAffinityNamespaces). `group_counts`: broker -> the
-    group's bundles it owns (without the bundle being placed). The domain step applies when
-    any broker has a failure domain (Pulsar: failureDomainsEnabled with domains defined)."""
+    group's namespaces with a bundle on it (without the bundle being placed). The domain
+    step applies only with `domains_enabled` (failureDomainsEnabled) and a domain defined;
+    a broker in none is in domain "default"."""
     kept = sorted(set(candidates))
     if not kept:
         return frozenset()
-    if any(domains.get(b) for b in domains):
+    if domains_enabled and any(domains.get(b) for b in domains):
         per_domain: dict[str, int] = {}
         for b in kept:
             domain = domains.get(b) or DEFAULT_DOMAIN
