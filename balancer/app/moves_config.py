@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from balancer.core.broker_load import BrokerCapacity, LoadWeights
 from balancer.core.moves.model import MoveSettings
 
-MBYTE = 1024 * 1024
+# Pulsar's *Mbytes settings are MiB (LoadManagerShared.MIBI): so is max_throughput_mbytes.
+MIBYTE = 1024 * 1024
 
 
 class _Model(BaseModel):
@@ -21,11 +22,13 @@ class _Model(BaseModel):
 
 
 class WeightsConfig(_Model):
-    """Pulsar's loadBalancer*ResourceWeight (memory and direct memory 0 in current releases)."""
+    """Pulsar's loadBalancer*ResourceWeight, with ServiceConfiguration's defaults: all 1.0
+    (memory's is deprecated since 3.0.0 but still 1.0 and still counted by
+    LocalBrokerData.getMaxResourceUsageWithWeight and BrokerLoadData)."""
 
     cpu: float = Field(default=1.0, ge=0)
-    memory: float = Field(default=0.0, ge=0)
-    direct_memory: float = Field(default=0.0, ge=0)
+    memory: float = Field(default=1.0, ge=0)
+    direct_memory: float = Field(default=1.0, ge=0)
     bandwidth_in: float = Field(default=1.0, ge=0)
     bandwidth_out: float = Field(default=1.0, ge=0)
 
@@ -43,12 +46,14 @@ class CapacityConfig(_Model):
     """What one broker carries, for brokers without a load report (extensible load manager)."""
 
     max_msg_rate: float = Field(default=200_000.0, gt=0)  # msg/s, in + out
-    max_throughput_mbytes: float = Field(default=200.0, gt=0)  # MB/s, in + out
+    max_throughput_mbytes: float = Field(
+        default=200.0, gt=0, description="MiB/s (2^20 bytes/s), in + out, at load 1.0"
+    )
 
     def capacity(self) -> BrokerCapacity:
         return BrokerCapacity(
             max_msg_rate=self.max_msg_rate,
-            max_throughput_bytes=self.max_throughput_mbytes * MBYTE,
+            max_throughput_bytes=self.max_throughput_mbytes * MIBYTE,
         )
 
 

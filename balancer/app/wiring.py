@@ -29,6 +29,7 @@ from balancer.app.preflight import setting_error
 from balancer.app.pulsar_wiring import peer_group_from_config
 from balancer.app.stream_settings import kafka_security, stream_settings
 from balancer.collector.admin import admin_fetch, polling_plan
+from balancer.collector.load_health import LoadReportHealth
 from balancer.collector.service import Collector
 from balancer.collector.sink import KafkaEventSink
 from balancer.controller.handler import ControllerHandler
@@ -379,7 +380,11 @@ class BalancerApp:
         targets, listers = polling_plan(self.config.clusters, self.admin)
         collector = Collector(
             targets=targets,
-            fetch=admin_fetch(self.admin, load_reports=self._load_reports()),
+            fetch=admin_fetch(
+                self.admin,
+                load_reports=self._load_reports(),
+                health=LoadReportHealth(self.metrics.collector.load_report_failed),
+            ),
             sink=sink,
             envelope_max_events=self.config.collector.envelope_max_events,
             envelope_max_bytes=self.config.collector.envelope_max_bytes,

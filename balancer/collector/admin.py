@@ -9,11 +9,11 @@ brokers, or its brokers listed again every round (`balancer.collector.targets`);
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from balancer.collector.load_health import LoadReportHealth
 from balancer.collector.ports import Fetch, Fetched
 from balancer.collector.targets import (
     BrokerLister,
@@ -40,13 +40,18 @@ class BrokerStatsSource(Protocol):
     def load_report(self, cluster: str, broker: str) -> BrokerLoadReport: ...
 
 
-def admin_fetch(peer_group: BrokerStatsSource, *, load_reports: bool = False) -> Fetch:
+def admin_fetch(
+    peer_group: BrokerStatsSource,
+    *,
+    load_reports: bool = False,
+    health: LoadReportHealth | None = None,
+) -> Fetch:
     """A `Fetch` over `balancer.pulsar.PulsarPeerGroup.broker_topic_stats`; with
-    `load_reports`, each broker's load report is read in the same round. A broker that does
-    not answer it (the extensible load manager's brokers) still gives its stats: its load is
-    then derived from its bundles (logged once per broker)."""
-    unanswered: set[tuple[str, str]] = set()
-    lock = threading.Lock()
+    `load_reports`, each broker's load report is read in the same round (its load metrics
+    under the extensible load manager). A broker that gives neither still gives its stats;
+    each failure is counted per broker and reason, and logged when that changes
+    (`health`)."""
+    health = health or LoadReportHealth()
 
     def fetch(target: Target) -> Fetched:
         stats = peer_group.broker_topic_stats(target.cluster, target.broker_url)
@@ -54,18 +59,10 @@ def admin_fetch(peer_group: BrokerStatsSource, *, load_reports: bool = False) ->
         if load_reports and target.broker is not None:
             try:
                 report = peer_group.load_report(target.cluster, target.broker)
-            except Exception as exc:  # any answer but a report: fall back, say so once
-                with lock:
-                    first = (target.cluster, target.broker) not in unanswered
-                    unanswered.add((target.cluster, target.broker))
-                if first:
-                    log.warning(
-                        "collector: %s gives no load report (%s: %s); its load is derived "
-                        "from its bundles against moves.broker_capacity (logged once)",
-                        target,
-                        type(exc).__name__,
-                        str(exc)[:200],
-                    )
+            except Exception as exc:  # any answer but a report: counted, logged on change
+                health.failed(target.cluster, target.broker, exc)
+            else:
+                health.answered(target.cluster, target.broker)
         return Fetched(
             samples=[(entry.topic, entry.stats) for entry in stats],
             skipped_namespaces=stats.skipped_namespaces,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from balancer.core.broker_load import BrokerLoadReport
 
@@ -52,6 +52,11 @@ class BrokerLoadBoard:
         self._lock = threading.Lock()
 
     def record(self, sample: BrokerSample) -> None:
+        report = sample.report
+        if report is not None and report.timestamp_ms != sample.poll_ms:
+            # A report is timed by the poll that read it, on the balancer's clock: Pulsar's
+            # lastUpdate is its last write to the metadata store, not its sample time.
+            sample = replace(sample, report=replace(report, timestamp_ms=sample.poll_ms))
         with self._lock:
             samples = self._samples.setdefault((sample.cluster, sample.broker), deque())
             samples.append(sample)

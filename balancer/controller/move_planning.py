@@ -25,6 +25,7 @@ from typing import Protocol
 
 from balancer.controller.broker_board import BrokerLoadBoard, BrokerWindow
 from balancer.core.broker_load import (
+    REPORT_SETTLE_MS,
     BrokerCapacity,
     BrokerLoad,
     broker_load_from_bundles,
@@ -209,11 +210,15 @@ class MovePlanner:
         last_moves_ms: Callable[[str], Mapping[str, int]],
         movable: Callable[[str], bool] = lambda _namespace: True,
         ranges_in_flight: Callable[[str], frozenset[str]] = lambda _cluster: frozenset(),
+        report_settle_ms: int = REPORT_SETTLE_MS,
     ) -> None:
         """`movable`: namespaces the controller may act on (its allow/deny lists): the
         others' bundles still load their brokers and count for anti-affinity but are never
         moved, so they take no part of a cycle's move budget. `ranges_in_flight`: cluster
-        -> bare bundle ranges with a move sent and not settled (`move_steps.ranges_in_flight`)."""
+        -> bare bundle ranges with a move sent and not settled (`move_steps.ranges_in_flight`).
+        `report_settle_ms`: a broker's reports count again once polled this long after a
+        move from or to it (before, its usages still describe the old layout:
+        `balancer.core.broker_load.REPORT_SETTLE_MS`)."""
         self.board = board
         self.movable = movable
         self.ranges_in_flight = ranges_in_flight
@@ -224,8 +229,11 @@ class MovePlanner:
         self.capacity_of = capacity_of
         self.window_ms = int(window_s * 1000)
         self.last_moves_ms = last_moves_ms
+        self.report_settle_ms = report_settle_ms
         self.last_loads: dict[str, ClusterLoads] = {}  # cluster -> its newest window's
         self.last_plans: dict[str, MovePlan] = {}
+        # cluster -> brokers without measured usages beside measured ones: no moves there
+        self.unmeasured: dict[str, tuple[str, ...]] = {}
         # (cluster, broker) -> (when a plan moved a bundle from or to it, its projected load):
         # its load reports from before then describe bundles it no longer has (or not yet).
         self._moved: dict[tuple[str, str], tuple[int, float]] = {}
@@ -245,8 +253,10 @@ class MovePlanner:
         Bundle loads are the closed window's; broker loads are the load reports of the last
         window length before `now_ms` (the freshest picture of what each broker carries),
         less those a broker gave before a move this planner made from or to it. A broker
-        left with no report since its move counts at the load the plan projected for it,
-        so a move is not decided twice on the reports of before it."""
+        left with no report polled `report_settle_ms` after its move counts at the load
+        the plan projected for it, so a move is not decided twice on usages sampled
+        before it (Pulsar samples cpu and bandwidth once a minute, each sample the
+        average of the minute before)."""
         windows = self.board.window(cluster, start_ms=now_ms - self.window_ms, end_ms=now_ms + 1)
         if not windows:
             return None
@@ -262,6 +272,8 @@ class MovePlanner:
             tuple(self._projected(cluster, load) for load in loads.brokers), loads.owners
         )
         self.last_loads[cluster] = loads
+        if not self._all_measured_alike(cluster, loads):
+            return None
         idle = _idle_owned(loads.owners, bundles)
         try:
             namespaces = [b.namespace for b in bundles] + [b.namespace for b in idle]
@@ -318,6 +330,27 @@ class MovePlanner:
             )
         return plan
 
+    def _all_measured_alike(self, cluster: str, loads: ClusterLoads) -> bool:
+        """Brokers measured from their own usages (load report, load metrics) and brokers
+        whose load is a configured guess (their bundles against `broker_capacity`) are
+        never compared in one plan: the cluster gets no moves while both kinds are in it
+        (logged when the set of unmeasured brokers changes)."""
+        unmeasured = tuple(sorted(b.broker for b in loads.brokers if not b.source.measured))
+        mixed = bool(unmeasured) and len(unmeasured) < len(loads.brokers)
+        shown = unmeasured if mixed else ()
+        if self.unmeasured.get(cluster, ()) != shown:
+            if mixed:
+                log.warning(
+                    "moves: %s: no moves while %s cannot be measured (no load report nor "
+                    "load metrics) beside brokers that can: their loads are not comparable",
+                    cluster,
+                    ", ".join(unmeasured),
+                )
+            else:
+                log.info("moves: %s: every broker is measured alike again", cluster)
+        self.unmeasured[cluster] = shown
+        return not mixed
+
     def _since_move(self, cluster: str, window: BrokerWindow) -> BrokerWindow:
         moved = self._moved.get((cluster, window.broker))
         if moved is None:
@@ -326,7 +359,8 @@ class MovePlanner:
             if window.last_poll_ms > moved[0]:
                 del self._moved[(cluster, window.broker)]
             return window
-        fresh = tuple(r for r in window.reports if r.timestamp_ms > moved[0])
+        settled_ms = moved[0] + self.report_settle_ms
+        fresh = tuple(r for r in window.reports if r.timestamp_ms >= settled_ms)
         if fresh:
             del self._moved[(cluster, window.broker)]  # its reports show the move now
         return replace(window, reports=fresh) if fresh else window

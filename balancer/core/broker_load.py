@@ -3,9 +3,10 @@ times a weight (Pulsar's `LocalBrokerData.getMaxResourceUsageWithWeight`), plus 
 msg rate and throughput of the bundles it owns.
 
 A `BrokerLoadReport` is one sample of Pulsar's `GET /admin/v2/broker-stats/load-report`
-(the modular load manager's `LocalBrokerData`). Brokers whose report is not available (the
-extensible load manager answers that route with an error) get a load derived from their
-bundles against a configured `BrokerCapacity`, and say so in `BrokerLoad.source`.
+(the modular load manager's `LocalBrokerData`), or of the same usages in
+`GET /admin/v2/broker-stats/metrics` (`BrokerLoadData.toMetrics`: the extensible load
+manager answers load-report with a 500). Brokers with neither get a load derived from
+their bundles against a configured `BrokerCapacity`, and say so in `BrokerLoad.source`.
 
 Purely computational, with no side effects; time is passed in.
 """
@@ -18,6 +19,15 @@ from enum import StrEnum
 from math import fsum
 
 from balancer.core.load import BundleLoad
+
+# How often a broker samples its cpu and bandwidth (Pulsar's
+# loadBalancerHostUsageCheckIntervalMinutes, 1): each sample is the average over the interval
+# before it (LinuxBrokerHostUsageImpl: usage deltas between two collections).
+USAGE_INTERVAL_MS = 60_000
+# A report polled this long after an unload shows none of the old layout: its newest sample
+# may have been taken up to one interval before the poll and averages the interval before
+# that, so one interval is not enough (the first report after a move still shows old load).
+REPORT_SETTLE_MS = 2 * USAGE_INTERVAL_MS
 
 
 class Resource(StrEnum):
@@ -46,13 +56,13 @@ class ResourceUsage:
 
 @dataclass(frozen=True, slots=True)
 class LoadWeights:
-    """Weights of each resource in a broker's load. Defaults are Pulsar's
-    (`loadBalancerCPUResourceWeight`, `...BandwithInResourceWeight`, `...BandwithOutResourceWeight`
-    1.0; memory and direct memory 0 in current releases)."""
+    """Weights of each resource in a broker's load. Defaults are Pulsar's (ServiceConfiguration
+    `loadBalancer{CPU,Memory,DirectMemory,BandwithIn,BandwithOut}ResourceWeight`: all 1.0 in
+    3.x and 4.x; the memory weight is deprecated since 3.0.0 yet still 1.0 and counted)."""
 
     cpu: float = 1.0
-    memory: float = 0.0
-    direct_memory: float = 0.0
+    memory: float = 1.0
+    direct_memory: float = 1.0
     bandwidth_in: float = 1.0
     bandwidth_out: float = 1.0
 
@@ -66,13 +76,26 @@ class LoadWeights:
         }[resource]
 
 
+class LoadSource(StrEnum):
+    LOAD_REPORT = "load_report"  # resource usages from the broker's load report (modular)
+    # The same usages from `GET /admin/v2/broker-stats/metrics` (`brk_lb_*`, what the
+    # extensible load manager publishes: its load-report route answers 500).
+    METRICS = "metrics"
+    BUNDLES = "bundles"  # no usages: its bundles' load against a configured capacity
+
+    @property
+    def measured(self) -> bool:
+        """The broker's own resource usages, not a configured guess."""
+        return self is not LoadSource.BUNDLES
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerLoadReport:
     """One sample of a broker's load report (`LocalBrokerData`), as the collector read it."""
 
     cluster: str
     broker: str  # broker id, `host:port` as `GET /admin/v2/brokers/{cluster}` lists it
-    timestamp_ms: int  # when the collector read it (the report's lastUpdate when given)
+    timestamp_ms: int  # when the balancer polled it (its own clock: never lastUpdate)
     resources: Mapping[Resource, ResourceUsage]
     msg_rate_in: float = 0.0
     msg_rate_out: float = 0.0
@@ -83,6 +106,11 @@ class BrokerLoadReport:
     num_producers: int = 0
     num_consumers: int = 0
     bundles: tuple[str, ...] = ()  # "tenant/ns/0x..._0x..." the broker owns
+    # LocalBrokerData.lastUpdate: when the broker last WROTE its report to the metadata store
+    # (ModularLoadManagerImpl.writeBrokerDataOnZooKeeper: on a > 10 % change or every 15
+    # min), not when the usages were sampled. Kept for display only; 0 when not given.
+    last_update_ms: int = 0
+    origin: LoadSource = LoadSource.LOAD_REPORT  # the route read (LOAD_REPORT or METRICS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +120,6 @@ class BrokerCapacity:
 
     max_msg_rate: float  # msg/s, in + out
     max_throughput_bytes: float  # bytes/s, in + out
-
-
-class LoadSource(StrEnum):
-    LOAD_REPORT = "load_report"  # resource usages from the broker's load report
-    BUNDLES = "bundles"  # no report: its bundles' load against a configured capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +202,7 @@ def broker_load_from_reports(
         broker=broker,
         window_end_ms=window_end_ms,
         load_ratio=load_ratio(resources, weights),
-        source=LoadSource.LOAD_REPORT,
+        source=max(reports, key=lambda r: r.timestamp_ms).origin,
         resource_ratios={r: u.ratio for r, u in resources.items()},
         msg_rate=msg_rate,
         throughput_bytes=throughput,

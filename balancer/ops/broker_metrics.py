@@ -59,8 +59,9 @@ class BrokerLoadFamilies(Collector):
             GaugeMetricFamily(
                 f"{PREFIX}_broker_load_ratio",
                 "A broker's load in its newest window: the largest of its resource usages over "
-                "their limits, weighted (1.0 is full); source = load_report or bundles (no "
-                "load report: its bundles against moves.broker_capacity).",
+                "their limits, weighted (1.0 is full); source = load_report (modular), "
+                "metrics (extensible: broker-stats/metrics) or bundles (neither: its bundles "
+                "against moves.broker_capacity).",
                 labels=["cluster", "broker", "source"],
             ),
             GaugeMetricFamily(

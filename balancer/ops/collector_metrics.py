@@ -91,6 +91,15 @@ class CollectorMetrics:
             "reason (unreachable, timeout, unauthorized, invalid_answer, server_error, other).",
             ["cluster", "broker", "reason"], registry=reg,
         )  # fmt: skip
+        self._load_failures = Counter(
+            f"{PREFIX}_load_report_failures",
+            "Reads of a broker's load (its load report, or its load metrics under the "
+            "extensible load manager) that failed, by cluster, broker and reason (none: the "
+            "broker answers with no load to give; unreachable, timeout, unauthorized, "
+            "invalid_answer, server_error, other). A cluster with a broker it cannot measure "
+            "gets no moves.",
+            ["cluster", "broker", "reason"], registry=reg,
+        )  # fmt: skip
         self._unauthorized = Gauge(
             f"{PREFIX}_cluster_unauthorized",
             "1 while the cluster's last broker-stats poll was refused with 401 or 403 (the "
@@ -102,6 +111,9 @@ class CollectorMetrics:
         self._last_read_s: dict[tuple[str, str], float] = {}  # (cluster, broker) -> time
         self._started_s = clock()
         reg.register(_ReadsCollector(self._reads))
+
+    def load_report_failed(self, cluster: str, broker: str, reason: str) -> None:
+        self._load_failures.labels(cluster=cluster, broker=broker, reason=reason).inc()
 
     def events_sent(self, count: int) -> None:
         if count > 0:

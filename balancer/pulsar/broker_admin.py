@@ -24,6 +24,7 @@ from balancer.pulsar.broker_models import (
     parse_failure_domains,
     parse_isolation_policies,
     parse_leader,
+    parse_load_metrics,
     parse_load_report,
     parse_owned_bundles,
     parse_string_map,
@@ -74,10 +75,13 @@ class BrokerAdmin(ClusterReads):
         """`GET /admin/v2/broker-stats/load-report` of one broker (LocalBrokerData, the
         modular load manager recomputes it on each call).
 
-        Raises LoadReportUnavailableError when the broker has none to give (extensible load
-        manager: 500; an older or other Pulsar: 404/405; an empty or unreadable body), so the
-        caller falls back to bundle-derived load; 401/403 and no answer at all are raised as
-        they are. Not re-sent on a 5xx (the extensible load manager's 500 is permanent).
+        A broker that answers it with a 5xx (the extensible load manager: its
+        `generateLoadReport` throws) is asked `load_metrics` instead: the same usages as
+        its load manager publishes them. Raises LoadReportUnavailableError when the broker
+        gives neither (an older or other Pulsar: 404/405; an empty or unreadable body), so
+        the caller falls back to bundle-derived load; 401/403 and no answer at all are
+        raised as they are. Not re-sent on a 5xx (the extensible load manager's 500 is
+        permanent).
         """
         valid_name(cluster, "cluster name")
         call = Call(
@@ -92,7 +96,20 @@ class BrokerAdmin(ClusterReads):
             response = self._t.send(call)
         except (UnauthorizedError, ForbiddenError):
             raise
-        except (ClientError, ServerError) as exc:
+        except ServerError as exc:
+            try:
+                return self.load_metrics(cluster, broker)
+            except LoadReportUnavailableError as missing:
+                raise LoadReportUnavailableError(
+                    f"broker {broker} of {cluster} gives no load report ({exc.status}) and "
+                    f"no load metrics ({missing.reason or missing})",
+                    status=exc.status,
+                    reason=exc.reason,
+                    method=exc.method,
+                    url=exc.url,
+                    cluster=cluster,
+                ) from missing
+        except ClientError as exc:
             raise LoadReportUnavailableError(
                 f"broker {broker} of {cluster} gives no load report ({exc.status})",
                 status=exc.status,
@@ -117,6 +134,48 @@ class BrokerAdmin(ClusterReads):
         except InvalidResponseError as exc:
             raise LoadReportUnavailableError(
                 str(exc), status=exc.status, url=exc.url, cluster=cluster
+            ) from exc
+
+    def load_metrics(self, cluster: str, broker: str) -> BrokerLoadReport:
+        """`GET /admin/v2/broker-stats/metrics` of one broker: its resource usages as its
+        load manager publishes them (`brk_lb_*_usage`, BrokerLoadData.toMetrics under the
+        extensible load manager). LoadReportUnavailableError when it publishes none or
+        answers with an error; 401/403 and no answer at all are raised as they are."""
+        valid_name(cluster, "cluster name")
+        path = "/admin/v2/broker-stats/metrics"
+        call = Call(
+            "GET",
+            path,
+            path,
+            cluster=cluster,
+            url_override=self.broker_url(cluster, broker),
+            idempotent=False,
+        )
+        try:
+            response = self._t.send(call)
+        except (UnauthorizedError, ForbiddenError):
+            raise
+        except (ClientError, ServerError) as exc:
+            raise LoadReportUnavailableError(
+                f"broker {broker} of {cluster} gives no metrics ({exc.status})",
+                status=exc.status,
+                reason=exc.reason,
+                method=exc.method,
+                url=exc.url,
+                cluster=cluster,
+            ) from exc
+        read_at_ms = int(time.time() * 1000)
+        try:
+            return self._decode(
+                call,
+                response,
+                lambda body: parse_load_metrics(
+                    body, cluster=cluster, broker=_broker_id(broker), read_at_ms=read_at_ms
+                ),
+            )
+        except InvalidResponseError as exc:
+            raise LoadReportUnavailableError(
+                str(exc), status=exc.status, reason=str(exc), url=exc.url, cluster=cluster
             ) from exc
 
     def owned_bundles(self, cluster: str, broker: str) -> Mapping[str, OwnedBundle]:

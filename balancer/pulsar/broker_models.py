@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from balancer.core.broker_load import BrokerLoadReport, Resource, ResourceUsage
+from balancer.core.broker_load import BrokerLoadReport, LoadSource, Resource, ResourceUsage
 from balancer.core.moves.model import IsolationPolicy
 from balancer.pulsar.parsing import ResponseShapeError, integer, json_object, number
 
@@ -97,7 +97,10 @@ def parse_leader(body: Any) -> LeaderBroker:
 
 
 def parse_load_report(body: Any, *, cluster: str, broker: str, read_at_ms: int) -> BrokerLoadReport:
-    """LocalBrokerData -> BrokerLoadReport (timestamp: its lastUpdate, else `read_at_ms`)."""
+    """LocalBrokerData -> BrokerLoadReport timed `read_at_ms`. Its `lastUpdate` is when the
+    broker last wrote the report to the metadata store (ModularLoadManagerImpl
+    .writeBrokerDataOnZooKeeper, only on a > 10 % change or every 15 min), not when its
+    usages were sampled: kept as `last_update_ms`, never used as the report's time."""
     what = f"load-report of {broker}"
     data = json_object(body, what)
     resources: dict[Resource, ResourceUsage] = {}
@@ -117,7 +120,8 @@ def parse_load_report(body: Any, *, cluster: str, broker: str, read_at_ms: int) 
     return BrokerLoadReport(
         cluster=cluster,
         broker=broker,
-        timestamp_ms=last_update if last_update > 0 else read_at_ms,
+        timestamp_ms=read_at_ms,
+        last_update_ms=max(last_update, 0),
         resources=resources,
         msg_rate_in=number(data, "msgRateIn", what),
         msg_rate_out=number(data, "msgRateOut", what),
@@ -129,6 +133,51 @@ def parse_load_report(body: Any, *, cluster: str, broker: str, read_at_ms: int) 
         num_consumers=integer(data, "numConsumers", what),
         bundles=tuple(sorted(_strings(bundles, f"{what}.bundles"))),
     )
+
+
+# BrokerLoadData.toMetrics: each resource's percentUsage under dimensions
+# {metric: loadBalancing, broker: <advertised address>} (no `feature`).
+_LOAD_METRICS = {
+    Resource.CPU: "brk_lb_cpu_usage",
+    Resource.MEMORY: "brk_lb_memory_usage",
+    Resource.DIRECT_MEMORY: "brk_lb_directMemory_usage",
+    Resource.BANDWIDTH_IN: "brk_lb_bandwidth_in_usage",
+    Resource.BANDWIDTH_OUT: "brk_lb_bandwidth_out_usage",
+}
+
+
+def parse_load_metrics(
+    body: Any, *, cluster: str, broker: str, read_at_ms: int
+) -> BrokerLoadReport:
+    """`GET /admin/v2/broker-stats/metrics` of one broker (a JSON list of Metrics
+    {metrics, dimensions}) -> its resource usages as a BrokerLoadReport (origin METRICS,
+    each usage in percent of a limit of 100; no rates: the bundles give them). Raises
+    ResponseShapeError when the answer holds no `loadBalancing` usages (a broker whose load
+    manager publishes none)."""
+    what = f"broker-stats/metrics of {broker}"
+    if not isinstance(body, list):
+        raise ResponseShapeError(f"{what} must be a list of metrics")
+    for i, raw in enumerate(body):
+        entry = json_object(raw, f"{what}[{i}]")
+        dims = json_object(entry.get("dimensions") or {}, f"{what}[{i}].dimensions")
+        values = json_object(entry.get("metrics") or {}, f"{what}[{i}].metrics")
+        if dims.get("metric") != "loadBalancing" or "feature" in dims:
+            continue
+        if _LOAD_METRICS[Resource.CPU] not in values:
+            continue
+        resources = {
+            resource: ResourceUsage(usage=number(values, key, f"{what}[{i}]"), limit=100.0)
+            for resource, key in _LOAD_METRICS.items()
+            if key in values
+        }
+        return BrokerLoadReport(
+            cluster=cluster,
+            broker=broker,
+            timestamp_ms=read_at_ms,
+            resources=resources,
+            origin=LoadSource.METRICS,
+        )
+    raise ResponseShapeError(f"{what} holds no loadBalancing usages (brk_lb_cpu_usage)")
 
 
 def parse_isolation_policies(body: Any) -> tuple[IsolationPolicy, ...]:

@@ -30,6 +30,13 @@ def _load_report(m: SimModel, r: Request) -> Response:
         return Response(200, m.brokers.load_report(r.cluster, r.broker))
 
 
+def _broker_metrics(m: SimModel, r: Request) -> Response:
+    # BrokerStatsBase.getMetrics: this broker's List<Metrics> ({metrics, dimensions} each).
+    with m.lock:
+        _settled(m)
+        return Response(200, m.brokers.broker_metrics(r.cluster, r.broker))
+
+
 def _leader_broker(m: SimModel, r: Request) -> Response:
     with m.lock:
         return Response(200, m.brokers.leader(r.cluster))
@@ -157,6 +164,7 @@ def move_json(m: SimModel, move: MoveRecord) -> dict[str, object]:
 _NS = rf"/admin/v2/namespaces/{_SEG}/{_SEG}"
 ROUTES: list[tuple[str, str, str, Handler]] = [
     ("GET", "/admin/v2/broker-stats/load-report", "load_report", _load_report),
+    ("GET", "/admin/v2/broker-stats/metrics", "broker_metrics", _broker_metrics),
     ("GET", "/admin/v2/brokers/leaderBroker", "leader_broker", _leader_broker),
     ("GET", "/admin/v2/brokers/configuration/runtime", "runtime_config", _runtime_config),
     ("GET", "/admin/v2/brokers/configuration/values", "config_values", _config_values),

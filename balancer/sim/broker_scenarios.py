@@ -27,12 +27,13 @@ class BrokerCapacitySpec(_Strict):
     usage over the NIC's limit, in = bytes received (producers), out = bytes sent
     (consumers). Cpu is percent of one core (limit = cores x 100):
     `cpu_base_pct + cpu_pct_per_kmsg x (msg/s in+out) / 1000 + cpu_pct_per_mbyte x
-    (MB/s in+out)`.
+    (MB/s in+out)`. `cpu_base_pct` is what an idle JVM burns (GC, timers, ZooKeeper and
+    BookKeeper clients): 20 % of a core is 2.5 % of 8 cores, a normal idle broker.
     """
 
     nic_limit_mbit: float = Field(10_000.0, gt=0)  # a 10 Gbit/s NIC
     cpu_cores: int = Field(8, ge=1)
-    cpu_base_pct: float = Field(5.0, ge=0)
+    cpu_base_pct: float = Field(20.0, ge=0)
     cpu_pct_per_kmsg: float = Field(2.0, ge=0)
     cpu_pct_per_mbyte: float = Field(4.0, ge=0)
     memory_limit_mb: float = Field(8192.0, gt=0)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from balancer.core.bundles import BundleRange
+from balancer.sim import broker_loads
 from balancer.sim.broker_scenarios import DYNAMIC_CONFIG_DEFAULTS, BrokerClusterSettings
 from balancer.sim.ownership import active
 from balancer.sim.scenarios import ClusterSpec, NamespaceSpec, Scenario
@@ -131,6 +132,7 @@ class BrokerFleet:
             c.name: dict(c.dynamic_config) for c in scenario.clusters
         }
         self._rng = random.Random(scenario.seed)
+        self.lags = broker_loads.BrokerLoadLag()  # usage samples, store writes (issue 41)
 
     # ----- brokers ---------------------------------------------------------------------
 
@@ -171,11 +173,38 @@ class BrokerFleet:
     def load_report(self, cluster: str, broker: int) -> dict[str, Any]:
         """LocalBrokerData as ModularLoadManagerImpl.updateLocalBrokerData builds it, from
         the bundles the broker owns; resources from the capacity model
-        (`balancer.sim.broker_scenarios.BrokerCapacitySpec`). 500 under the extensible load
-        manager (ExtensibleLoadManagerWrapper.generateLoadReport throws)."""
-        spec = self.specs[cluster]
-        if spec.load_manager == "extensible":
+        (`balancer.sim.broker_scenarios.BrokerCapacitySpec`), cpu and bandwidth as last
+        sampled and `lastUpdate` the last store write (`balancer.sim.broker_loads`). 500
+        under the extensible load manager (ExtensibleLoadManagerWrapper.generateLoadReport
+        throws)."""
+        if self.specs[cluster].load_manager == "extensible":
             raise SimError(500, UNSUPPORTED_LOAD_REPORT)
+        report = self._local_data(cluster, broker)
+        report["lastUpdate"] = self.lags.last_update((cluster, broker), self.model.now_ms(), report)
+        return report
+
+    def broker_metrics(self, cluster: str, broker: int) -> list[dict[str, Any]]:
+        """BrokerStatsBase.getMetrics: the broker's own metrics, its load among them: under
+        the extensible load manager ExtensibleLoadManagerImpl.getMetrics ->
+        BrokerLoadData.toMetrics; under the modular one the five usages alone
+        (ModularLoadManagerImpl.updateLoadBalancingMetrics)."""
+        report = self._local_data(cluster, broker)
+        host = self.model.cluster(cluster).broker_address(broker).rsplit(":", 1)[0]
+        if self.specs[cluster].load_manager != "extensible":
+            return broker_loads.load_balancing_metrics(host, report, None)
+        weights = 1.0  # ServiceConfiguration's loadBalancer*ResourceWeight defaults
+        weighted = (
+            max(
+                broker_loads.percent(report[k]) * weights
+                for k in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+            )
+            / 100
+        )
+        ema = self.lags.weighted_max_ema((cluster, broker), weighted)
+        return broker_loads.load_balancing_metrics(host, report, ema)
+
+    def _local_data(self, cluster: str, broker: int) -> dict[str, Any]:
+        spec = self.specs[cluster]
         cap = spec.capacity(broker)
         owned = self.owned(cluster, broker)
         last_stats = {f"{ns.name}/{b}": self.bundle_stats(ns, b) for ns, b in owned}
@@ -187,17 +216,27 @@ class BrokerFleet:
         mbytes = (total["msgThroughputIn"] + total["msgThroughputOut"]) / 1e6
         cpu = cap.cpu_base_pct + cap.cpu_pct_per_kmsg * msgs / 1000 + cap.cpu_pct_per_mbyte * mbytes
         nic_kbit = cap.nic_limit_mbit * 1000
+        # cpu and bandwidth as the broker's last once-a-minute sample shows them.
+        sampled = self.lags.sampled(
+            (cluster, broker),
+            self.model.now_ms(),
+            {
+                "cpu": cpu,
+                "bandwidthIn": total["msgThroughputIn"] * 8 / 1000,
+                "bandwidthOut": total["msgThroughputOut"] * 8 / 1000,
+            },
+        )
         topics = sum(int(s["topics"]) for s in last_stats.values())
         c = self.model.cluster(cluster)
         address = c.broker_address(broker)
         return {
             "webServiceUrl": f"http://{address}",
             "pulsarServiceUrl": f"pulsar://{address}",
-            "cpu": {"usage": cpu, "limit": cap.cpu_cores * 100.0},
+            "cpu": {"usage": sampled["cpu"], "limit": cap.cpu_cores * 100.0},
             "memory": {"usage": cap.memory_limit_mb * 0.25, "limit": cap.memory_limit_mb},
             "directMemory": {"usage": 64.0, "limit": cap.direct_memory_limit_mb},
-            "bandwidthIn": {"usage": total["msgThroughputIn"] * 8 / 1000, "limit": nic_kbit},
-            "bandwidthOut": {"usage": total["msgThroughputOut"] * 8 / 1000, "limit": nic_kbit},
+            "bandwidthIn": {"usage": sampled["bandwidthIn"], "limit": nic_kbit},
+            "bandwidthOut": {"usage": sampled["bandwidthOut"], "limit": nic_kbit},
             **total,
             "numTopics": topics,
             "numBundles": len(last_stats),
@@ -207,7 +246,7 @@ class BrokerFleet:
             "lastBundleGains": [],
             "lastBundleLosses": [],
             "lastStats": last_stats,
-            "lastUpdate": self.model.now_ms(),
+            "lastUpdate": 0,
             "brokerVersionString": "sim",
             "loadManagerClassName": _LOAD_MANAGER_CLASS[spec.load_manager],
         }

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from balancer.core.broker_load import BrokerCapacity
 from balancer.core.moves.model import MoveSettings
-from bench.broker_balance import BALANCERS, PULSAR, run_one
-from bench.broker_cluster import ClusterState, built_in_scenarios
+from bench.broker_balance import BALANCERS, PULSAR, Ours, run_one
+from bench.broker_cluster import BrokerSpec, ClusterState, built_in_scenarios
 from bench.pulsar_shedders import ThresholdShedder, TransferShedder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,3 +89,17 @@ def test_pulsar_models_keep_the_isolation_policy_and_the_grace_period() -> None:
         figures = run_one(scenario, BALANCERS[name](1), 40, MoveSettings())
         assert figures.placement_violations == 0, name
         assert figures.moved_twice_30min == 0, name
+
+
+def test_ours_infers_capacity_as_run_does_never_from_the_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # issue 41: the bench handed the decision each broker's true capacity; `run` infers it
+    # from the load reports (balancer.core.moves.inputs.broker_states).
+    def no_peeking(self: BrokerSpec) -> BrokerCapacity:
+        raise AssertionError("the decision read the model's true capacity")
+
+    monkeypatch.setattr(BrokerSpec, "capacity", property(no_peeking))
+    scenario = next(s for s in built_in_scenarios() if s.name == "mixed-capacity")
+    figures = run_one(scenario, Ours(), 3, MoveSettings())
+    assert figures.error is None and figures.moves > 0

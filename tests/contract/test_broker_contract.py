@@ -1,21 +1,26 @@
 """Pulsar's broker routes a broker mover relies on (pulsar-contract.md, "Moving bundles
-between brokers"): the load report's shape, ownedNamespaces, leaderBroker, unload with a
-destination (204 / 409 inactive destination / 412 unknown bundle / 404 unknown namespace, each
-refusal read as the balancer reads it, and the modular load manager's destination kept per
-bare bundle range after a refused unload) and dynamic configuration.
+between brokers"): the load report's shape (its lastUpdate the last store write, not the
+read), a broker's load in broker-stats/metrics (BrokerLoadData.toMetrics under the
+extensible load manager), ownedNamespaces, leaderBroker, unload with a destination (204 /
+409 inactive destination / 412 unknown bundle / 404 unknown namespace, each refusal read as
+the balancer reads it, and the modular load manager's destination kept per bare bundle range
+after a refused unload) and dynamic configuration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import httpx
 import pytest
 
-from balancer.core.broker_load import Resource
+from balancer.core.broker_load import LoadSource, Resource
 from balancer.core.moves.refusals import UnloadRefusal, classify_refusal
 from balancer.pulsar.broker_admin import LoadReportUnavailableError
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.errors import ConflictError, NotFoundError, PreconditionFailedError
+from balancer.sim import parse_scenario, start_peer_group
 from tests.contract.targets import ContractTarget, Namespace
 
 pytestmark = pytest.mark.pulsar_contract
@@ -56,6 +61,77 @@ def test_load_report_shape(target: ContractTarget, client: PulsarPeerGroup) -> N
     report = client.load_report(target.cluster, broker)
     assert report.broker == broker and set(report.resources) >= {Resource.CPU}
     assert report.num_bundles == len(report.bundles)
+    # lastUpdate is when the broker last WROTE the report to the metadata store
+    # (writeBrokerDataOnZooKeeper: a > 10 % change, or every 15 min), not this read: the
+    # client keeps it apart and times the report by its own read.
+    written = raw.json()["lastUpdate"]
+    assert report.origin is LoadSource.LOAD_REPORT
+    assert report.last_update_ms > 0 and report.timestamp_ms >= report.last_update_ms
+    if target.sim is not None:  # a steady load: not written again a minute later
+        target.sim.clock.advance(60)
+        again = target.http.get(
+            f"{client.broker_url(target.cluster, broker)}/admin/v2/broker-stats/load-report"
+        )
+        assert again.json()["lastUpdate"] == written
+
+
+LOAD_METRICS = {
+    "brk_lb_cpu_usage", "brk_lb_memory_usage", "brk_lb_directMemory_usage",
+    "brk_lb_bandwidth_in_usage", "brk_lb_bandwidth_out_usage",
+}  # fmt: skip
+
+
+def load_balancing_entries(body: Any, host: str) -> list[dict[str, Any]]:
+    """The `loadBalancing` entries of a broker-stats/metrics answer, checked for the shape
+    Pulsar writes (a list of Metrics {metrics, dimensions}; the usages under dimensions
+    {metric: loadBalancing, broker: <advertised address>}, in percent)."""
+    assert isinstance(body, list)
+    assert all(isinstance(m, dict) and set(m) >= {"metrics", "dimensions"} for m in body)
+    entries = [m for m in body if m["dimensions"].get("metric") == "loadBalancing"]
+    usages = [m for m in entries if "feature" not in m["dimensions"]]
+    for entry in usages:
+        assert set(entry["metrics"]) >= LOAD_METRICS
+        assert entry["dimensions"]["broker"] == host
+        assert all(entry["metrics"][k] >= 0 for k in LOAD_METRICS)
+    return entries
+
+
+def test_broker_stats_metrics_shape(target: ContractTarget, client: PulsarPeerGroup) -> None:
+    broker = client.list_brokers(target.cluster)[0]
+    url = client.broker_url(target.cluster, broker)
+    raw = target.http.get(f"{url}/admin/v2/broker-stats/metrics")
+    assert raw.status_code == 200, raw.text
+    entries = load_balancing_entries(raw.json(), broker.rsplit(":", 1)[0])
+    extensible = target.http.get(f"{url}/admin/v2/broker-stats/load-report").status_code == 500
+    if extensible:  # its load comes from these metrics
+        assert {m["dimensions"].get("feature") for m in entries} >= {None, "max", "max_ema"}
+        assert client.load_report(target.cluster, broker).origin is LoadSource.METRICS
+
+
+def test_extensible_brokers_publish_their_load_in_broker_stats_metrics_sim() -> None:
+    """The simulator's extensible load manager (the shared target runs the modular one):
+    load-report is a 500, broker-stats/metrics holds BrokerLoadData.toMetrics, and the
+    client reads the broker's load from it."""
+    doc = {
+        "name": "contract-extensible",
+        "seed": 41,
+        "clusters": [{"name": "a", "brokers": 2, "load_manager": "extensible"}],
+        "namespaces": [
+            {
+                "name": "t/ns",
+                "cluster": "a",
+                "bundles": 4,
+                "topic_groups": [{"name": "x", "count": 8, "total_msg_rate_in": 800}],
+            }
+        ],
+    }
+    with start_peer_group(parse_scenario(doc)) as group, httpx.Client(timeout=10) as http:
+        for url in group.broker_urls["a"]:
+            host = url.removeprefix("http://").rsplit(":", 1)[0]
+            assert http.get(f"{url}/admin/v2/broker-stats/load-report").status_code == 500
+            body = http.get(f"{url}/admin/v2/broker-stats/metrics").json()
+            features = {m["dimensions"].get("feature") for m in load_balancing_entries(body, host)}
+            assert features == {None, "max", "max_ema"}
 
 
 def test_owned_namespaces_names_every_owned_bundle_once(

@@ -22,6 +22,7 @@ from balancer.collector.service import Collector
 from balancer.controller.broker_board import BrokerLoadBoard
 from balancer.controller.clock import FakeClock
 from balancer.controller.handler import ControllerHandler
+from balancer.core.broker_load import USAGE_INTERVAL_MS, LoadSource
 from balancer.core.decisions import DecisionKind
 from balancer.core.load import BundleLoad, roll_up
 from balancer.core.moves.decide import is_balanced
@@ -107,9 +108,14 @@ class MoveRig:
         self.handler.handle(batch_report(self.batches, end_ms, loads))
 
     def broker_loads(self) -> dict[str, float]:
-        """Each broker's load now, from the collector's newest poll (as the planner sees it)."""
+        """Each broker's load now, from the collector's newest poll (as the planner sees it):
+        two usage samples after the last unloads (a broker samples cpu and bandwidth once a
+        minute, each sample the minute before it: `balancer.sim.broker_loads`)."""
         self.advance(1)  # the clients' lookups after the last unloads
         self.collector.poll_once()
+        for _ in range(2):
+            self.advance(USAGE_INTERVAL_MS / 1000)
+            self.collector.poll_once()
         now_ms = self.clock.now_ms()
         mover = self.handler.mover
         assert mover is not None
@@ -221,9 +227,10 @@ def test_dry_run_sends_no_unload(
 ) -> None:
     rig = MoveRig(sim, client, tmp_path, mode="dry-run")
     start_owners = owners(sim)
-    run_windows(rig, 2)
+    run_windows(rig, 1)
     planned = rig.outcomes()
     assert planned and {o.result for o in planned} == {ActionResult.DRY_RUN}
+    run_windows(rig, 1)
     assert sim.model.brokers.moves == []
     assert sim.model.requests(route="unload") == 0
     assert owners(sim) == start_owners
@@ -252,9 +259,10 @@ def test_a_move_placed_elsewhere_is_landed_elsewhere_and_not_resent(
             rig.handler.close()
 
 
-def test_the_extensible_load_manager_transfers_on_bundle_derived_load(tmp_path: Path) -> None:
-    """No load report (the route fails): each broker's load comes from its bundles against
-    `moves.broker_capacity`; the unload is a transfer, owned by the destination on return."""
+def test_the_extensible_load_manager_transfers_on_the_load_it_publishes(tmp_path: Path) -> None:
+    """No load report (the route answers 500): each broker's load is what its load manager
+    publishes in broker-stats/metrics (BrokerLoadData.toMetrics), never the configured
+    guess; the unload is a transfer, owned by the destination on return."""
     for sim in start(RESTART, load_manager="extensible"):
         with make_client(sim) as client:
             # The scenario's ~55k msg/s in (+ out) on two brokers: well over 40% of this.
@@ -265,6 +273,9 @@ def test_the_extensible_load_manager_transfers_on_bundle_derived_load(tmp_path: 
                 moves={"broker_capacity": {"max_msg_rate": 150_000, "max_throughput_mbytes": 200}},
             )
             run_windows(rig, 3)
+            assert rig.handler.mover is not None
+            loads = rig.handler.mover.last_loads[CLUSTER].brokers
+            assert {b.source for b in loads} == {LoadSource.METRICS}
             moved = sim.model.brokers.moves
             assert moved and {m.destination for m in moved} == {IDLE}
             assert all(m.load_manager == "extensible" and m.outcome == "landed" for m in moved)

@@ -42,10 +42,10 @@ def report(ts: int, cpu: float, bw_in: float, **kw: object) -> BrokerLoadReport:
 
 def test_load_ratio_is_the_weighted_max() -> None:
     res = usages(cpu=(200.0, 400.0), bandwidthIn=(300.0, 1000.0), memory=(900.0, 1000.0))
-    # memory weighs 0 by default (Pulsar's current defaults): cpu's 0.5 is the max
-    assert load_ratio(res, LoadWeights()) == pytest.approx(0.5)
-    assert load_ratio(res, LoadWeights(memory=1.0)) == pytest.approx(0.9)
-    assert load_ratio(res, LoadWeights(cpu=0.5)) == pytest.approx(0.3)
+    # memory weighs 1.0 by default (ServiceConfiguration's default, still counted): 0.9
+    assert load_ratio(res, LoadWeights()) == pytest.approx(0.9)
+    assert load_ratio(res, LoadWeights(memory=0.0)) == pytest.approx(0.5)
+    assert load_ratio(res, LoadWeights(cpu=0.5, memory=0.0)) == pytest.approx(0.3)
 
 
 def test_load_ratio_unknown_limit_and_empty() -> None:

@@ -1,7 +1,12 @@
 from balancer.core.broker_load import BrokerCapacity, BrokerLoad, LoadSource, LoadWeights, Resource
 from balancer.core.bundles import BundleRange
 from balancer.core.load import BundleLoad
-from balancer.core.moves.inputs import broker_states, bundle_states, infer_capacity
+from balancer.core.moves.inputs import (
+    InferredCapacity,
+    broker_states,
+    bundle_states,
+    infer_capacity,
+)
 
 WEIGHTS = LoadWeights()
 CONFIGURED = BrokerCapacity(max_msg_rate=1_000.0, max_throughput_bytes=1e6)
@@ -26,17 +31,17 @@ def test_capacity_is_what_the_broker_carries_at_load_one() -> None:
     capacity = infer_capacity(
         _load("b:1", cpu=0.4, bw_in=0.25, msg_rate=40_000, throughput=50e6), WEIGHTS
     )
-    assert capacity == BrokerCapacity(max_msg_rate=100_000, max_throughput_bytes=200e6)
+    assert capacity == InferredCapacity(max_msg_rate=100_000, max_throughput_bytes=200e6)
 
 
-def test_a_weight_of_zero_leaves_that_resource_out() -> None:
-    capacity = infer_capacity(
-        _load("b:1", cpu=0.4, bw_in=0.25, msg_rate=40_000, throughput=50e6),
-        LoadWeights(cpu=0.0),
+def test_a_weight_of_zero_leaves_that_resource_out_and_the_configured_term_fills_it() -> None:
+    load = _load("b:1", cpu=0.4, bw_in=0.25, msg_rate=40_000, throughput=50e6)
+    no_cpu = LoadWeights(cpu=0.0)
+    assert infer_capacity(load, no_cpu) == InferredCapacity(None, 200e6)
+    (state,) = broker_states([load], weights=no_cpu, configured={"b:1": CONFIGURED})
+    assert state.capacity == BrokerCapacity(
+        max_msg_rate=CONFIGURED.max_msg_rate, max_throughput_bytes=200e6
     )
-    assert capacity is not None
-    assert capacity.max_msg_rate == float("inf")
-    assert capacity.max_throughput_bytes == 200e6
 
 
 def test_an_idle_broker_gets_the_median_of_its_cluster_else_the_configured_capacity() -> None:
@@ -69,3 +74,44 @@ def test_bundles_without_a_known_owner_are_left_out() -> None:
     ]
     assert states[1].msg_rate == 15 and states[1].sessions == 3 and states[1].last_moved_ms == 1_000
     assert states[0].last_moved_ms is None
+
+
+BUSY = [
+    _load("a:1", cpu=0.5, bw_in=0.5, msg_rate=50_000, throughput=50e6),  # 100k, 100 MB/s
+    _load("b:1", cpu=0.5, bw_in=0.5, msg_rate=50_000, throughput=50e6),
+]
+
+
+def _capacity_of(idle: BrokerLoad) -> BrokerCapacity:
+    loads = [*BUSY, idle]
+    states = broker_states(loads, weights=WEIGHTS, configured={b.broker: CONFIGURED for b in loads})
+    return next(s.capacity for s in states if s.broker == idle.broker)
+
+
+def test_a_restarted_broker_with_a_jvm_baseline_and_a_trickle_gets_the_clusters_capacity() -> None:
+    # 2.5 % cpu (the JVM's baseline) and 100 msg/s once read as a 4,000 msg/s broker: never
+    # a destination. It carries no real load: it takes its cluster's median.
+    idle = _load("r:1", cpu=0.025, bw_in=0.001, msg_rate=100, throughput=100e3)
+    assert _capacity_of(idle) == BrokerCapacity(max_msg_rate=100_000, max_throughput_bytes=100e6)
+
+
+def test_under_one_msg_per_s_is_never_an_infinite_capacity() -> None:
+    # cpu 3 %, 0.5 msg/s: the msg term was infinite (the broker took 9 of 12 bundles).
+    idle = _load("r:1", cpu=0.03, bw_in=0.0, msg_rate=0.5, throughput=2e6)
+    capacity = _capacity_of(idle)
+    assert capacity == BrokerCapacity(max_msg_rate=100_000, max_throughput_bytes=100e6)
+
+
+def test_a_lightly_loaded_broker_with_a_small_share_is_not_inferred_from() -> None:
+    # 6 % cpu but 1,000 msg/s against a mean of ~33k: mostly baseline, not its traffic.
+    idle = _load("r:1", cpu=0.06, bw_in=0.01, msg_rate=1_000, throughput=1e6)
+    assert _capacity_of(idle).max_msg_rate == 100_000
+
+
+def test_each_term_is_bounded_against_the_clusters_median() -> None:
+    wild = _load("w:1", cpu=0.05, bw_in=0.5, msg_rate=60_000, throughput=50e6)  # 1.2M msg/s
+    loads = [*BUSY, _load("c:1", cpu=0.5, bw_in=0.5, msg_rate=50_000, throughput=50e6), wild]
+    states = broker_states(loads, weights=WEIGHTS, configured={b.broker: CONFIGURED for b in loads})
+    caps = {s.broker: s.capacity.max_msg_rate for s in states}
+    assert caps["w:1"] == 10 * 100_000
+    assert all(c < float("inf") for c in caps.values())

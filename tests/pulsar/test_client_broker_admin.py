@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from balancer.core.broker_load import BrokerLoadReport, Resource
+from balancer.core.broker_load import BrokerLoadReport, LoadSource, Resource
 from balancer.core.moves.model import IsolationPolicy
 from balancer.pulsar import (
     ClientSettings,
@@ -59,21 +59,39 @@ def test_load_report_of_each_broker(group: RunningPeerGroup, client: PulsarPeerG
     for r in reports:
         assert set(r.resources) == set(Resource)
         assert r.resources[Resource.CPU].limit == 800
-        assert r.timestamp_ms == group.clock.now_ms()
+        # lastUpdate (the store write) kept apart; the report is timed by its read.
+        assert r.last_update_ms == group.clock.now_ms() != r.timestamp_ms
         assert all(b.startswith(f"{NS}/") for b in r.bundles)
     # Each was asked of its own broker.
     assert set(group.model.broker_requests("a", "load_report").values()) == {1}
 
 
 @pytest.mark.parametrize("group", [scenario(load_manager="extensible")], indirect=True)
-def test_no_load_report_under_the_extensible_load_manager_is_a_typed_error_sent_once(
+def test_under_the_extensible_load_manager_the_load_comes_from_its_metrics(
     group: RunningPeerGroup, client: PulsarPeerGroup
 ) -> None:
-    broker = client.list_brokers("a")[0]
+    # load-report is a 500 (ExtensibleLoadManagerWrapper.generateLoadReport throws); the
+    # usages are in broker-stats/metrics (BrokerLoadData.toMetrics), asked of each broker.
+    brokers = client.list_brokers("a")
+    reports = [client.load_report("a", b) for b in brokers]
+    assert group.model.requests(route="load_report") == len(brokers)  # a 500: not re-sent
+    assert set(group.model.broker_requests("a", "broker_metrics").values()) == {1}
+    for broker, r in zip(brokers, reports, strict=True):
+        assert r.origin is LoadSource.METRICS and r.broker == broker
+        assert set(r.resources) == set(Resource)
+        assert all(u.limit == 100.0 for u in r.resources.values())
+    assert sum(r.resources[Resource.CPU].usage > 2.0 for r in reports) >= 1
+
+
+@pytest.mark.parametrize("group", [scenario(load_manager="extensible")], indirect=True)
+def test_a_broker_with_neither_a_report_nor_load_metrics_is_a_typed_error(
+    group: RunningPeerGroup, client: PulsarPeerGroup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(group.model.brokers, "broker_metrics", lambda cluster, broker: [])
     with pytest.raises(LoadReportUnavailableError) as raised:
-        client.load_report("a", broker)
+        client.load_report("a", client.list_brokers("a")[0])
     assert raised.value.status == 500
-    assert group.model.requests(route="load_report") == 1  # a permanent 500: not re-sent
+    assert "no load metrics" in str(raised.value)
 
 
 def test_owned_bundles_and_the_leader(group: RunningPeerGroup, client: PulsarPeerGroup) -> None:

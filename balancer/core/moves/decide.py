@@ -116,7 +116,10 @@ class _Cycle:
         self.rules = rules
         self.settings = settings
         self.now_ms = now_ms
-        self.loads = {b: max(0.0, s.load_ratio) for b, s in self.brokers.items()}
+        # A move shifts traffic; a broker's load is max(its floor, its traffic).
+        self.traffic = {b: max(0.0, s.traffic) for b, s in self.brokers.items()}
+        self.floor = {b: max(0.0, s.floor_ratio) for b, s in self.brokers.items()}
+        self.loads = {b: max(self.floor[b], self.traffic[b]) for b in self.brokers}
         self.topics = {b: s.topic_count for b, s in self.brokers.items()}
         self.owner = {b.name: b.owner for b in bundles}
         self.bundles = {b.name: b for b in bundles}
@@ -189,10 +192,16 @@ class _Cycle:
         limit = self.rules.max_topics_per_broker
         return sorted(b for b in allowed if b != source and self.topics[b] + bundle.topics <= limit)
 
+    def after(self, broker: str, change: float) -> float:
+        """The broker's load with `change` more traffic."""
+        return max(self.floor[broker], self.traffic[broker] + change, 0.0)
+
     def apply(self, bundle: BundleState, source: str, destination: str) -> tuple[float, float]:
         on_source = self.load_on(bundle, source)
-        self.loads[source] = max(0.0, self.loads[source] - on_source)
-        self.loads[destination] += self.load_on(bundle, destination)
+        self.traffic[source] = max(0.0, self.traffic[source] - on_source)
+        self.traffic[destination] += self.load_on(bundle, destination)
+        for b in (source, destination):
+            self.loads[b] = max(self.floor[b], self.traffic[b])
         self.topics[source] -= bundle.topics
         self.topics[destination] += bundle.topics
         self.owner[bundle.name] = destination
@@ -233,14 +242,14 @@ def _best_move(
     feasible: list[_Candidate] = []
     for bundle in movable:
         on_source = cycle.load_on(bundle, source)
-        source_after = max(0.0, before - on_source)
+        source_after = cycle.after(source, -on_source)
         best: tuple[float, str] | None = None
         for dest in cycle.destinations(bundle, source):
             if only_to is not None and dest not in only_to:
                 continue
             if cycle.moves_of[dest] >= settings.max_moves_per_broker:
                 continue
-            dest_after = cycle.loads[dest] + cycle.load_on(bundle, dest)
+            dest_after = cycle.after(dest, cycle.load_on(bundle, dest))
             # The most loaded of the two must end strictly under the source's load before,
             # and the destination within the target unless it ends no higher than the source
             # (an overloaded cluster still evens out).

@@ -3,9 +3,13 @@ from its load report where it can be) and each bundle's owner and load.
 
 A load report gives usages as ratios of limits, not what one msg/s or one byte/s costs. The
 cost follows from the same report: a broker at cpu ratio 0.4 (weighted) while its bundles
-carry 40,000 msg/s carries 100,000 msg/s at 1.0. A broker that carries nothing yet (just
-started) has no such ratio: it gets the median of the inferred capacities of its cluster,
-else the configured one.
+carry 40,000 msg/s carries 100,000 msg/s at 1.0. Only a broker carrying real load says it:
+a nearly idle one's cpu is mostly its JVM's baseline (2-3 %), so 100 msg/s over 2.5 % would
+read as a 4,000 msg/s broker, and under 1 msg/s as an infinite one. So each term (msg rate
+from cpu, throughput from bandwidth) is inferred only from a broker whose resource ratio is
+at least `MIN_TERM_RATIO` and whose traffic is at least `MIN_SHARE` of its cluster's mean,
+bounded to within `BOUND` times the cluster's median of that term; every other broker takes
+that median, else the configured capacity. Never infinite.
 
 Purely computational, with no side effects.
 """
@@ -14,38 +18,102 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from balancer.core.broker_load import BrokerCapacity, BrokerLoad, LoadSource, LoadWeights, Resource
+from balancer.core.broker_load import BrokerCapacity, BrokerLoad, LoadWeights, Resource
 from balancer.core.load import BundleLoad
 from balancer.core.moves.model import BrokerState, BundleState
 
-# Below these, a ratio or a rate says too little to infer a capacity from (noise, baseline).
-_MIN_RATIO = 0.02
-_MIN_RATE = 1.0
+MIN_TERM_RATIO = 0.05  # a resource ratio under this is mostly baseline and noise
+MIN_SHARE = 0.25  # of the cluster's mean msg rate (or throughput) per broker
+BOUND = 10.0  # an inferred term stays within [median / BOUND, median x BOUND]
 
 
-def infer_capacity(load: BrokerLoad, weights: LoadWeights) -> BrokerCapacity | None:
-    """What the broker carries at load 1.0, from its report's ratios and its bundles' rates;
-    None when the report says too little (no report, or next to no load)."""
-    if load.source is not LoadSource.LOAD_REPORT:
-        return None
+@dataclass(frozen=True, slots=True)
+class InferredCapacity:
+    """What a broker's report says it carries at load 1.0, per term (None: it says too
+    little for that term)."""
+
+    max_msg_rate: float | None
+    max_throughput_bytes: float | None
+
+
+def infer_capacity(
+    load: BrokerLoad,
+    weights: LoadWeights,
+    *,
+    mean_msg_rate: float = 0.0,
+    mean_throughput_bytes: float = 0.0,
+) -> InferredCapacity:
+    """Each term of what the broker carries at load 1.0, from its report's ratios and its
+    bundles' rates, where they say enough (see the module docstring); `mean_*`: the
+    cluster's mean per broker."""
+    if not load.source.measured:
+        return InferredCapacity(None, None)
     cpu = load.resource_ratios.get(Resource.CPU, 0.0) * weights.cpu
     bandwidth = max(
         load.resource_ratios.get(Resource.BANDWIDTH_IN, 0.0) * weights.bandwidth_in,
         load.resource_ratios.get(Resource.BANDWIDTH_OUT, 0.0) * weights.bandwidth_out,
     )
-    if cpu < _MIN_RATIO and bandwidth < _MIN_RATIO:
-        return None
-    if load.msg_rate < _MIN_RATE and load.throughput_bytes < _MIN_RATE:
-        return None
-    inf = float("inf")
-    max_msg_rate = load.msg_rate / cpu if cpu >= _MIN_RATIO and load.msg_rate >= _MIN_RATE else inf
-    max_throughput = (
-        load.throughput_bytes / bandwidth
-        if bandwidth >= _MIN_RATIO and load.throughput_bytes >= _MIN_RATE
-        else inf
+    by_rate = (
+        load.msg_rate / cpu
+        if cpu >= MIN_TERM_RATIO
+        and load.msg_rate > 0
+        and load.msg_rate >= MIN_SHARE * mean_msg_rate
+        else None
     )
-    return BrokerCapacity(max_msg_rate=max_msg_rate, max_throughput_bytes=max_throughput)
+    by_bytes = (
+        load.throughput_bytes / bandwidth
+        if bandwidth >= MIN_TERM_RATIO
+        and load.throughput_bytes > 0
+        and load.throughput_bytes >= MIN_SHARE * mean_throughput_bytes
+        else None
+    )
+    return InferredCapacity(by_rate, by_bytes)
+
+
+def _settle(terms: dict[str, float | None], configured: Mapping[str, float]) -> dict[str, float]:
+    """Each broker's term: its own bounded to within BOUND of the median of those inferred,
+    else that median, else the configured one."""
+    known = [v for v in terms.values() if v is not None]
+    if not known:
+        return {b: configured[b] for b in terms}
+    median = statistics.median(known)
+    return {
+        b: median if v is None else min(max(v, median / BOUND), median * BOUND)
+        for b, v in terms.items()
+    }
+
+
+def capacities(
+    loads: Sequence[BrokerLoad],
+    *,
+    weights: LoadWeights,
+    configured: Mapping[str, BrokerCapacity],
+) -> dict[str, BrokerCapacity]:
+    """Broker -> its capacity for the decision (inferred, bounded, filled; never infinite)."""
+    reported = [load for load in loads if load.source.measured]
+    n = max(len(reported), 1)
+    mean_rate = sum(load.msg_rate for load in reported) / n
+    mean_bytes = sum(load.throughput_bytes for load in reported) / n
+    inferred = {
+        load.broker: infer_capacity(
+            load, weights, mean_msg_rate=mean_rate, mean_throughput_bytes=mean_bytes
+        )
+        for load in loads
+    }
+    rates = _settle(
+        {b: c.max_msg_rate for b, c in inferred.items()},
+        {b: configured[b].max_msg_rate for b in inferred},
+    )
+    throughputs = _settle(
+        {b: c.max_throughput_bytes for b, c in inferred.items()},
+        {b: configured[b].max_throughput_bytes for b in inferred},
+    )
+    return {
+        b: BrokerCapacity(max_msg_rate=rates[b], max_throughput_bytes=throughputs[b])
+        for b in inferred
+    }
 
 
 def broker_states(
@@ -57,30 +125,43 @@ def broker_states(
 ) -> list[BrokerState]:
     """One state per broker load, sorted by broker id. `configured`: broker -> the capacity
     from the config (used where none can be inferred); `failure_domains`: broker -> domain."""
-    inferred = {load.broker: infer_capacity(load, weights) for load in loads}
-    known = [c for c in inferred.values() if c is not None]
-    median = (
-        BrokerCapacity(
-            max_msg_rate=statistics.median(c.max_msg_rate for c in known),
-            max_throughput_bytes=statistics.median(c.max_throughput_bytes for c in known),
-        )
-        if known
-        else None
-    )
+    capacity = capacities(loads, weights=weights, configured=configured)
     domains = failure_domains or {}
     out = []
     for load in sorted(loads, key=lambda item: item.broker):
-        capacity = inferred[load.broker] or median or configured[load.broker]
+        floor, traffic = _floor_and_traffic(load, weights)
         out.append(
             BrokerState(
                 broker=load.broker,
                 load_ratio=load.load_ratio,
-                capacity=capacity,
+                floor_ratio=floor,
+                traffic_ratio=traffic,
+                capacity=capacity[load.broker],
                 topic_count=load.topic_count,
                 failure_domain=domains.get(load.broker),
             )
         )
     return out
+
+
+def _floor_and_traffic(load: BrokerLoad, weights: LoadWeights) -> tuple[float, float]:
+    """The load's part no move changes (memory, direct memory, weighted) and its part that
+    follows traffic (cpu, bandwidth), each at most the load ratio (a projected load keeps
+    the window's resource ratios, from before the moves)."""
+    ratios = load.resource_ratios
+    floor = max(
+        ratios.get(Resource.MEMORY, 0.0) * weights.memory,
+        ratios.get(Resource.DIRECT_MEMORY, 0.0) * weights.direct_memory,
+    )
+    floor = min(floor, load.load_ratio)
+    if load.load_ratio > floor + 1e-9 or not ratios:
+        return floor, load.load_ratio
+    traffic = max(
+        ratios.get(Resource.CPU, 0.0) * weights.cpu,
+        ratios.get(Resource.BANDWIDTH_IN, 0.0) * weights.bandwidth_in,
+        ratios.get(Resource.BANDWIDTH_OUT, 0.0) * weights.bandwidth_out,
+    )
+    return floor, min(traffic, load.load_ratio)
 
 
 def bundle_states(

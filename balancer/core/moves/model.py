@@ -29,6 +29,14 @@ class BrokerState:
     topic_count: int = 0
     active: bool = True  # listed by `GET /admin/v2/brokers/{cluster}` (Pulsar 409s others)
     failure_domain: str | None = None
+    # The part of the load no bundle move changes (memory, direct memory: the JVM's heap,
+    # weighted); the rest follows traffic. load_ratio = max(floor_ratio, traffic).
+    floor_ratio: float = 0.0
+    traffic_ratio: float | None = None  # None: all of load_ratio follows traffic
+
+    @property
+    def traffic(self) -> float:
+        return self.load_ratio if self.traffic_ratio is None else self.traffic_ratio
 
     @property
     def host(self) -> str:
