@@ -11,13 +11,20 @@ for themselves (ownedNamespaces asked of another broker is a 307 to it:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import httpx
 
 from balancer.core.broker_load import BrokerLoadReport
 from balancer.core.moves.model import IsolationPolicy
 from balancer.pulsar.admin_base import enc, ns_path, valid_name
+from balancer.pulsar.broker_addresses import (
+    BrokerAddress,
+    BrokerAddressBook,
+    BrokerUnreachableError,
+    ReachedBy,
+    Unreachable,
+)
 from balancer.pulsar.broker_models import (
     LeaderBroker,
     OwnedBundle,
@@ -35,9 +42,15 @@ from balancer.pulsar.errors import (
     InvalidResponseError,
     NotFoundError,
     PulsarAdminError,
+    RedirectLoopError,
+    RedirectRefusedError,
     ServerError,
+    TooManyRedirectsError,
     UnauthorizedError,
+    UnavailableError,
 )
+from balancer.pulsar.routing import ClusterEndpoint, origin_of
+from balancer.pulsar.settings import ClientSettings
 from balancer.pulsar.transport import Call
 
 
@@ -59,16 +72,113 @@ def _broker_id(broker: str) -> str:
     return bare
 
 
+def _on(base_url: str, url: str) -> bool:
+    """Whether `url` (as an error names it) is on the origin of `base_url`."""
+    try:
+        return bool(url) and origin_of(httpx.URL(url)) == origin_of(httpx.URL(base_url))
+    except httpx.InvalidURL:
+        return False
+
+
+def _unreachable(cluster: str, broker: str, exc: PulsarAdminError) -> BrokerUnreachableError:
+    """Why looking a broker's URL up failed, naming the broker and the URL tried."""
+    if isinstance(exc, NotFoundError):
+        why, what = Unreachable.NOT_A_BROKER, "is not an active broker"
+    elif isinstance(exc, UnavailableError):
+        why, what = Unreachable.NO_ANSWER, "gave no answer"
+    elif isinstance(exc, RedirectRefusedError | RedirectLoopError | TooManyRedirectsError):
+        why, what = Unreachable.REFUSED, "cannot be followed to"
+    else:
+        why, what = Unreachable.ERROR, "is refused"
+    return BrokerUnreachableError(
+        f"broker {broker} of {cluster} {what} ({exc.url or 'its URL'}: {exc})",
+        broker=broker,
+        why=why,
+        cause=exc,
+    )
+
+
 class BrokerAdmin(ClusterReads):
     """The broker calls of the admin client (`PulsarPeerGroup` extends this)."""
 
-    def broker_url(self, cluster: str, broker: str) -> str:
-        """The web URL of broker `broker` (`host:port`) of `cluster`."""
-        endpoint = self.clusters.get(cluster)
-        if endpoint is None:
+    def __init__(
+        self,
+        clusters: Mapping[str, ClusterEndpoint] | Iterable[ClusterEndpoint],
+        settings: ClientSettings | None = None,
+    ) -> None:
+        super().__init__(clusters, settings)
+        self.broker_addresses = BrokerAddressBook()
+
+    def configure_broker_url(self, cluster: str, url: str) -> str:
+        """Reach a broker at the URL the operator configured; its id (the URL's host:port)."""
+        if cluster not in self.clusters:
             raise ValueError(f"cluster {cluster!r} is not in the peer group")
-        scheme = httpx.URL(endpoint.admin_url).scheme
-        return f"{scheme}://{_broker_id(broker)}"
+        ClusterEndpoint(cluster, url)  # the same checks as an admin URL
+        broker = _broker_id(httpx.URL(url).netloc.decode("ascii"))
+        self.broker_addresses.configure(cluster, broker, url)
+        return broker
+
+    def broker_url(self, cluster: str, broker: str) -> str:
+        """The URL broker `broker` (`host:port`) of `cluster` is reached at: configured, or
+        where Pulsar sends a request for it (`balancer.pulsar.broker_addresses`).
+        BrokerUnreachableError when none is found."""
+        if cluster not in self.clusters:
+            raise ValueError(f"cluster {cluster!r} is not in the peer group")
+        bid = _broker_id(broker)
+        known = self.broker_addresses.get(cluster, bid)
+        return known.url if known is not None else self.find_broker(cluster, bid).url
+
+    def find_broker(self, cluster: str, broker: str) -> BrokerAddress:
+        """Look the broker's URL up now: `GET .../brokers/{cluster}/{id}/ownedNamespaces`
+        asked of the cluster's admin URL, following Pulsar's 307 to the broker."""
+        valid_name(cluster, "cluster name")
+        bid = _broker_id(broker)
+        endpoint = self.clusters[cluster]
+        call = Call(
+            "GET",
+            f"/admin/v2/brokers/{enc(cluster)}/{enc(bid)}/ownedNamespaces",
+            "/admin/v2/brokers/{cluster}/{broker}/ownedNamespaces",
+            cluster=cluster,
+        )
+        try:
+            try:
+                response = self._t.send(call)
+            except (UnauthorizedError, ForbiddenError):
+                raise  # the token: the cluster's problem, not this broker's
+            except UnavailableError as exc:
+                if _on(endpoint.admin_url, exc.url):
+                    raise  # the admin URL itself does not answer: the cluster is down
+                raise _unreachable(cluster, bid, exc) from exc
+            except PulsarAdminError as exc:
+                raise _unreachable(cluster, bid, exc) from exc
+            answered = httpx.URL(str(response.request.url))
+            origin = origin_of(answered)
+            if origin != origin_of(httpx.URL(endpoint.admin_url)):
+                address = BrokerAddress(cluster, bid, origin, ReachedBy.REGISTERED)
+            elif self._names_broker(cluster, endpoint.admin_url, bid):
+                address = BrokerAddress(cluster, bid, origin, ReachedBy.ADMIN_URL)
+            else:
+                raise BrokerUnreachableError(
+                    f"broker {bid} of {cluster}: answered through the admin URL "
+                    f"{endpoint.admin_url}, which fronts several brokers, without a redirect "
+                    "naming its own URL; configure clusters[].brokers",
+                    broker=bid,
+                    why=Unreachable.BEHIND_ADMIN_URL,
+                    cause=None,
+                )
+        except BrokerUnreachableError as exc:
+            exc.cluster = cluster
+            self.broker_addresses.failed(cluster, exc)
+            raise
+        self.broker_addresses.found(address)
+        return address
+
+    def _names_broker(self, cluster: str, admin_url: str, broker: str) -> bool:
+        """Whether the admin URL that answered as `broker` is that broker's own: the same
+        host, or the cluster's only broker."""
+        if httpx.URL(admin_url).host == broker.rpartition(":")[0]:
+            return True
+        return tuple(self.list_brokers(cluster)) == (broker,)
 
     def load_report(self, cluster: str, broker: str) -> BrokerLoadReport:
         """`GET /admin/v2/broker-stats/load-report` of one broker (LocalBrokerData, the

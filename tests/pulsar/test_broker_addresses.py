@@ -1,0 +1,77 @@
+"""Each broker reached at its registered web service URL (issue 41, point 2).
+
+A broker id is `advertisedAddress:webServicePort`; with an https admin URL and brokers that
+keep their plain port open, `https://<id>` speaks TLS to the plain port. The client reaches
+each broker where Pulsar sends it (`PulsarWebResource.maybeRedirectToBroker`: the
+webServiceUrlTls for an https request), and names a broker it cannot reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from balancer.pulsar.auth import TlsSettings
+from balancer.pulsar.broker_addresses import BrokerUnreachableError, Unreachable
+from balancer.pulsar.client import PulsarPeerGroup
+from balancer.pulsar.routing import ClusterEndpoint
+from balancer.sim.group import RunningPeerGroup
+from tests.sim.broker_group import NS, one_namespace, started
+
+
+@pytest.fixture
+def group(request: pytest.FixtureRequest) -> Iterator[RunningPeerGroup]:
+    with started(request, one_namespace("tls", seed=5, topics=12, tls_web_port=True)) as g:
+        yield g
+
+
+@pytest.fixture
+def client(group: RunningPeerGroup) -> Iterator[PulsarPeerGroup]:
+    assert group.tls_ca_file is not None
+    tls = TlsSettings(ca_bundle=group.tls_ca_file)
+    with PulsarPeerGroup([ClusterEndpoint("a", group.tls_admin_urls["a"], tls=tls)]) as admin:
+        yield admin
+
+
+def test_https_admin_url_reaches_brokers_that_keep_their_plain_port(
+    group: RunningPeerGroup, client: PulsarPeerGroup
+) -> None:
+    brokers = client.list_brokers("a")
+    assert sorted(brokers) == sorted(u.removeprefix("http://") for u in group.broker_urls["a"])
+    owned: list[str] = []
+    for plain, tls_url in zip(group.broker_urls["a"], group.broker_tls_urls["a"], strict=True):
+        broker = plain.removeprefix("http://")
+        owned += [b for b in client.owned_bundles("a", broker) if b.startswith(f"{NS}/")]
+        report = client.load_report("a", broker)
+        assert report.broker == broker
+        assert client.broker_url("a", broker) == tls_url
+    assert sorted(owned) == sorted(f"{NS}/{b}" for b in group.bundles(NS).bundles)
+
+
+def test_a_broker_that_is_not_listed_is_named_never_guessed(
+    group: RunningPeerGroup, client: PulsarPeerGroup
+) -> None:
+    with pytest.raises(BrokerUnreachableError) as caught:
+        client.owned_bundles("a", "127.0.0.1:1")
+    assert caught.value.broker == "127.0.0.1:1"
+    assert caught.value.why is Unreachable.NOT_A_BROKER
+    assert caught.value.status == 404
+    assert client.broker_addresses.get("a", "127.0.0.1:1") is None
+
+
+def test_a_configured_broker_url_is_used_as_given(
+    group: RunningPeerGroup, client: PulsarPeerGroup
+) -> None:
+    plain = group.broker_urls["a"][2]
+    broker = client.configure_broker_url("a", plain)
+    assert broker == plain.removeprefix("http://")
+    assert client.broker_url("a", broker) == plain
+    before = client.request_count(
+        path_template="/admin/v2/brokers/{cluster}/{broker}/ownedNamespaces"
+    )
+    client.load_report("a", broker)
+    after = client.request_count(
+        path_template="/admin/v2/brokers/{cluster}/{broker}/ownedNamespaces"
+    )
+    assert after == before  # no look-up
