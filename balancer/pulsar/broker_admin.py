@@ -83,15 +83,16 @@ def _on(base_url: str, url: str) -> bool:
 def _unreachable(cluster: str, broker: str, exc: PulsarAdminError) -> BrokerUnreachableError:
     """Why looking a broker's URL up failed, naming the broker and the URL tried."""
     if isinstance(exc, NotFoundError):
-        why, what = Unreachable.NOT_A_BROKER, "is not an active broker"
+        why, what = Unreachable.NOT_A_BROKER, "is not an active broker:"
     elif isinstance(exc, UnavailableError):
-        why, what = Unreachable.NO_ANSWER, "gave no answer"
+        why, what = Unreachable.NO_ANSWER, "gives no answer at"
     elif isinstance(exc, RedirectRefusedError | RedirectLoopError | TooManyRedirectsError):
         why, what = Unreachable.REFUSED, "cannot be followed to"
     else:
-        why, what = Unreachable.ERROR, "is refused"
+        why, what = Unreachable.ERROR, "is refused at"
+    answer = f"HTTP {exc.status} {exc.reason}".rstrip() if exc.status is not None else str(exc)
     return BrokerUnreachableError(
-        f"broker {broker} of {cluster} {what} ({exc.url or 'its URL'}: {exc})",
+        f"broker {broker} of {cluster} {what} {exc.url or 'its URL'} ({answer})",
         broker=broker,
         why=why,
         cause=exc,
