@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from balancer.app.collector_wiring import check_configured_brokers
+from balancer.app.config import BalancerConfig, ConfigError
 from balancer.pulsar.auth import TlsSettings
 from balancer.pulsar.broker_addresses import BrokerUnreachableError, Unreachable
 from balancer.pulsar.client import PulsarPeerGroup
@@ -75,3 +77,27 @@ def test_a_configured_broker_url_is_used_as_given(
         path_template="/admin/v2/brokers/{cluster}/{broker}/ownedNamespaces"
     )
     assert after == before  # no look-up
+
+
+def test_a_configured_url_that_names_no_broker_refuses_the_start(
+    group: RunningPeerGroup, client: PulsarPeerGroup
+) -> None:
+    """`https://host:<TLS port>` is where broker 1 answers, but not its id (the plain port):
+    every unload naming that broker as destination would answer 409."""
+    tls_url, plain = group.broker_tls_urls["a"][1], group.broker_urls["a"][1]
+    config = _config(group, brokers=[tls_url])
+    with pytest.raises(ConfigError) as caught:
+        check_configured_brokers(config, client)
+    assert tls_url in str(caught.value)
+    assert f"its brokers: {', '.join(sorted(_ids(group)))}" in str(caught.value)
+    check_configured_brokers(_config(group, brokers=[plain]), client)  # its id: fine
+    assert client.broker_url("a", plain.removeprefix("http://")) == plain
+
+
+def _ids(group: RunningPeerGroup) -> list[str]:
+    return [u.removeprefix("http://") for u in group.broker_urls["a"]]
+
+
+def _config(group: RunningPeerGroup, *, brokers: list[str]) -> BalancerConfig:
+    cluster = {"name": "a", "admin_url": group.tls_admin_urls["a"], "brokers": brokers}
+    return BalancerConfig.model_validate({"clusters": [cluster]})
