@@ -3,9 +3,9 @@ that broker), the load manager's leader, dynamic configuration, and the placemen
 mover must check itself (isolation policies, failure domains, anti-affinity groups).
 
 A broker is named by its id `host:port`, as `list_brokers` gives it; calls about one broker
-go to `<scheme of the cluster's admin URL>://<id>`, as Pulsar's brokers answer these only
-for themselves (ownedNamespaces asked of another broker is a 307 to it:
-`PulsarWebResource.validateBrokerName`).
+go to that broker's URL (Pulsar's brokers answer these only for themselves): the URL the
+operator configured, or where Pulsar's own redirect for the id leads, its registered
+webServiceUrl(Tls) (`balancer.pulsar.broker_addresses`), never `<admin scheme>://<id>`.
 """
 
 from __future__ import annotations
