@@ -3,6 +3,7 @@ check of the broker URLs an operator configured (`clusters[].brokers`)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ from balancer.collector.sink import KafkaEventSink
 from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.pulsar.client import PulsarPeerGroup
 
+log = logging.getLogger(__name__)
+
 
 def check_configured_brokers(config: BalancerConfig, admin: BrokerUrlSource) -> None:
     """Reach each configured broker at its URL; ConfigError when one names no broker id."""
@@ -22,6 +25,32 @@ def check_configured_brokers(config: BalancerConfig, admin: BrokerUrlSource) -> 
     if problems:
         lines = "\n".join(f"  {p}" for p in problems)
         raise ConfigError(f"configured broker URLs that name no broker:\n{lines}")
+
+
+def start_broker_url_report(config: BalancerConfig, admin: PulsarPeerGroup) -> threading.Thread:
+    """In the background (a blackholed cluster must not hold up the start): list each
+    cluster's brokers and find where each answers, so the log says at start, per broker,
+    which URL answered or why none did (`balancer.pulsar.broker_addresses` logs each once).
+    The collector's rounds do the same for brokers listed later."""
+
+    def report() -> None:
+        for cluster in config.clusters:
+            if cluster.brokers:
+                continue  # configured: reached as given
+            try:
+                brokers = admin.list_brokers(cluster.name)
+            except Exception as exc:  # down at start: the collector's rounds list it again
+                log.warning("brokers of %s not listed at start (%s)", cluster.name, exc)
+                continue
+            for broker in brokers:
+                try:
+                    admin.broker_url(cluster.name, broker)
+                except Exception:  # already logged by the address book, with why
+                    log.debug("broker %s of %s: no URL at start", broker, cluster.name)
+
+    thread = threading.Thread(target=report, name="broker-urls", daemon=True)
+    thread.start()
+    return thread
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
-from balancer.app.collector_wiring import check_configured_brokers, start_collector
+from balancer.app.collector_wiring import (
+    check_configured_brokers,
+    start_broker_url_report,
+    start_collector,
+)
 from balancer.app.config import BalancerConfig
 from balancer.app.controller_wiring import (
     broker_board,
@@ -325,6 +329,7 @@ class BalancerApp:
         # Pulsar's own shedder moves our bundles again: warn (and switch off if told to), in
         # the background: a blackholed cluster must not hold up the start.
         start_pulsar_switch_checks(self.config, self.admin, self.metrics)
+        start_broker_url_report(self.config, self.admin)
         checks = standard_checks(
             stream_running=self.stream_running,
             kafka_reachable=self.kafka_reachable,

@@ -88,10 +88,13 @@ class BrokerAddressBook:
 
     def configure(self, cluster: str, broker: str, url: str) -> None:
         """A URL the operator gave for this broker: used as is, never looked up."""
+        address = BrokerAddress(cluster, broker, url.rstrip("/"), ReachedBy.CONFIGURED)
         with self._lock:
-            self._known[(cluster, broker)] = BrokerAddress(
-                cluster, broker, url.rstrip("/"), ReachedBy.CONFIGURED
-            )
+            self._known[(cluster, broker)] = address
+            changed = self._state.get((cluster, broker)) != address.url
+            self._state[(cluster, broker)] = address.url
+        if changed:
+            log.info("broker %s of %s is reached at %s (configured)", broker, cluster, address.url)
 
     def found(self, address: BrokerAddress) -> None:
         key = (address.cluster, address.broker)

@@ -8,11 +8,12 @@ webServiceUrlTls for an https request), and names a broker it cannot reach.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
 
-from balancer.app.collector_wiring import check_configured_brokers
+from balancer.app.collector_wiring import check_configured_brokers, start_broker_url_report
 from balancer.app.config import BalancerConfig, ConfigError
 from balancer.pulsar.auth import TlsSettings
 from balancer.pulsar.broker_addresses import BrokerUnreachableError, Unreachable
@@ -101,3 +102,19 @@ def _ids(group: RunningPeerGroup) -> list[str]:
 def _config(group: RunningPeerGroup, *, brokers: list[str]) -> BalancerConfig:
     cluster = {"name": "a", "admin_url": group.tls_admin_urls["a"], "brokers": brokers}
     return BalancerConfig.model_validate({"clusters": [cluster]})
+
+
+def test_the_start_says_where_each_broker_answered(
+    group: RunningPeerGroup, client: PulsarPeerGroup, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = _config(group, brokers=[])
+    with caplog.at_level(logging.INFO, logger="balancer.pulsar"):
+        start_broker_url_report(config, client).join(timeout=60)
+    said = sorted(
+        r.getMessage().split(" (")[0] for r in caplog.records if "is reached at" in r.getMessage()
+    )
+    expected = sorted(
+        f"broker {plain.removeprefix('http://')} of a is reached at {tls_url}"
+        for plain, tls_url in zip(group.broker_urls["a"], group.broker_tls_urls["a"], strict=True)
+    )
+    assert said == expected
