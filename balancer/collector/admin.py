@@ -22,6 +22,7 @@ from balancer.collector.targets import (
     listed_brokers,
     targets_for,
 )
+from balancer.pulsar.errors import UnavailableError
 
 if TYPE_CHECKING:
     from balancer.core.broker_load import BrokerLoadReport
@@ -40,6 +41,8 @@ class BrokerStatsSource(Protocol):
     def load_report(self, cluster: str, broker: str) -> BrokerLoadReport: ...
 
     def broker_url(self, cluster: str, broker: str) -> str: ...
+
+    def forget_broker_url(self, cluster: str, broker: str) -> None: ...
 
 
 def target_url(source: BrokerStatsSource, target: Target) -> str | None:
@@ -63,7 +66,14 @@ def admin_fetch(peer_group: BrokerStatsSource, *, load_reports: bool = False) ->
     lock = threading.Lock()
 
     def fetch(target: Target) -> Fetched:
-        stats = peer_group.broker_topic_stats(target.cluster, target_url(peer_group, target))
+        try:
+            stats = peer_group.broker_topic_stats(target.cluster, target_url(peer_group, target))
+        except UnavailableError:
+            if target.broker_url is None and target.broker_id is not None:
+                # Its URL stopped answering (the broker restarted elsewhere?): look it up
+                # again next round rather than keep asking a stale address.
+                peer_group.forget_broker_url(target.cluster, target.broker_id)
+            raise
         report = None
         if load_reports and target.broker is not None:
             try:

@@ -53,6 +53,8 @@ from balancer.pulsar.routing import ClusterEndpoint, origin_of
 from balancer.pulsar.settings import ClientSettings
 from balancer.pulsar.transport import Call
 
+LOOKUPS = 3  # asks of a broker's URL answered by the admin URL itself (a load balancer)
+
 
 class LoadReportUnavailableError(PulsarAdminError):
     """The broker answers no load report: the extensible load manager (its
@@ -131,7 +133,12 @@ class BrokerAdmin(ClusterReads):
 
     def find_broker(self, cluster: str, broker: str) -> BrokerAddress:
         """Look the broker's URL up now: `GET .../brokers/{cluster}/{id}/ownedNamespaces`
-        asked of the cluster's admin URL, following Pulsar's 307 to the broker."""
+        asked of the cluster's admin URL, following Pulsar's 307 to the broker.
+
+        An answer without a redirect came from the broker itself behind the admin URL: its
+        URL when that is the broker's own host (or the cluster's only broker). Behind a load
+        balancer the next ask usually lands on another broker, which redirects: asked up to
+        LOOKUPS times before the broker is reported `behind_admin_url`."""
         valid_name(cluster, "cluster name")
         bid = _broker_id(broker)
         endpoint = self.clusters[cluster]
@@ -141,28 +148,21 @@ class BrokerAdmin(ClusterReads):
             "/admin/v2/brokers/{cluster}/{broker}/ownedNamespaces",
             cluster=cluster,
         )
+        admin_origin = origin_of(httpx.URL(endpoint.admin_url))
         try:
-            try:
-                response = self._t.send(call)
-            except (UnauthorizedError, ForbiddenError):
-                raise  # the token: the cluster's problem, not this broker's
-            except UnavailableError as exc:
-                if _on(endpoint.admin_url, exc.url):
-                    raise  # the admin URL itself does not answer: the cluster is down
-                raise _unreachable(cluster, bid, exc) from exc
-            except PulsarAdminError as exc:
-                raise _unreachable(cluster, bid, exc) from exc
-            answered = httpx.URL(str(response.request.url))
-            origin = origin_of(answered)
-            if origin != origin_of(httpx.URL(endpoint.admin_url)):
-                address = BrokerAddress(cluster, bid, origin, ReachedBy.REGISTERED)
-            elif self._names_broker(cluster, endpoint.admin_url, bid):
-                address = BrokerAddress(cluster, bid, origin, ReachedBy.ADMIN_URL)
+            for _ in range(LOOKUPS):
+                origin = self._answered_at(call, endpoint.admin_url, cluster, bid)
+                if origin != admin_origin:
+                    address = BrokerAddress(cluster, bid, origin, ReachedBy.REGISTERED)
+                    break
+                if self._names_broker(cluster, endpoint.admin_url, bid):
+                    address = BrokerAddress(cluster, bid, origin, ReachedBy.ADMIN_URL)
+                    break
             else:
                 raise BrokerUnreachableError(
                     f"broker {bid} of {cluster}: answered through the admin URL "
-                    f"{endpoint.admin_url}, which fronts several brokers, without a redirect "
-                    "naming its own URL; configure clusters[].brokers",
+                    f"{endpoint.admin_url}, which fronts several brokers, {LOOKUPS} times "
+                    "without a redirect naming its own URL; configure clusters[].brokers",
                     broker=bid,
                     why=Unreachable.BEHIND_ADMIN_URL,
                     cause=None,
@@ -173,6 +173,24 @@ class BrokerAdmin(ClusterReads):
             raise
         self.broker_addresses.found(address)
         return address
+
+    def forget_broker_url(self, cluster: str, broker: str) -> None:
+        """Look the broker's URL up again at its next call (its URL stopped answering)."""
+        self.broker_addresses.forget(cluster, _broker_id(broker))
+
+    def _answered_at(self, call: Call, admin_url: str, cluster: str, broker: str) -> str:
+        """The origin (scheme://host:port) whose 2xx ended the look-up."""
+        try:
+            response = self._t.send(call)
+        except (UnauthorizedError, ForbiddenError):
+            raise  # the token: the cluster's problem, not this broker's
+        except UnavailableError as exc:
+            if _on(admin_url, exc.url):
+                raise  # the admin URL itself does not answer: the cluster is down
+            raise _unreachable(cluster, broker, exc) from exc
+        except PulsarAdminError as exc:
+            raise _unreachable(cluster, broker, exc) from exc
+        return origin_of(httpx.URL(str(response.request.url)))
 
     def _names_broker(self, cluster: str, admin_url: str, broker: str) -> bool:
         """Whether the admin URL that answered as `broker` is that broker's own: the same

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -22,6 +23,8 @@ from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.pulsar.auth import TlsSettings
 from balancer.pulsar.broker_addresses import BrokerUnreachableError, Unreachable
 from balancer.pulsar.client import PulsarPeerGroup
+from balancer.pulsar.errors import UnavailableError
+from balancer.pulsar.models import BrokerTopicStats
 from balancer.pulsar.routing import ClusterEndpoint
 from balancer.sim.group import RunningPeerGroup
 from tests.collector.test_collector_envelopes import Sink
@@ -97,3 +100,43 @@ def test_classify_names_a_broker_without_url() -> None:
 class _Cluster:
     def __init__(self, name: str, admin_url: str) -> None:
         self.name, self.admin_url, self.brokers = name, admin_url, ()
+
+
+class _MovedBroker:
+    """A broker whose found URL stopped answering; looked up again, it answers elsewhere."""
+
+    def __init__(self) -> None:
+        self.urls = ["https://b1:8443", "https://b1:9443"]
+        self.forgotten: list[tuple[str, str]] = []
+        self.asked: list[str | None] = []
+
+    def broker_url(self, cluster: str, broker: str) -> str:
+        return self.urls[0]
+
+    def forget_broker_url(self, cluster: str, broker: str) -> None:
+        self.forgotten.append((cluster, broker))
+        self.urls.pop(0)
+
+    def broker_topic_stats(self, cluster: str, broker_url: str | None = None) -> Any:
+        self.asked.append(broker_url)
+        if broker_url == "https://b1:8443":
+            raise UnavailableError("no answer", url=f"{broker_url}/admin/v2/broker-stats/topics")
+        return BrokerTopicStats.from_json(cluster, {})
+
+    def load_report(self, cluster: str, broker: str) -> Any:
+        raise AssertionError("not asked")
+
+
+def test_a_url_that_stops_answering_is_looked_up_again() -> None:
+    source = _MovedBroker()
+    fetch = admin_fetch(source)
+    target = Target("a", broker_id="b1:8080")
+    with pytest.raises(UnavailableError):
+        fetch(target)
+    assert source.forgotten == [("a", "b1:8080")]
+    fetch(target)
+    assert source.asked == ["https://b1:8443", "https://b1:9443"]
+    configured = Target("a", "https://b1:8443")
+    with pytest.raises(UnavailableError):
+        fetch(configured)
+    assert source.forgotten == [("a", "b1:8080")]  # a configured URL is kept as given
