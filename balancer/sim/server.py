@@ -183,8 +183,11 @@ class _BrokerHandler(BaseHTTPRequestHandler):
         except PeerRedirect as redirect:
             # PulsarWebResource.validateGlobalNamespaceOwnershipAsync -> getRedirectionUrl:
             # one host of the peer's ClusterData serviceUrl, same path and query.
+            # Over https to a peer with serviceUrlTls: that one (getRedirectionUrl).
             with srv.model.lock:
-                peer_url = srv.model.clusters[redirect.cluster].redirect_origin()
+                peer = srv.model.clusters[redirect.cluster]
+                tls_peer = peer.broker_tls_urls[0] if srv.tls and peer.broker_tls_urls else None
+                peer_url = tls_peer or peer.redirect_origin()
             location = f"{peer_url}{self.path}"
             response = Response(307, None, headers={"Location": location})
         except OwnerRedirect as owner:

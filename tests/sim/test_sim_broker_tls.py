@@ -58,3 +58,36 @@ def test_owned_namespaces_over_https_redirects_to_the_tls_url(
     # `https://<id>` is the plain port spoken to in TLS: no answer.
     with pytest.raises(httpx.ConnectError):
         https.get(f"https://{other}{path}")
+
+
+PEERS = {
+    "name": "tls-peers",
+    "seed": 6,
+    "clusters": [
+        {"name": "east", "peers": ["west"], "tls_web_port": True},
+        {"name": "west", "peers": ["east"], "tls_web_port": True},
+    ],
+    "namespaces": [
+        {
+            "name": "t/w",
+            "cluster": "west",
+            "bundles": 4,
+            "topic_groups": [{"name": "x", "count": 8, "total_msg_rate_in": 80}],
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize("group", [PEERS], indirect=True)
+def test_a_peer_redirect_over_https_goes_to_the_peers_tls_url(
+    group: RunningPeerGroup, https: httpx.Client
+) -> None:
+    """PulsarWebResource.getRedirectionUrl: the peer's ClusterData serviceUrlTls for an
+    https request, its serviceUrl for an http one."""
+    east, west = group.broker_tls_urls["east"][0], group.broker_tls_urls["west"][0]
+    assert https.get(f"{east}/admin/v2/clusters/west").json()["serviceUrlTls"] == west
+    path = "/admin/v2/namespaces/t/w/0x00000000_0x40000000/unload"
+    r = https.put(f"{east}{path}")
+    assert (r.status_code, r.headers["location"]) == (307, f"{west}{path}")
+    r = https.put(f"{group.admin_urls['east']}{path}")
+    assert r.headers["location"] == f"{group.admin_urls['west']}{path}"
