@@ -9,7 +9,8 @@ but no admin route lists them; it USES them when it sends a request for one brok
 `GET /admin/v2/brokers/{cluster}/{id}/ownedNamespaces` asked of any broker answers 307 to
 the broker's webServiceUrlTls when the request came over https (or it has no plain URL),
 else to its webServiceUrl (`PulsarWebResource.maybeRedirectToBroker`). So a broker's URL is
-where that redirect leads: what Pulsar's own admin client reaches. Older releases redirect
+where that redirect leads: what Pulsar's own admin client reaches. Releases before
+apache/pulsar PR #21894 (Pulsar 3.2) redirect
 to `<request scheme>://<id>` (`validateBrokerName`): such a broker, when that fails, is
 reported unreachable with the URL tried, never replaced by a guess.
 

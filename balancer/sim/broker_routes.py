@@ -55,7 +55,7 @@ def _owned_namespaces(m: SimModel, r: Request) -> Response:
 
 
 def _redirect_to_broker(m: SimModel, r: Request, cluster: str, broker_id: str) -> Response | None:
-    """PulsarWebResource.maybeRedirectToBroker (Pulsar master, read 2026): None when this
+    """PulsarWebResource.maybeRedirectToBroker (PR #21894, Pulsar 3.2+): None when this
     broker is `broker_id` (a leading http(s):// is dropped); else 307 to that broker's
     REGISTERED URL, same path and query: its webServiceUrlTls when the request came over
     https (or it has no plain URL), else its webServiceUrl; 404 when no broker has that id.
