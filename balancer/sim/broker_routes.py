@@ -64,12 +64,16 @@ def _redirect_to_broker(m: SimModel, r: Request, cluster: str, broker_id: str) -
     cleaned = broker_id.removeprefix("http://").removeprefix("https://")
     if cleaned == c.broker_address(r.broker):
         return None
+    query = f"?{urlencode(r.query, doseq=True)}" if r.query else ""
+    if m.brokers.specs[cluster].legacy_broker_redirect:
+        # validateBrokerName: the request's scheme, the id's host and port, broker or not.
+        scheme = "https" if r.tls else "http"
+        return Response(307, None, headers={"Location": f"{scheme}://{cleaned}{r.path}{query}"})
     target = c.broker_index(cleaned)
     if target is None:
         raise SimError(404, f"Broker id '{broker_id}' not found in available brokers.")
     tls_url = c.web_service_url_tls(target)
     origin = tls_url if r.tls and tls_url is not None else c.broker_urls[target]
-    query = f"?{urlencode(r.query, doseq=True)}" if r.query else ""
     return Response(307, None, headers={"Location": f"{origin}{r.path}{query}"})
 
 

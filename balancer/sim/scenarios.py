@@ -99,6 +99,9 @@ class ClusterSpec(BrokerClusterSettings):  # broker keys: balancer.sim.broker_sc
     # Each broker also serves https on a second port (webServicePortTls, a self-signed
     # certificate): its id keeps the plain port (`host:8080` beside `https://host:8443`).
     tls_web_port: bool = False
+    # Brokers of a release before apache/pulsar PR #21894: a request for another broker is
+    # redirected to `<request scheme>://<id>` (PulsarWebResource.validateBrokerName).
+    legacy_broker_redirect: bool = False
 
     @model_validator(mode="after")
     def _sane(self) -> ClusterSpec:

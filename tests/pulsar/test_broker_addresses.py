@@ -118,3 +118,23 @@ def test_the_start_says_where_each_broker_answered(
         for plain, tls_url in zip(group.broker_urls["a"], group.broker_tls_urls["a"], strict=True)
     )
     assert said == expected
+
+
+LEGACY = one_namespace("legacy", seed=5, topics=12, tls_web_port=True, legacy_broker_redirect=True)
+
+
+@pytest.mark.parametrize("group", [LEGACY], indirect=True)
+def test_an_older_pulsar_redirecting_to_the_id_is_named_and_its_plain_url_can_be_configured(
+    group: RunningPeerGroup, client: PulsarPeerGroup
+) -> None:
+    """Before PR #21894 Pulsar redirects to `<request scheme>://<id>`: TLS to the plain port.
+    The broker is named with the URL tried (no other URL guessed); its plain URL, whose
+    host:port is its id, can be configured instead."""
+    other = group.broker_urls["a"][1]
+    broker = other.removeprefix("http://")
+    with pytest.raises(BrokerUnreachableError) as caught:
+        client.load_report("a", broker)
+    assert caught.value.why is Unreachable.NO_ANSWER
+    assert f"https://{broker}/" in str(caught.value)
+    check_configured_brokers(_config(group, brokers=[other]), client)
+    assert client.load_report("a", broker).broker == broker
