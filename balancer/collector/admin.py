@@ -138,7 +138,12 @@ def configure_brokers(clusters: Iterable[ClusterToPoll], admin: BrokerUrlSource)
     for cluster in clusters:
         if not cluster.brokers:
             continue
-        ids = {admin.configure_broker_url(cluster.name, url): url for url in cluster.brokers}
+        ids: dict[str, str] = {}
+        for url in cluster.brokers:
+            try:
+                ids[admin.configure_broker_url(cluster.name, url)] = url
+            except ValueError as exc:  # no host:port in it (a default port): names no id
+                problems.append(f"clusters.{cluster.name}.brokers: {url}: {exc}")
         try:
             listed = {broker_id(b) for b in admin.list_brokers(cluster.name)}
         except Exception as exc:  # the cluster is down or refuses: say so, poll as given

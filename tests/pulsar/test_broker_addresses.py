@@ -138,3 +138,11 @@ def test_an_older_pulsar_redirecting_to_the_id_is_named_and_its_plain_url_can_be
     assert f"https://{broker}/" in str(caught.value)
     check_configured_brokers(_config(group, brokers=[other]), client)
     assert client.load_report("a", broker).broker == broker
+
+
+def test_a_configured_url_without_a_port_names_no_broker(
+    group: RunningPeerGroup, client: PulsarPeerGroup
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check_configured_brokers(_config(group, brokers=["https://127.0.0.1"]), client)
+    assert "https://127.0.0.1: broker id must be host:port" in str(caught.value)
