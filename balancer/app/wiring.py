@@ -18,6 +18,11 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
+from balancer.app.collector_wiring import (
+    check_configured_brokers,
+    start_broker_url_report,
+    start_collector,
+)
 from balancer.app.config import BalancerConfig
 from balancer.app.controller_wiring import (
     broker_board,
@@ -27,9 +32,7 @@ from balancer.app.controller_wiring import (
 from balancer.app.lease_wiring import build_writer_lease
 from balancer.app.preflight import setting_error
 from balancer.app.pulsar_wiring import peer_group_from_config
-from balancer.app.stream_settings import kafka_security, stream_settings
-from balancer.collector.admin import admin_fetch, polling_plan
-from balancer.collector.load_health import LoadReportHealth
+from balancer.app.stream_settings import stream_settings
 from balancer.collector.service import Collector
 from balancer.collector.sink import KafkaEventSink
 from balancer.controller.handler import ControllerHandler
@@ -306,6 +309,9 @@ class BalancerApp:
         from streaming.spark.job import build_spark, dead_letter_sink, start_stream
 
         settings = self.stream_settings()
+        # A configured broker URL that names no broker: refuse to start (every unload to it
+        # would answer 409); each listed broker's URL is found by the collector's rounds.
+        check_configured_brokers(self.config, self.admin)
         try:
             Path(settings.checkpoint_dir).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -326,6 +332,7 @@ class BalancerApp:
         # Pulsar's own shedder moves our bundles again: warn (and switch off if told to), in
         # the background: a blackholed cluster must not hold up the start.
         start_pulsar_switch_checks(self.config, self.admin, self.metrics)
+        start_broker_url_report(self.config, self.admin)
         checks = standard_checks(
             stream_running=self.stream_running,
             kafka_reachable=self.kafka_reachable,
@@ -365,52 +372,17 @@ class BalancerApp:
         return {} if lease is None else {"writer_lease": lambda: lease.status().as_dict()}
 
     def _start_collector(self) -> Collector:
-        sink = KafkaEventSink.connect(
-            bootstrap_servers=self.config.kafka.bootstrap_servers,
-            topic=self.config.kafka.stats_topic,
-            client_kwargs=kafka_security(self.config).client_kwargs(),
-            listener=self.metrics.collector,
-            max_message_bytes=self.config.collector.envelope_max_bytes,
-            compression_type=self.config.collector.compression_type,
-            # Malformed topic entries go where the stream's rejected events go.
-            dead_letter_topic=self.config.kafka.dead_letter_topic,
-        )
-        # Brokers are listed at the start of every round, not once: a cluster down at start
-        # or a broker added later is polled as soon as it answers.
-        targets, listers = polling_plan(self.config.clusters, self.admin)
-        collector = Collector(
-            targets=targets,
-            fetch=admin_fetch(
-                self.admin,
-                load_reports=self._load_reports(),
-                health=LoadReportHealth(self.metrics.collector.load_report_failed),
-            ),
-            sink=sink,
-            envelope_max_events=self.config.collector.envelope_max_events,
-            envelope_max_bytes=self.config.collector.envelope_max_bytes,
+        started = start_collector(
+            self.config,
+            self.admin,
             metrics=self.metrics.collector,  # the one class `collect` exports too
-            dead_letters=sink,
-            broker_listers=listers,
-            max_parallel_per_cluster=self.config.collector.max_parallel_per_cluster,
             broker_loads=self.broker_board,
-            round_markers=self.config.collector.round_markers,
+            load_reports=self._load_reports(),
+            stopped=self._stopped,
         )
-        interval_s = self.config.collector.interval_s
-        thread = threading.Thread(
-            target=collector.run,
-            kwargs={
-                "interval_s": interval_s,
-                "retry_s": min(10.0, interval_s / 2),
-                "should_stop": self._stopped.is_set,
-                "sleep": self._stopped.wait,
-            },
-            name="collector",
-            daemon=True,
-        )
-        thread.start()
-        self._collector_sink = sink
-        self._collector_thread = thread
-        return collector
+        self._collector_sink = started.sink
+        self._collector_thread = started.thread
+        return started.collector
 
     def _load_reports(self) -> bool:
         return self.config.moves.enabled and self.config.moves.read_load_reports

@@ -18,10 +18,11 @@ from balancer.collector.ports import Fetch, Fetched
 from balancer.collector.targets import (
     BrokerLister,
     Target,
-    broker_url,
+    broker_id,
     listed_brokers,
     targets_for,
 )
+from balancer.pulsar.errors import UnavailableError
 
 if TYPE_CHECKING:
     from balancer.core.broker_load import BrokerLoadReport
@@ -39,6 +40,22 @@ class BrokerStatsSource(Protocol):
 
     def load_report(self, cluster: str, broker: str) -> BrokerLoadReport: ...
 
+    def broker_url(self, cluster: str, broker: str) -> str: ...
+
+    def forget_broker_url(self, cluster: str, broker: str) -> None: ...
+
+
+def target_url(source: BrokerStatsSource, target: Target) -> str | None:
+    """Where a target is asked (None: the cluster's admin URL): its configured URL, or the
+    URL the admin client found for the listed broker (`balancer.pulsar.broker_addresses`;
+    raises BrokerUnreachableError when there is none). The collector's rounds, `plan` and
+    the controller's broker calls all reach a broker through that one client."""
+    if target.broker_url is not None:
+        return target.broker_url
+    if target.broker_id is not None:
+        return source.broker_url(target.cluster, target.broker_id)
+    return None
+
 
 def admin_fetch(
     peer_group: BrokerStatsSource,
@@ -54,7 +71,14 @@ def admin_fetch(
     health = health or LoadReportHealth()
 
     def fetch(target: Target) -> Fetched:
-        stats = peer_group.broker_topic_stats(target.cluster, target.broker_url)
+        try:
+            stats = peer_group.broker_topic_stats(target.cluster, target_url(peer_group, target))
+        except UnavailableError:
+            if target.broker_url is None and target.broker_id is not None:
+                # Its URL stopped answering (the broker restarted elsewhere?): look it up
+                # again next round rather than keep asking a stale address.
+                peer_group.forget_broker_url(target.cluster, target.broker_id)
+            raise
         report = None
         if load_reports and target.broker is not None:
             try:
@@ -94,6 +118,49 @@ class ClusterToPoll(Protocol):
     def brokers(self) -> Sequence[str]: ...
 
 
+class BrokerUrlSource(BrokerListSource, Protocol):
+    """What takes the broker URLs an operator configured: `PulsarPeerGroup` is one."""
+
+    def configure_broker_url(self, cluster: str, url: str) -> str: ...
+
+
+def configure_brokers(clusters: Iterable[ClusterToPoll], admin: BrokerUrlSource) -> list[str]:
+    """Reach each configured broker at its URL (every caller: `run`, `collect`, `plan`), and
+    check each URL names a broker: its host:port must be a broker id of the cluster as
+    `GET /admin/v2/brokers/{cluster}` lists them, or every unload naming it as destination
+    would answer 409 and its events would carry a broker no rule knows. One line per URL
+    that does not; a cluster that cannot be listed now is logged and checked no further
+    (it may be down at start: its brokers are polled as configured)."""
+    problems: list[str] = []
+    for cluster in clusters:
+        if not cluster.brokers:
+            continue
+        ids: dict[str, str] = {}
+        for url in cluster.brokers:
+            try:
+                ids[admin.configure_broker_url(cluster.name, url)] = url
+            except ValueError as exc:  # no host:port in it (a default port): names no id
+                problems.append(f"clusters.{cluster.name}.brokers: {url}: {exc}")
+        try:
+            listed = {broker_id(b) for b in admin.list_brokers(cluster.name)}
+        except Exception as exc:  # the cluster is down or refuses: say so, poll as given
+            log.warning(
+                "brokers of %s not listed (%s): its configured broker URLs are not checked",
+                cluster.name,
+                type(exc).__name__,
+            )
+            continue
+        for bid, url in ids.items():
+            if bid not in listed:
+                problems.append(
+                    f"clusters.{cluster.name}.brokers: {url}: {bid} is not a broker id of "
+                    f"{cluster.name} (its brokers: {', '.join(sorted(listed)) or 'none'}); "
+                    "give each broker's URL with the host:port it is listed under, or leave "
+                    "brokers out to reach each broker at its registered URL"
+                )
+    return problems
+
+
 @dataclass(frozen=True, slots=True)
 class PolledCluster:
     """A `ClusterToPoll` given on the command line."""
@@ -114,15 +181,13 @@ def polling_plan(
     clusters = list(clusters)
     targets = targets_for({cluster.name: cluster.brokers for cluster in clusters})
     listers = {
-        cluster.name: _lister(admin, cluster.name, cluster.admin_url)
-        for cluster in clusters
-        if not cluster.brokers
+        cluster.name: _lister(admin, cluster.name) for cluster in clusters if not cluster.brokers
     }
     return targets, listers
 
 
-def _lister(admin: BrokerListSource, cluster: str, admin_url: str) -> BrokerLister:
-    return lambda: [broker_url(address, admin_url) for address in admin.list_brokers(cluster)]
+def _lister(admin: BrokerListSource, cluster: str) -> BrokerLister:
+    return lambda: [broker_id(address) for address in admin.list_brokers(cluster)]
 
 
 def listed_targets(

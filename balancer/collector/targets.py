@@ -24,14 +24,19 @@ ADMIN_LABEL = "admin"  # the `broker` label of a target polled through the admin
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One broker-stats endpoint: a cluster, and a broker URL (None: the cluster's admin URL)."""
+    """One broker-stats endpoint: a cluster, and a broker URL the operator configured, or a
+    listed broker's id (`broker_id`, reached where the admin client finds it:
+    `balancer.pulsar.broker_addresses`); neither: the cluster's admin URL."""
 
     cluster: str
     broker_url: str | None = None
+    broker_id: str | None = None
 
     @property
     def broker(self) -> str | None:
-        """`host:port` of the broker, as the event's `broker` field."""
+        """`host:port` of the broker (its id), as the event's `broker` field."""
+        if self.broker_id is not None:
+            return self.broker_id
         if self.broker_url is None:
             return None
         return urlsplit(self.broker_url).netloc or self.broker_url
@@ -42,7 +47,7 @@ class Target:
         return self.broker or ADMIN_LABEL
 
     def __str__(self) -> str:
-        return f"{self.cluster}@{self.broker_url or 'admin'}"
+        return f"{self.cluster}@{self.broker_url or self.broker_id or 'admin'}"
 
 
 def targets_for(clusters: Mapping[str, Sequence[str]]) -> list[Target]:
@@ -57,25 +62,26 @@ def targets_for(clusters: Mapping[str, Sequence[str]]) -> list[Target]:
     return out
 
 
-def broker_url(address: str, admin_url: str) -> str:
-    """A broker's web URL from what `GET /admin/v2/brokers/{cluster}` lists (`host:port`).
-
-    The scheme is the cluster admin URL's: brokers of one cluster serve one scheme.
-    """
-    if "://" in address:
-        return address.rstrip("/")
-    scheme = urlsplit(admin_url).scheme or "http"
-    return f"{scheme}://{address}"
-
-
-# Lists one cluster's broker web URLs; raises when the cluster cannot be asked.
+# Lists one cluster's broker ids (`host:port`, as `GET /admin/v2/brokers/{cluster}` does);
+# raises when the cluster cannot be asked.
 BrokerLister = Callable[[], Sequence[str]]
 
 
 def listed_brokers(cluster: str, lister: BrokerLister) -> tuple[Target, ...]:
     """The targets one listing gives: each broker once, in order (empty: no broker is
-    registered). Raises as `lister` does. The collector's rounds and `plan` both use it."""
-    return tuple(Target(cluster, url) for url in sorted({url.rstrip("/") for url in lister()}))
+    registered). Raises as `lister` does. The collector's rounds and `plan` both use it.
+
+    A broker id is a name, not an address (`advertisedAddress:webServicePort`): no URL is
+    made of it here; the admin client finds where the broker answers."""
+    return tuple(
+        Target(cluster, broker_id=broker) for broker in sorted({broker_id(b) for b in lister()})
+    )
+
+
+def broker_id(listed: str) -> str:
+    """A listed broker's id, `host:port` (a leading http(s):// and a trailing / dropped, as
+    Pulsar's `maybeRedirectToBroker` drops them)."""
+    return listed.strip().removeprefix("http://").removeprefix("https://").rstrip("/")
 
 
 class BrokerDirectory:

@@ -3,21 +3,28 @@ that broker), the load manager's leader, dynamic configuration, and the placemen
 mover must check itself (isolation policies, failure domains, anti-affinity groups).
 
 A broker is named by its id `host:port`, as `list_brokers` gives it; calls about one broker
-go to `<scheme of the cluster's admin URL>://<id>`, as Pulsar's brokers answer these only
-for themselves (ownedNamespaces asked of another broker is a 307 to it:
-`PulsarWebResource.validateBrokerName`).
+go to that broker's URL (Pulsar's brokers answer these only for themselves): the URL the
+operator configured, or where Pulsar's own redirect for the id leads, its registered
+webServiceUrl(Tls) (`balancer.pulsar.broker_addresses`), never `<admin scheme>://<id>`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import httpx
 
 from balancer.core.broker_load import BrokerLoadReport
 from balancer.core.moves.model import IsolationPolicy
 from balancer.pulsar.admin_base import enc, ns_path, valid_name
+from balancer.pulsar.broker_addresses import (
+    BrokerAddress,
+    BrokerAddressBook,
+    BrokerUnreachableError,
+    ReachedBy,
+    Unreachable,
+)
 from balancer.pulsar.broker_models import (
     LeaderBroker,
     OwnedBundle,
@@ -36,10 +43,18 @@ from balancer.pulsar.errors import (
     InvalidResponseError,
     NotFoundError,
     PulsarAdminError,
+    RedirectLoopError,
+    RedirectRefusedError,
     ServerError,
+    TooManyRedirectsError,
     UnauthorizedError,
+    UnavailableError,
 )
+from balancer.pulsar.routing import ClusterEndpoint, origin_of
+from balancer.pulsar.settings import ClientSettings
 from balancer.pulsar.transport import Call
+
+LOOKUPS = 3  # asks of a broker's URL answered by the admin URL itself (a load balancer)
 
 
 class LoadReportUnavailableError(PulsarAdminError):
@@ -60,16 +75,130 @@ def _broker_id(broker: str) -> str:
     return bare
 
 
+def _on(base_url: str, url: str) -> bool:
+    """Whether `url` (as an error names it) is on the origin of `base_url`."""
+    try:
+        return bool(url) and origin_of(httpx.URL(url)) == origin_of(httpx.URL(base_url))
+    except httpx.InvalidURL:
+        return False
+
+
+def _unreachable(cluster: str, broker: str, exc: PulsarAdminError) -> BrokerUnreachableError:
+    """Why looking a broker's URL up failed, naming the broker and the URL tried."""
+    if isinstance(exc, NotFoundError):
+        why, what = Unreachable.NOT_A_BROKER, "is not an active broker:"
+    elif isinstance(exc, UnavailableError):
+        why, what = Unreachable.NO_ANSWER, "gives no answer at"
+    elif isinstance(exc, RedirectRefusedError | RedirectLoopError | TooManyRedirectsError):
+        why, what = Unreachable.REFUSED, "cannot be followed to"
+    else:
+        why, what = Unreachable.ERROR, "is refused at"
+    answer = f"HTTP {exc.status} {exc.reason}".rstrip() if exc.status is not None else str(exc)
+    return BrokerUnreachableError(
+        f"broker {broker} of {cluster} {what} {exc.url or 'its URL'} ({answer})",
+        broker=broker,
+        why=why,
+        cause=exc,
+    )
+
+
 class BrokerAdmin(ClusterReads):
     """The broker calls of the admin client (`PulsarPeerGroup` extends this)."""
 
-    def broker_url(self, cluster: str, broker: str) -> str:
-        """The web URL of broker `broker` (`host:port`) of `cluster`."""
-        endpoint = self.clusters.get(cluster)
-        if endpoint is None:
+    def __init__(
+        self,
+        clusters: Mapping[str, ClusterEndpoint] | Iterable[ClusterEndpoint],
+        settings: ClientSettings | None = None,
+    ) -> None:
+        super().__init__(clusters, settings)
+        self.broker_addresses = BrokerAddressBook()
+
+    def configure_broker_url(self, cluster: str, url: str) -> str:
+        """Reach a broker at the URL the operator configured; its id (the URL's host:port)."""
+        if cluster not in self.clusters:
             raise ValueError(f"cluster {cluster!r} is not in the peer group")
-        scheme = httpx.URL(endpoint.admin_url).scheme
-        return f"{scheme}://{_broker_id(broker)}"
+        ClusterEndpoint(cluster, url)  # the same checks as an admin URL
+        broker = _broker_id(httpx.URL(url).netloc.decode("ascii"))
+        self.broker_addresses.configure(cluster, broker, url)
+        return broker
+
+    def broker_url(self, cluster: str, broker: str) -> str:
+        """The URL broker `broker` (`host:port`) of `cluster` is reached at: configured, or
+        where Pulsar sends a request for it (`balancer.pulsar.broker_addresses`).
+        BrokerUnreachableError when none is found."""
+        if cluster not in self.clusters:
+            raise ValueError(f"cluster {cluster!r} is not in the peer group")
+        bid = _broker_id(broker)
+        known = self.broker_addresses.get(cluster, bid)
+        return known.url if known is not None else self.find_broker(cluster, bid).url
+
+    def find_broker(self, cluster: str, broker: str) -> BrokerAddress:
+        """Look the broker's URL up now: `GET .../brokers/{cluster}/{id}/ownedNamespaces`
+        asked of the cluster's admin URL, following Pulsar's 307 to the broker.
+
+        An answer without a redirect came from the broker itself behind the admin URL: its
+        URL when that is the broker's own host (or the cluster's only broker). Behind a load
+        balancer the next ask usually lands on another broker, which redirects: asked up to
+        LOOKUPS times before the broker is reported `behind_admin_url`."""
+        valid_name(cluster, "cluster name")
+        bid = _broker_id(broker)
+        endpoint = self.clusters[cluster]
+        call = Call(
+            "GET",
+            f"/admin/v2/brokers/{enc(cluster)}/{enc(bid)}/ownedNamespaces",
+            "/admin/v2/brokers/{cluster}/{broker}/ownedNamespaces",
+            cluster=cluster,
+        )
+        admin_origin = origin_of(httpx.URL(endpoint.admin_url))
+        try:
+            for _ in range(LOOKUPS):
+                origin = self._answered_at(call, endpoint.admin_url, cluster, bid)
+                if origin != admin_origin:
+                    address = BrokerAddress(cluster, bid, origin, ReachedBy.REGISTERED)
+                    break
+                if self._names_broker(cluster, endpoint.admin_url, bid):
+                    address = BrokerAddress(cluster, bid, origin, ReachedBy.ADMIN_URL)
+                    break
+            else:
+                raise BrokerUnreachableError(
+                    f"broker {bid} of {cluster}: answered through the admin URL "
+                    f"{endpoint.admin_url}, which fronts several brokers, {LOOKUPS} times "
+                    "without a redirect naming its own URL; configure clusters[].brokers",
+                    broker=bid,
+                    why=Unreachable.BEHIND_ADMIN_URL,
+                    cause=None,
+                )
+        except BrokerUnreachableError as exc:
+            exc.cluster = cluster
+            self.broker_addresses.failed(cluster, exc)
+            raise
+        self.broker_addresses.found(address)
+        return address
+
+    def forget_broker_url(self, cluster: str, broker: str) -> None:
+        """Look the broker's URL up again at its next call (its URL stopped answering)."""
+        self.broker_addresses.forget(cluster, _broker_id(broker))
+
+    def _answered_at(self, call: Call, admin_url: str, cluster: str, broker: str) -> str:
+        """The origin (scheme://host:port) whose 2xx ended the look-up."""
+        try:
+            response = self._t.send(call)
+        except (UnauthorizedError, ForbiddenError):
+            raise  # the token: the cluster's problem, not this broker's
+        except UnavailableError as exc:
+            if _on(admin_url, exc.url):
+                raise  # the admin URL itself does not answer: the cluster is down
+            raise _unreachable(cluster, broker, exc) from exc
+        except PulsarAdminError as exc:
+            raise _unreachable(cluster, broker, exc) from exc
+        return origin_of(httpx.URL(str(response.request.url)))
+
+    def _names_broker(self, cluster: str, admin_url: str, broker: str) -> bool:
+        """Whether the admin URL that answered as `broker` is that broker's own: the same
+        host, or the cluster's only broker."""
+        if httpx.URL(admin_url).host == broker.rpartition(":")[0]:
+            return True
+        return tuple(self.list_brokers(cluster)) == (broker,)
 
     def load_report(self, cluster: str, broker: str) -> BrokerLoadReport:
         """`GET /admin/v2/broker-stats/load-report` of one broker (LocalBrokerData, the

@@ -55,13 +55,33 @@ def _owned_namespaces(m: SimModel, r: Request) -> Response:
     _check_cluster(m, r, cluster)
     with m.lock:
         _settled(m)
-        here = m.cluster(cluster).broker_address(r.broker)
-        if broker_id != here:
-            # PulsarWebResource.validateBrokerName: 307 to that host:port, same path and query
-            # (whether or not it is a broker of the cluster).
-            query = f"?{urlencode(r.query, doseq=True)}" if r.query else ""
-            return Response(307, None, headers={"Location": f"http://{broker_id}{r.path}{query}"})
+        redirect = _redirect_to_broker(m, r, cluster, broker_id)
+        if redirect is not None:
+            return redirect
         return Response(200, m.brokers.owned_namespaces(cluster, r.broker))
+
+
+def _redirect_to_broker(m: SimModel, r: Request, cluster: str, broker_id: str) -> Response | None:
+    """PulsarWebResource.maybeRedirectToBroker (PR #21894, Pulsar 3.2+): None when this
+    broker is `broker_id` (a leading http(s):// is dropped); else 307 to that broker's
+    REGISTERED URL, same path and query: its webServiceUrlTls when the request came over
+    https (or it has no plain URL), else its webServiceUrl; 404 when no broker has that id.
+    Older releases' validateBrokerName sent `<request scheme>://<id>` instead (PR #1346)."""
+    c = m.cluster(cluster)
+    cleaned = broker_id.removeprefix("http://").removeprefix("https://")
+    if cleaned == c.broker_address(r.broker):
+        return None
+    query = f"?{urlencode(r.query, doseq=True)}" if r.query else ""
+    if m.brokers.specs[cluster].legacy_broker_redirect:
+        # validateBrokerName: the request's scheme, the id's host and port, broker or not.
+        scheme = "https" if r.tls else "http"
+        return Response(307, None, headers={"Location": f"{scheme}://{cleaned}{r.path}{query}"})
+    target = c.broker_index(cleaned)
+    if target is None:
+        raise SimError(404, f"Broker id '{broker_id}' not found in available brokers.")
+    tls_url = c.web_service_url_tls(target)
+    origin = tls_url if r.tls and tls_url is not None else c.broker_urls[target]
+    return Response(307, None, headers={"Location": f"{origin}{r.path}{query}"})
 
 
 def unload_to(

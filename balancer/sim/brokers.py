@@ -231,6 +231,7 @@ class BrokerFleet:
         address = c.broker_address(broker)
         return {
             "webServiceUrl": f"http://{address}",
+            "webServiceUrlTls": c.web_service_url_tls(broker),  # null without a TLS port
             "pulsarServiceUrl": f"pulsar://{address}",
             "cpu": {"usage": sampled["cpu"], "limit": cap.cpu_cores * 100.0},
             "memory": {"usage": cap.memory_limit_mb * 0.25, "limit": cap.memory_limit_mb},

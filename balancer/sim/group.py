@@ -10,6 +10,9 @@ servers on 127.0.0.1, and stop them.
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -26,6 +29,7 @@ from balancer.sim.server import BrokerServer
 from balancer.sim.sim_clock import SimClock
 from balancer.sim.state import NamespaceState, SimError, SplitRecord
 from balancer.sim.stats import Ledger
+from balancer.sim.tls import self_signed_certificate, server_context
 from balancer.support.lifecycle import StopsOnExit
 
 LOOPBACK = "127.0.0.1"
@@ -63,13 +67,23 @@ class PeerGroup:
         """
         servers: list[BrokerServer] = []
         specs = {c.name: c for c in self.scenario.clusters}
+        tls_dir: Path | None = None
         try:
+            context = None
+            if any(spec.tls_web_port for spec in specs.values()):
+                tls_dir = Path(tempfile.mkdtemp(prefix="pulsar-sim-tls-"))
+                context = server_context(*self_signed_certificate(tls_dir))
             for cluster in self.model.clusters.values():
                 for broker in range(cluster.broker_count):
                     port = (ports or {}).get(cluster.name, 0) if broker == 0 else 0
                     server = self._server(cluster.name, broker, port, required_token)
                     servers.append(server)
                     cluster.broker_urls.append(server.url)
+                    if specs[cluster.name].tls_web_port and context is not None:
+                        # webServicePortTls beside webServicePort: the id keeps the plain port.
+                        secure = self._server(cluster.name, broker, 0, required_token, context)
+                        servers.append(secure)
+                        cluster.broker_tls_urls.append(secure.url)
                 if specs[cluster.name].service_url_alias:
                     # Another port on broker 0: the same cluster under another URL.
                     alias = self._server(cluster.name, 0, 0, required_token)
@@ -80,11 +94,18 @@ class PeerGroup:
         except BaseException:
             for server in servers:
                 server.server_close()
+            if tls_dir is not None:
+                shutil.rmtree(tls_dir, ignore_errors=True)
             raise
-        return RunningPeerGroup(self, servers)
+        return RunningPeerGroup(self, servers, tls_dir=tls_dir)
 
     def _server(
-        self, cluster: str, broker: int, port: int, required_token: str | None
+        self,
+        cluster: str,
+        broker: int,
+        port: int,
+        required_token: str | None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> BrokerServer:
         return BrokerServer(
             (LOOPBACK, port),
@@ -93,6 +114,7 @@ class PeerGroup:
             cluster=cluster,
             broker=broker,
             required_token=required_token,
+            ssl_context=ssl_context,
         )
 
 
@@ -103,8 +125,11 @@ SimulatedPeerGroup = PeerGroup
 class RunningPeerGroup(StopsOnExit):
     """A started peer group; `stop()` (or leaving the `with` block) stops every server."""
 
-    def __init__(self, group: PeerGroup, servers: list[BrokerServer]) -> None:
+    def __init__(
+        self, group: PeerGroup, servers: list[BrokerServer], *, tls_dir: Path | None = None
+    ) -> None:
         self.group = group
+        self._tls_dir = tls_dir
         self.scenario = group.scenario
         self.clock = group.clock
         self.model = group.model
@@ -121,6 +146,26 @@ class RunningPeerGroup(StopsOnExit):
     def broker_urls(self) -> dict[str, list[str]]:
         """Cluster name -> every broker's URL (each serves its own broker-stats/topics)."""
         return {name: list(c.broker_urls) for name, c in self.model.clusters.items()}
+
+    @property
+    def tls_admin_urls(self) -> dict[str, str]:
+        """Cluster name -> broker 0's TLS URL, for clusters whose brokers have a TLS port:
+        the https admin URL an operator of such a cluster configures."""
+        return {
+            name: c.broker_tls_urls[0]
+            for name, c in self.model.clusters.items()
+            if c.broker_tls_urls
+        }
+
+    @property
+    def broker_tls_urls(self) -> dict[str, list[str]]:
+        """Cluster name -> each broker's webServiceUrlTls (empty without TLS ports)."""
+        return {name: list(c.broker_tls_urls) for name, c in self.model.clusters.items()}
+
+    @property
+    def tls_ca_file(self) -> Path | None:
+        """The self-signed certificate the TLS ports serve (a client's CA bundle)."""
+        return None if self._tls_dir is None else self._tls_dir / "sim-broker.pem"
 
     @property
     def unauthorized_requests(self) -> int:
@@ -208,6 +253,7 @@ class RunningPeerGroup(StopsOnExit):
                     cluster=old.cluster,
                     broker=old.broker,
                     required_token=old.required_token,
+                    ssl_context=old.ssl_context,
                 )
                 server.start()
                 self._servers[i] = server
@@ -217,6 +263,8 @@ class RunningPeerGroup(StopsOnExit):
             return
         self._stopped = True
         _stop_all([s for s in self._servers if s.serving])
+        if self._tls_dir is not None:
+            shutil.rmtree(self._tls_dir, ignore_errors=True)
 
 
 def _stop_all(servers: list[BrokerServer]) -> None:

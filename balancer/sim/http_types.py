@@ -25,6 +25,7 @@ class Request:
     cluster: str
     broker: int
     params: tuple[str, ...] = ()
+    tls: bool = False  # asked on the broker's TLS port (PulsarWebResource.isRequestHttps)
 
     def flag(self, name: str) -> bool:
         return self.query.get(name, ["false"])[-1].lower() == "true"

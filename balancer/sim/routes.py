@@ -55,7 +55,10 @@ def _clusters(m: SimModel, r: Request) -> Response:
 def _cluster(m: SimModel, r: Request) -> Response:
     c = m.cluster(r.params[0])
     # ClusterData: serviceUrl is what the cluster advertises (maybe not the admin URL used).
-    return _ok({"serviceUrl": c.advertised_url, "peerClusterNames": list(c.peers) or None})
+    data = {"serviceUrl": c.advertised_url, "peerClusterNames": list(c.peers) or None}
+    if c.broker_tls_urls:  # brokers with a TLS port: serviceUrlTls names broker 0's
+        data["serviceUrlTls"] = c.broker_tls_urls[0]
+    return _ok(data)
 
 
 def _get_peers(m: SimModel, r: Request) -> Response:

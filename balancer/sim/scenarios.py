@@ -96,6 +96,12 @@ class ClusterSpec(BrokerClusterSettings):  # broker keys: balancer.sim.broker_sc
     # The broker (index) holding the load manager's leadership: an owner lookup for an
     # unowned bundle on another broker is forwarded to it (NamespaceService.findBrokerServiceUrl).
     leader_broker: int = Field(0, ge=0)
+    # Each broker also serves https on a second port (webServicePortTls, a self-signed
+    # certificate): its id keeps the plain port (`host:8080` beside `https://host:8443`).
+    tls_web_port: bool = False
+    # Brokers of a release before apache/pulsar PR #21894: a request for another broker is
+    # redirected to `<request scheme>://<id>` (PulsarWebResource.validateBrokerName).
+    legacy_broker_redirect: bool = False
 
     @model_validator(mode="after")
     def _sane(self) -> ClusterSpec:

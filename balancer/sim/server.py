@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,8 +43,17 @@ class BrokerServer(ThreadingHTTPServer):
         cluster: str,
         broker: int,
         required_token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(address, _BrokerHandler)
+        # The broker's webServicePortTls listener: the handshake runs in the request's
+        # thread (do_handshake_on_connect=False), so a client that never completes one
+        # cannot stall the accept loop.
+        self.ssl_context = ssl_context
+        if ssl_context is not None:
+            self.socket = ssl_context.wrap_socket(
+                self.socket, server_side=True, do_handshake_on_connect=False
+            )
         self.model = model
         self.faults = faults
         self.cluster = cluster
@@ -57,9 +67,13 @@ class BrokerServer(ThreadingHTTPServer):
         self._closed = False
 
     @property
+    def tls(self) -> bool:
+        return self.ssl_context is not None
+
+    @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host!s}:{port}"
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -163,6 +177,7 @@ class _BrokerHandler(BaseHTTPRequestHandler):
             cluster=srv.cluster,
             broker=srv.broker,
             params=params,
+            tls=srv.tls,
         )
         try:
             response = handler(srv.model, request)
@@ -171,12 +186,19 @@ class _BrokerHandler(BaseHTTPRequestHandler):
         except PeerRedirect as redirect:
             # PulsarWebResource.validateGlobalNamespaceOwnershipAsync -> getRedirectionUrl:
             # one host of the peer's ClusterData serviceUrl, same path and query.
+            # Over https to a peer with serviceUrlTls: that one (getRedirectionUrl).
             with srv.model.lock:
-                peer_url = srv.model.clusters[redirect.cluster].redirect_origin()
+                peer = srv.model.clusters[redirect.cluster]
+                tls_peer = peer.broker_tls_urls[0] if srv.tls and peer.broker_tls_urls else None
+                peer_url = tls_peer or peer.redirect_origin()
             location = f"{peer_url}{self.path}"
             response = Response(307, None, headers={"Location": location})
         except OwnerRedirect as owner:
-            broker_url = srv.model.clusters[owner.cluster].broker_urls[owner.broker]
+            # PulsarWebResource.validateBundleOwnership: the owner's httpUrlTls when the
+            # request came over https, else its httpUrl.
+            owner_cluster = srv.model.clusters[owner.cluster]
+            tls_url = owner_cluster.web_service_url_tls(owner.broker) if srv.tls else None
+            broker_url = tls_url or owner_cluster.broker_urls[owner.broker]
             # UriBuilder...replaceQueryParam("authoritative", newAuthoritative)
             query = {**request.query, "authoritative": [str(owner.authoritative).lower()]}
             location = f"{broker_url}{split.path}?{urlencode(query, doseq=True)}"

@@ -44,6 +44,9 @@ class ClusterState:
     broker_count: int
     peers: list[str]
     broker_urls: list[str] = field(default_factory=list)  # set once the servers are bound
+    # Each broker's webServiceUrlTls (`https://127.0.0.1:port`) when the brokers also listen
+    # on a TLS port (`ClusterSpec.tls_web_port`); the broker id keeps the plain port.
+    broker_tls_urls: list[str] = field(default_factory=list)
     alias_url: str = ""  # a second listener of broker 0, advertised in ClusterData if set
     multi_host: bool = False  # ClusterData serviceUrl lists every broker
     leader: int = 0  # the broker leading the load manager (owner lookups go through it)
@@ -82,6 +85,17 @@ class ClusterState:
         broker = (count - 1 + self._redirects) % count
         self._redirects += 1
         return self.broker_urls[broker]
+
+    def broker_index(self, broker_id: str) -> int | None:
+        """The broker whose id (`host:port`, the plain web port) is `broker_id`, if any."""
+        for broker in range(len(self.broker_urls)):
+            if self.broker_address(broker) == broker_id:
+                return broker
+        return None
+
+    def web_service_url_tls(self, broker: int) -> str | None:
+        """The broker's registered webServiceUrlTls (None without a TLS port)."""
+        return self.broker_tls_urls[broker] if broker < len(self.broker_tls_urls) else None
 
     def broker_address(self, broker: int) -> str:
         """`host:port` of a broker, as Pulsar names brokers."""

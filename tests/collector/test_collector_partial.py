@@ -107,7 +107,8 @@ def test_collect_config_without_brokers_lists_every_broker(tmp_path: Path) -> No
     targets, listers = polling_plan(config.clusters, admin)
     assert targets == [Target("east"), Target("west", "https://w1:8443")]
     assert set(listers) == {"east"}
-    assert list(listers["east"]()) == ["http://10.0.0.1:8080", "http://10.0.0.2:8080"]
+    # Broker ids, not URLs made of them: the admin client finds where each one answers.
+    assert list(listers["east"]()) == ["10.0.0.1:8080", "10.0.0.2:8080"]
 
 
 def test_listed_targets_lists_once_and_names_the_clusters_it_could_not_list() -> None:
@@ -120,7 +121,10 @@ def test_listed_targets_lists_once_and_names_the_clusters_it_could_not_list() ->
         PolledCluster("south", "http://s:8080", ("http://s1:8080",)),
     ]
     targets, errors = listed_targets(clusters, admin)
-    assert targets == [Target("east", "http://10.0.0.1:8080"), Target("south", "http://s1:8080")]
+    assert targets == [
+        Target("east", broker_id="10.0.0.1:8080"),
+        Target("south", "http://s1:8080"),
+    ]
     assert list(errors) == ["west"] and isinstance(errors["west"], ForbiddenError)
     assert admin.asked == ["east", "west"]
 
@@ -136,6 +140,6 @@ def test_plan_and_the_collector_make_one_listing_the_same_targets() -> None:
     directory.refresh("east")
     assert errors == {} and list(directory.targets("east")) == planned
     assert planned == [
-        Target("east", "http://10.0.0.1:8080"),
-        Target("east", "http://10.0.0.2:8080"),
+        Target("east", broker_id="10.0.0.1:8080"),
+        Target("east", broker_id="10.0.0.2:8080"),
     ]

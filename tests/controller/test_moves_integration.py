@@ -28,6 +28,10 @@ from balancer.core.load import BundleLoad, roll_up
 from balancer.core.moves.decide import is_balanced
 from balancer.core.results import ActionResult
 from balancer.pulsar import PulsarPeerGroup
+from balancer.pulsar.auth import TlsSettings
+from balancer.pulsar.retry import RetryPolicy
+from balancer.pulsar.routing import ClusterEndpoint
+from balancer.pulsar.settings import ClientSettings
 from balancer.sim import RunningPeerGroup, load_scenario, parse_scenario, start_peer_group
 from tests.controller.test_controller import make_client
 from tests.reports import batch_report
@@ -57,6 +61,7 @@ class MoveRig:
     mode: str = "apply"
     moves: dict[str, Any] = field(default_factory=dict)
     controller: dict[str, Any] = field(default_factory=dict)  # more `controller:` keys
+    admin_urls: dict[str, str] | None = None  # default: the simulator's (http) admin URLs
     clock: FakeClock = field(init=False)
     config: BalancerConfig = field(init=False)
     board: BrokerLoadBoard = field(init=False)
@@ -68,7 +73,10 @@ class MoveRig:
         self.clock = FakeClock(self.sim.model.now_ms())
         self.config = BalancerConfig.from_mapping(
             {
-                "clusters": [{"name": n, "admin_url": u} for n, u in self.sim.admin_urls.items()],
+                "clusters": [
+                    {"name": n, "admin_url": u}
+                    for n, u in (self.admin_urls or self.sim.admin_urls).items()
+                ],
                 "spark": {"window_s": WINDOW_S, "slide_s": WINDOW_S},
                 "collector": {"interval_s": WINDOW_S},
                 "detection": {"hit_count_threshold": 2, "cooldown_s": 0},
@@ -220,6 +228,42 @@ def test_apply_balances_the_restarted_broker(
     assert is_balanced(after, rig.config.moves.settings()), after
     assert max(after.values()) < max(before.values())
     rig.handler.close()
+
+
+def test_apply_balances_behind_an_https_admin_url_with_plain_ports_open(tmp_path: Path) -> None:
+    """Issue 41, point 2: each broker keeps its plain web port (its id) beside a TLS one, and
+    the admin URL is https. Every broker's load report is read, and each move's ownership
+    checks reach the broker at its webServiceUrlTls: the moves land and are journaled
+    applied (at `https://<id>` every report fell back and every move ended failed)."""
+    for sim in start(RESTART, tls_web_port=True):
+        assert sim.tls_ca_file is not None
+        endpoint = ClusterEndpoint(
+            CLUSTER, sim.tls_admin_urls[CLUSTER], tls=TlsSettings(ca_bundle=sim.tls_ca_file)
+        )
+        settings = ClientSettings(
+            retry=RetryPolicy(max_attempts=2, base_delay_s=0.0, max_delay_s=0.0),
+            sleep=lambda _s: None,
+        )
+        with PulsarPeerGroup([endpoint], settings) as client:
+            rig = MoveRig(sim, client, tmp_path, admin_urls=sim.tls_admin_urls)
+            run_windows(rig, 4)
+            rig.advance(1)
+            rig.handler.controller.reconcile()
+            now_ms = rig.clock.now_ms()
+            windows = rig.board.window(
+                CLUSTER, start_ms=now_ms - 2 * WINDOW_S * 1000, end_ms=now_ms
+            )
+            assert sorted(w.broker for w in windows if w.reports) == sorted(
+                broker_id(sim, i) for i in range(3)
+            )
+            moved = sim.model.brokers.moves
+            assert moved and all(m.outcome == "landed" and m.landed == IDLE for m in moved)
+            entries = journal_moves(rig)
+            assert len(entries) == len(moved)
+            assert {e.result for e in entries} == {"applied"}, [
+                (e.result, e.detail) for e in entries
+            ]
+            rig.handler.close()
 
 
 def test_dry_run_sends_no_unload(

@@ -66,10 +66,7 @@ def write_config(
             "watermark_s": 5,
             "trigger_interval_s": 3,
         },
-        "clusters": [
-            {"name": name, "admin_url": sim.admin_urls[name], "token_env": TOKEN_ENV}
-            for name in clusters
-        ],
+        "clusters": [_cluster(sim, name) for name in clusters],
         "collector": {"interval_s": 2},
         "detection": {"cooldown_s": 5, "hit_count_threshold": 3},
         "controller": {
@@ -84,6 +81,20 @@ def write_config(
     path = tmp / "balancer.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+def _cluster(sim: RunningPeerGroup, name: str) -> dict[str, Any]:
+    """A cluster of the config: through its https admin URL (trusting the simulator's
+    certificate) when its brokers have a TLS port beside the plain one (issue 41)."""
+    tls_url = sim.tls_admin_urls.get(name)
+    if tls_url is None:
+        return {"name": name, "admin_url": sim.admin_urls[name], "token_env": TOKEN_ENV}
+    return {
+        "name": name,
+        "admin_url": tls_url,
+        "token_env": TOKEN_ENV,
+        "tls_ca_file": str(sim.tls_ca_file),
+    }
 
 
 @dataclass

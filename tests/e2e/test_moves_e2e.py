@@ -36,7 +36,11 @@ RECONNECT_DELAY_S = 40.0
 def start_sim() -> RunningPeerGroup:
     scenario = load_scenario(RESTART)
     (cluster,) = scenario.clusters
-    cluster = cluster.model_copy(update={"reconnect_delay_s": RECONNECT_DELAY_S})
+    # Brokers keep their plain port (their id) beside a TLS one, and `run` is given the
+    # https admin URL: each broker is reached at its webServiceUrlTls (issue 41, point 2).
+    cluster = cluster.model_copy(
+        update={"reconnect_delay_s": RECONNECT_DELAY_S, "tls_web_port": True}
+    )
     scenario = scenario.model_copy(update={"clusters": [cluster]})
     group = PeerGroup(scenario, time_scale=TIME_SCALE)
     return group.start(required_token=SECRET_TOKEN)

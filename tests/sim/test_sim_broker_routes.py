@@ -94,8 +94,11 @@ def test_owned_namespaces_lists_each_brokers_bundles_and_redirects_elsewhere(
     assert sorted(names) == sorted(f"{NS}/{b}" for b in group.bundles(NS).bundles)
     other = ids(group)[1]
     r = http.get(f"{group.admin_urls['a']}/admin/v2/brokers/a/{other}/ownedNamespaces")
-    assert r.status_code == 307
+    assert r.status_code == 307  # PulsarWebResource.maybeRedirectToBroker: its webServiceUrl
     assert r.headers["location"] == f"http://{other}/admin/v2/brokers/a/{other}/ownedNamespaces"
+    r = http.get(f"{group.admin_urls['a']}/admin/v2/brokers/a/127.0.0.1:1/ownedNamespaces")
+    assert r.status_code == 404  # no broker has that id: no redirect to a guess
+    assert "not found in available brokers" in r.json()["reason"]
 
 
 def test_leader_broker(group: RunningPeerGroup, http: httpx.Client) -> None:

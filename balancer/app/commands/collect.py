@@ -27,7 +27,12 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from balancer.app.config import COMPRESSION_CODECS, CollectorConfig, format_errors
-from balancer.collector.admin import PolledCluster, admin_fetch, polling_plan
+from balancer.collector.admin import (
+    PolledCluster,
+    admin_fetch,
+    configure_brokers,
+    polling_plan,
+)
 from balancer.collector.service import Collector
 from balancer.collector.sink import KafkaEventSink
 from balancer.ops.collector_metrics import CollectorMetrics
@@ -171,9 +176,11 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--broker-url {name}={url}: unknown cluster {name!r}")
         clusters[name][1].append(url)
     # As `run` polls: given brokers, else each cluster's brokers listed every round.
-    targets, listers = polling_plan(
-        [PolledCluster(n, u, tuple(bs)) for n, (u, bs) in clusters.items()], peer_group
-    )
+    polled = [PolledCluster(n, u, tuple(bs)) for n, (u, bs) in clusters.items()]
+    problems = configure_brokers(polled, peer_group)
+    if problems:
+        raise ValueError("; ".join(problems))
+    targets, listers = polling_plan(polled, peer_group)
     collector_config = _with_flags(collector_config, args)
     registry = CollectorRegistry()
     metrics = CollectorMetrics(registry)

@@ -25,7 +25,7 @@ from balancer.app.commands.plan_moves import (
 )
 from balancer.app.commands.plan_output import OffloadPoint
 from balancer.app.config import BalancerConfig
-from balancer.collector.admin import listed_targets
+from balancer.collector.admin import configure_brokers, listed_targets, target_url
 from balancer.collector.targets import Target
 from balancer.controller.offload_point import default_offload_point
 from balancer.core.planning import Plan, PlannedSkip, TopicSample, make_plan, window_loads
@@ -82,6 +82,9 @@ def live_plan(
     vanished: list[PlannedSkip] = []
     board = plan_board(config)
     with peer_group_from_config(config) as admin:
+        problems = configure_brokers(config.clusters, admin)
+        if problems:
+            raise ValueError("; ".join(problems))
         taken = take_samples(
             admin,
             config,
@@ -222,7 +225,8 @@ def _poll(admin: PulsarPeerGroup, target: Target) -> list[TopicSample]:
     """One broker's broker-stats as samples (the collector's event conversion)."""
     poll_ms = int(time.time() * 1000)
     stats = _ask(
-        target.cluster, lambda: admin.broker_topic_stats(target.cluster, target.broker_url)
+        target.cluster,
+        lambda: admin.broker_topic_stats(target.cluster, target_url(admin, target)),
     )
     say_rejected(stats, str(target))
     return [
