@@ -11,6 +11,7 @@ Kept short (four Spark starts in all): the CI budget is shared with every other 
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from pathlib import Path
 
@@ -215,6 +216,10 @@ def start_rules_sim() -> RunningPeerGroup:
     return PeerGroup(scenario, time_scale=TIME_SCALE).start(required_token=SECRET_TOKEN)
 
 
+def batches_reached(process: BalancerProcess, count: int) -> bool:
+    return process.batches() >= count
+
+
 def namespaces_on(sim: RunningPeerGroup, broker: int) -> set[str]:
     with sim.model.lock:
         return {ns.name for ns, _ in sim.model.brokers.owned(CLUSTER, broker)}
@@ -244,9 +249,9 @@ def test_run_balances_within_the_placement_rules(kafka: Broker, tmp_path: Path) 
             # lag, two usage intervals at 10x: 12 s), every move settled.
             deadline_batches = process.batches() + 60
             while True:
-                seen_moves, seen = len(journal_moves(tmp_path)), process.batches()
+                seen_moves, until = len(journal_moves(tmp_path)), process.batches() + 10
                 wait_for(
-                    lambda seen=seen: process.batches() >= seen + 10,
+                    functools.partial(batches_reached, process, until),
                     timeout_s=180,
                     what="ten more micro-batches",
                     process=process,
