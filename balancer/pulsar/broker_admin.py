@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 import httpx
 
@@ -62,6 +63,26 @@ class LoadReportUnavailableError(PulsarAdminError):
     `generateLoadReport` throws, so the route is a 500), a Pulsar without the route, or an
     empty or unreadable body. Fall back to the load derived from the broker's bundles.
     `status` is the HTTP status (None for an empty 2xx body)."""
+
+
+class LoadParser(Protocol):
+    """`parse_load_report` or `parse_load_metrics`."""
+
+    def __call__(
+        self, body: object, *, cluster: str, broker: str, read_at_ms: int
+    ) -> BrokerLoadReport: ...
+
+
+def _unavailable(exc: PulsarAdminError, what: str, cluster: str) -> LoadReportUnavailableError:
+    """A load read's error answer as LoadReportUnavailableError (bundle-derived load)."""
+    return LoadReportUnavailableError(
+        f"{what} ({exc.status})",
+        status=exc.status,
+        reason=exc.reason,
+        method=exc.method,
+        url=exc.url,
+        cluster=cluster,
+    )
 
 
 def _broker_id(broker: str) -> str:
@@ -239,31 +260,13 @@ class BrokerAdmin(ClusterReads):
                     cluster=cluster,
                 ) from missing
         except ClientError as exc:
-            raise LoadReportUnavailableError(
-                f"broker {broker} of {cluster} gives no load report ({exc.status})",
-                status=exc.status,
-                reason=exc.reason,
-                method=exc.method,
-                url=exc.url,
-                cluster=cluster,
-            ) from exc
+            what = f"broker {broker} of {cluster} gives no load report"
+            raise _unavailable(exc, what, cluster) from exc
         if not response.content.strip():
             raise LoadReportUnavailableError(
                 f"broker {broker} of {cluster} answered an empty load report", cluster=cluster
             )
-        read_at_ms = int(time.time() * 1000)
-        try:
-            return self._decode(
-                call,
-                response,
-                lambda body: parse_load_report(
-                    body, cluster=cluster, broker=_broker_id(broker), read_at_ms=read_at_ms
-                ),
-            )
-        except InvalidResponseError as exc:
-            raise LoadReportUnavailableError(
-                str(exc), status=exc.status, url=exc.url, cluster=cluster
-            ) from exc
+        return self._decode_load(call, response, cluster, broker, parse_load_report)
 
     def load_metrics(self, cluster: str, broker: str) -> BrokerLoadReport:
         """`GET /admin/v2/broker-stats/metrics` of one broker: its resource usages as its
@@ -285,20 +288,26 @@ class BrokerAdmin(ClusterReads):
         except (UnauthorizedError, ForbiddenError):
             raise
         except (ClientError, ServerError) as exc:
-            raise LoadReportUnavailableError(
-                f"broker {broker} of {cluster} gives no metrics ({exc.status})",
-                status=exc.status,
-                reason=exc.reason,
-                method=exc.method,
-                url=exc.url,
-                cluster=cluster,
-            ) from exc
+            what = f"broker {broker} of {cluster} gives no metrics"
+            raise _unavailable(exc, what, cluster) from exc
+        return self._decode_load(call, response, cluster, broker, parse_load_metrics)
+
+    def _decode_load(
+        self,
+        call: Call,
+        response: httpx.Response,
+        cluster: str,
+        broker: str,
+        parse: LoadParser,
+    ) -> BrokerLoadReport:
+        """A load answer parsed, timed by its read (never by its `lastUpdate`: issue 41);
+        an unreadable one is LoadReportUnavailableError (bundle-derived load instead)."""
         read_at_ms = int(time.time() * 1000)
         try:
             return self._decode(
                 call,
                 response,
-                lambda body: parse_load_metrics(
+                lambda body: parse(
                     body, cluster=cluster, broker=_broker_id(broker), read_at_ms=read_at_ms
                 ),
             )
