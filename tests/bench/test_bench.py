@@ -270,6 +270,18 @@ def test_a_reused_topic_is_named_after_the_shape_of_its_data() -> None:
         parse_args(["--reuse-topic"])
 
 
+def test_the_slide_check_is_the_short_setting_at_500k_topics() -> None:
+    from bench.pipeline import parse_args
+
+    check = parse_args(["--slide-check"])
+    shape = (check.events, check.topics, check.envelope, check.max_offsets_per_trigger)
+    assert shape == (4_000_000, 500_000, 100, 5_000)
+    assert check.warmup_s == 30
+    # What follows still applies: a broker of one's own, the topic produced once.
+    reused = parse_args(["--slide-check", "--bootstrap", "127.0.0.1:9092", "--reuse-topic"])
+    assert (reused.bootstrap, reused.reuse_topic, reused.events) == ("127.0.0.1:9092", True, 4e6)
+
+
 def test_collector_memory_smoke() -> None:
     _, result = run_bench("collector_memory", "--topics", "2000", "--brokers", "1", "2")
     runs = result["runs"]
