@@ -17,6 +17,9 @@ tree, and two measures of a minute's work, the window close included:
   that read a whole minute of stats and closed a window: a minute as the job runs it for
   months (the topics seen before, as far as the read tasks' caches hold them; one window
   of two minutes closes).
+Beside each time, the raw Kafka rate of the same run and the steady minute's rate (topics over
+its seconds) as a ratio to it: a figure that compares across machines (target: at least
+`bench.pipeline.TARGET_RATIO`, 10M topics a minute on a machine whose raw rate is 1.0M).
 One pod keeps up with that many topics at Pulsar's 60 s stats interval when a minute's work
 (the steady minute when measured, else the interval per minute) takes at most 60 s;
 `max topics @60s` scales the measured size by 60 s over that time (linear in topics, an
@@ -37,6 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.common import add_compression_argument, header, markdown_table, print_result
+from bench.pipeline import TARGET_RATIO
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 INTERVAL_S = 60.0  # Pulsar's default stats interval: one report per topic per minute
@@ -80,6 +84,19 @@ class ScaleResult:
     def keeps_up(self) -> bool | None:
         work = self.work_per_minute_s
         return None if work is None else work <= INTERVAL_S
+
+    @property
+    def steady_minute_events_per_s(self) -> float | None:
+        """The steady minute as a rate: a whole minute of stats (every topic once) over it."""
+        s = self.steady_minute_s
+        return self.topics / s if s else None
+
+    @property
+    def steady_minute_ratio(self) -> float | None:
+        """That rate over the raw Kafka rate of the same run: comparable across machines
+        (a 60 s minute of 10M topics is 166,667 events/s, `TARGET_RATIO` of a 1.0M raw)."""
+        rate, raw = self.steady_minute_events_per_s, self.raw_events_per_s
+        return rate / raw if rate and raw else None
 
     @property
     def max_topics_at_interval(self) -> int | None:
@@ -237,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cell(r.ratio, ".2f"),
             cell(r.minute_s, ".1f"),
             cell(r.steady_minute_s, ".1f"),
+            cell(r.steady_minute_events_per_s, ",.0f"),
+            cell(r.steady_minute_ratio, ".3f"),
             cell(r.close_batch_s, ".1f"),
             cell(r.close_driver_s, ".2f"),
             "-" if r.keeps_up is None else ("yes" if r.keeps_up else "no"),
@@ -249,7 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     headers = [
         "topics", "events", "job events/s", "raw events/s", "ratio", "interval s per minute",
-        "steady minute s", "close batch s", "driver close s", "keeps up @60s", "max topics @60s",
+        "steady minute s", "steady minute events/s", f"its ratio to raw (target >= {TARGET_RATIO})",
+        "close batch s", "driver close s", "keeps up @60s", "max topics @60s",
         "peak RSS GiB", "wall s", "error",
     ]  # fmt: skip
     print(markdown_table(headers, rows))
@@ -260,6 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "work_per_minute_s": r.work_per_minute_s,
             "keeps_up": r.keeps_up,
             "max_topics_at_interval": r.max_topics_at_interval,
+            "steady_minute_events_per_s": r.steady_minute_events_per_s,
+            "steady_minute_ratio": r.steady_minute_ratio,
+            "target_ratio": TARGET_RATIO,
         }
         for r in results
     ]

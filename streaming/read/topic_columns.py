@@ -148,7 +148,7 @@ def topic_columns(full_names: Sequence[str], num_buckets: int, *, dedupe: bool) 
         distinct_names = distinct.to_pylist()
     count = len(distinct)
     positions = np.fromiter(hash_positions(distinct_names), np.int64, count=count)
-    key_parts = np.fromiter(topic_hashes(distinct_names), np.int64, count=count)
+    key_parts = topic_hashes(distinct_names)
     parts = pc.extract_regex(distinct, _PARTS)
     codes = java_hash_codes(parts.field("local").to_pylist()).astype(np.int64)
     buckets = np.abs(codes) % num_buckets

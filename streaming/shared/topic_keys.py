@@ -41,6 +41,10 @@ _TOPIC_SEED: Final = 0
 _CLUSTER_SEED: Final = 1
 
 
+# murmur3_x64_128 of UTF-8 bytes with seed 0 (_TOPIC_SEED), as 16 little-endian bytes.
+_DIGEST: Final = mmh3.mmh3_x64_128_digest
+
+
 def _hash(text: str, seed: int) -> int:
     return mmh3.hash64(text, seed, True, True)[0]
 
@@ -50,9 +54,12 @@ def topic_hash(full_name: str) -> int:
     return _hash(full_name, _TOPIC_SEED)
 
 
-def topic_hashes(full_names: Sequence[str]) -> list[int]:
-    """`topic_hash` of each name."""
-    return [_hash(name, _TOPIC_SEED) for name in full_names]
+def topic_hashes(full_names: Sequence[str]) -> np.ndarray:
+    """`topic_hash` of each name (int64), in C loops: the first 8 bytes of each name's
+    128-bit digest are `hash64`'s first value, little-endian (a Python call per name took
+    about twice as long: ~0.2 s of a 500,000-event batch's read tasks)."""
+    digests = b"".join(map(_DIGEST, map(str.encode, full_names)))
+    return np.frombuffer(digests, dtype="<i8")[0::2].astype(np.int64)
 
 
 class ClusterHashes:
@@ -84,7 +91,7 @@ class ClusterHashes:
 def topic_keys(clusters: Sequence[str], topics: Sequence[str]) -> np.ndarray:
     """The key of each (cluster, topic), from the names."""
     names = list(dict.fromkeys(topics))
-    parts = dict(zip(names, topic_hashes(names), strict=True))
+    parts = dict(zip(names, topic_hashes(names).tolist(), strict=True))
     topic_part = np.fromiter(map(parts.__getitem__, topics), dtype=np.int64, count=len(topics))
     return ClusterHashes().keys(topic_part, pa.array(clusters).dictionary_encode())
 

@@ -133,6 +133,9 @@ def test_pipeline_on_a_tiny_stream_counts_its_window_closes() -> None:
     assert 0 <= result["close_driver_s"] <= result["close_batch_s"]
     assert result["events_per_s"] > 0
     assert "window close: slowest closing batch" in out
+    # CPU per batch beside its wall time (bench.cpu_tree): the job's processes spent some.
+    assert result["steady_cpu_s_per_m_events"]["total"] > 0
+    assert result["target_ratio"] == 0.167
     # every batch in order: the events (and the tick moving the watermark), the closes
     log = result["batch_log"]
     assert sum(events for events, _, _ in log) == 601
@@ -182,6 +185,46 @@ def test_scale_counts_the_interval_per_minute_of_stats() -> None:
     assert ScaleResult(1000, 1000, None, None, None, 1.0, 10.0).keeps_up is None
 
 
+def test_scale_gives_the_steady_minute_as_a_ratio_to_the_raw_rate() -> None:
+    from bench.pipeline import TARGET_RATIO
+    from bench.scale import ScaleResult
+
+    # 10M topics in a 60 s steady minute on a machine reading 1.0M events/s raw: the target.
+    at_target = ScaleResult(
+        10_000_000, 40_000_000, 150_000.0, 1_000_000.0, 0.15, 9.0, 900.0, steady_minute_s=60.0
+    )
+    assert at_target.steady_minute_events_per_s == pytest.approx(166_667, abs=1)
+    assert at_target.steady_minute_ratio == pytest.approx(TARGET_RATIO, abs=0.001)
+    # The same minute on a machine whose raw rate is half: twice the ratio.
+    slow_raw = ScaleResult(10_000_000, 40_000_000, None, 500_000.0, None, 9.0, 900.0,
+                           steady_minute_s=60.0)  # fmt: skip
+    assert slow_raw.steady_minute_ratio == pytest.approx(2 * TARGET_RATIO, abs=0.002)
+    no_raw = ScaleResult(1000, 4000, None, None, None, 1.0, 10.0, steady_minute_s=2.0)
+    assert no_raw.steady_minute_ratio is None
+
+
+def test_cpu_of_the_process_tree_counts_a_grandchild_that_exited() -> None:
+    from bench.cpu_tree import cpu_split
+
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("CPU accounting reads /proc (Linux)")
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    # A child (as Spark's Python daemon) whose own child spins ~0.3 s of CPU and is reaped.
+    child_code = (
+        f"import subprocess, sys, time\nsubprocess.run([sys.executable, '-c', {spin!r}])\n"
+        "print('ready', flush=True)\ntime.sleep(30)"
+    )
+    before = cpu_split()
+    with subprocess.Popen([sys.executable, "-c", child_code], stdout=subprocess.PIPE) as child:
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+            spent = cpu_split() - before
+        finally:
+            child.kill()
+    assert spent.jvm_s == 0
+    assert spent.python_workers_s >= 0.25
+
+
 def test_warm_batches_leave_out_those_starting_within_the_warm_up() -> None:
     from bench.pipeline import warm_batches
 
@@ -225,6 +268,18 @@ def test_a_reused_topic_is_named_after_the_shape_of_its_data() -> None:
     )
     with pytest.raises(SystemExit):  # the embedded broker lives for one run
         parse_args(["--reuse-topic"])
+
+
+def test_the_slide_check_is_the_short_setting_at_500k_topics() -> None:
+    from bench.pipeline import parse_args
+
+    check = parse_args(["--slide-check"])
+    shape = (check.events, check.topics, check.envelope, check.max_offsets_per_trigger)
+    assert shape == (4_000_000, 500_000, 100, 5_000)
+    assert check.warmup_s == 30
+    # What follows still applies: a broker of one's own, the topic produced once.
+    reused = parse_args(["--slide-check", "--bootstrap", "127.0.0.1:9092", "--reuse-topic"])
+    assert (reused.bootstrap, reused.reuse_topic, reused.events) == ("127.0.0.1:9092", True, 4e6)
 
 
 def test_collector_memory_smoke() -> None:

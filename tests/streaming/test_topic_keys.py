@@ -24,6 +24,7 @@ from streaming.shared.topic_keys import (
     ClusterHashes,
     group_codes,
     topic_hash,
+    topic_hashes,
     topic_keys,
     topics_in,
     with_topic_keys,
@@ -54,6 +55,16 @@ def test_a_key_depends_on_the_cluster_and_the_topic() -> None:
         got = memo.of(pa.array(clusters).dictionary_encode()).tolist()
         assert got == ClusterHashes().of(pa.array(clusters).dictionary_encode()).tolist()
         assert len(memo._hashes) <= 2
+
+
+@given(st.lists(st.text(min_size=1), max_size=20))  # any text: non-ASCII names too
+@settings(max_examples=200, deadline=None)
+def test_the_hashes_of_many_names_are_each_names_hash(names: list[str]) -> None:
+    # The read tasks hash a flush's names in C loops over 128-bit digests (issue 42); the
+    # key stored in the state must stay `topic_hash`'s (hash64's first value, signed).
+    got = topic_hashes(names)
+    assert got.dtype == np.int64
+    assert got.tolist() == [topic_hash(name) for name in names]
 
 
 def test_group_codes_number_topics_in_order_of_first_appearance() -> None:
