@@ -6,7 +6,10 @@ is max(msg_rate / b.capacity.max_msg_rate, throughput / b.capacity.max_throughpu
 Moving it subtracts its load on the source from the source's load ratio (never below 0) and
 adds its load on the destination to the destination's. A broker's measured load (cpu,
 bandwidth) is not exactly the sum of its bundles' loads, so the projection is linear in the
-bundle's traffic and re-measured in the next window.
+bundle's traffic and re-measured in the next window. Where the load report gives cpu and
+bandwidth apart, each is projected on its own (msg rate moves cpu, throughput moves
+bandwidth) and the load follows the larger: adding a msg-heavy bundle to a bandwidth-bound
+broker raises it by less than the bundle's own load.
 
 Greedy: while the cluster is not balanced, take the most loaded broker over its target and
 move the bundle that best covers its excess (the smallest that brings it to target, else the
@@ -120,6 +123,12 @@ class _Cycle:
         self.traffic = {b: max(0.0, s.traffic) for b, s in self.brokers.items()}
         self.floor = {b: max(0.0, s.floor_ratio) for b, s in self.brokers.items()}
         self.loads = {b: max(self.floor[b], self.traffic[b]) for b in self.brokers}
+        # cpu and bandwidth apart, where the report gives them (else the traffic is one number).
+        self.resources: dict[str, tuple[float, float]] = {
+            b: (max(0.0, s.cpu_ratio), max(0.0, s.bandwidth_ratio))
+            for b, s in self.brokers.items()
+            if s.cpu_ratio is not None and s.bandwidth_ratio is not None
+        }
         self.topics = {b: s.topic_count for b, s in self.brokers.items()}
         self.owner = {b.name: b.owner for b in bundles}
         self.bundles = {b.name: b for b in bundles}
@@ -192,15 +201,32 @@ class _Cycle:
         limit = self.rules.max_topics_per_broker
         return sorted(b for b in allowed if b != source and self.topics[b] + bundle.topics <= limit)
 
-    def after(self, broker: str, change: float) -> float:
-        """The broker's load with `change` more traffic."""
-        return max(self.floor[broker], self.traffic[broker] + change, 0.0)
+    def _moved(
+        self, bundle: BundleState, broker: str, sign: float
+    ) -> tuple[float, tuple[float, float] | None]:
+        """The broker's traffic, and its (cpu, bandwidth), with the bundle added (sign 1) or
+        taken away (-1)."""
+        resources = self.resources.get(broker)
+        if resources is None:
+            return max(0.0, self.traffic[broker] + sign * self.load_on(bundle, broker)), None
+        capacity = self.brokers[broker].capacity
+        cpu_cost = bundle_load_ratio(bundle.msg_rate, 0.0, capacity)
+        bandwidth_cost = bundle_load_ratio(0.0, bundle.throughput_bytes, capacity)
+        cpu, bandwidth = resources
+        new = (max(0.0, cpu + sign * cpu_cost), max(0.0, bandwidth + sign * bandwidth_cost))
+        # By the change of the larger resource: the traffic may carry what neither term shows.
+        return max(0.0, self.traffic[broker] + max(new) - max(resources)), new
+
+    def after(self, bundle: BundleState, broker: str, sign: float) -> float:
+        """The broker's load with the bundle added (sign 1) or taken away (-1)."""
+        return max(self.floor[broker], self._moved(bundle, broker, sign)[0])
 
     def apply(self, bundle: BundleState, source: str, destination: str) -> tuple[float, float]:
-        on_source = self.load_on(bundle, source)
-        self.traffic[source] = max(0.0, self.traffic[source] - on_source)
-        self.traffic[destination] += self.load_on(bundle, destination)
-        for b in (source, destination):
+        for b, sign in ((source, -1.0), (destination, 1.0)):
+            traffic, resources = self._moved(bundle, b, sign)
+            self.traffic[b] = traffic
+            if resources is not None:
+                self.resources[b] = resources
             self.loads[b] = max(self.floor[b], self.traffic[b])
         self.topics[source] -= bundle.topics
         self.topics[destination] += bundle.topics
@@ -242,14 +268,14 @@ def _best_move(
     feasible: list[_Candidate] = []
     for bundle in movable:
         on_source = cycle.load_on(bundle, source)
-        source_after = cycle.after(source, -on_source)
+        source_after = cycle.after(bundle, source, -1.0)
         best: tuple[float, str] | None = None
         for dest in cycle.destinations(bundle, source):
             if only_to is not None and dest not in only_to:
                 continue
             if cycle.moves_of[dest] >= settings.max_moves_per_broker:
                 continue
-            dest_after = cycle.after(dest, cycle.load_on(bundle, dest))
+            dest_after = cycle.after(bundle, dest, 1.0)
             # The most loaded of the two must end strictly under the source's load before,
             # and the destination within the target unless it ends no higher than the source
             # (an overloaded cluster still evens out).

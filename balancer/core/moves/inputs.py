@@ -130,18 +130,35 @@ def broker_states(
     out = []
     for load in sorted(loads, key=lambda item: item.broker):
         floor, traffic = _floor_and_traffic(load, weights)
+        cpu, bandwidth = _resources(load, weights)
         out.append(
             BrokerState(
                 broker=load.broker,
                 load_ratio=load.load_ratio,
                 floor_ratio=floor,
                 traffic_ratio=traffic,
+                cpu_ratio=cpu,
+                bandwidth_ratio=bandwidth,
                 capacity=capacity[load.broker],
                 topic_count=load.topic_count,
                 failure_domain=domains.get(load.broker),
             )
         )
     return out
+
+
+def _resources(load: BrokerLoad, weights: LoadWeights) -> tuple[float | None, float | None]:
+    """The report's cpu and bandwidth (the larger direction), weighted; (None, None) where
+    the report gives neither (a load from bundles only: one number)."""
+    ratios = load.resource_ratios
+    if not any(r in ratios for r in (Resource.CPU, Resource.BANDWIDTH_IN, Resource.BANDWIDTH_OUT)):
+        return None, None
+    cpu = ratios.get(Resource.CPU, 0.0) * weights.cpu
+    bandwidth = max(
+        ratios.get(Resource.BANDWIDTH_IN, 0.0) * weights.bandwidth_in,
+        ratios.get(Resource.BANDWIDTH_OUT, 0.0) * weights.bandwidth_out,
+    )
+    return cpu, bandwidth
 
 
 def _floor_and_traffic(load: BrokerLoad, weights: LoadWeights) -> tuple[float, float]:

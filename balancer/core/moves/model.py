@@ -33,6 +33,12 @@ class BrokerState:
     # weighted); the rest follows traffic. load_ratio = max(floor_ratio, traffic).
     floor_ratio: float = 0.0
     traffic_ratio: float | None = None  # None: all of load_ratio follows traffic
+    # The traffic's resources apart (weighted, from the load report): a bundle's msg rate
+    # costs cpu and its throughput bandwidth, and the load is the larger, so a msg-heavy
+    # bundle added to a bandwidth-bound broker raises its load by less than its own load.
+    # None (either): the traffic is one number and a bundle adds its load to it.
+    cpu_ratio: float | None = None
+    bandwidth_ratio: float | None = None
 
     @property
     def traffic(self) -> float:
