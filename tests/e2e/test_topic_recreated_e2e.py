@@ -22,7 +22,13 @@ import pytest
 from kafka.admin import KafkaAdminClient
 
 from balancer.kafka.topics import ensure_topics
-from tests.e2e.harness import BalancerProcess, committed_offsets, wait_for, write_config
+from tests.e2e.harness import (
+    E2E_CONTROLLER,
+    BalancerProcess,
+    committed_offsets,
+    wait_for,
+    write_config,
+)
 from tests.e2e.test_run_e2e import (
     HOT,
     STATS_PARTITIONS,
@@ -108,9 +114,13 @@ def test_a_stats_topic_recreated_with_fewer_partitions_resumes_the_stream(
     try:
         topic = f"stats-{uuid.uuid4().hex[:8]}"
         ensure_topics(kafka.bootstrap_servers, {topic: STATS_PARTITIONS, f"{topic}-dlq": 1})
+        # No writer lease: this test is about the stream, and a lease member that an earlier
+        # e2e test SIGKILLed on the session's broker (same clusters, same group) kept both
+        # runs standby for 5 minutes in one CI run (test_writer_lease_e2e covers the lease).
         config = write_config(
             tmp_path, sim=sim, bootstrap_servers=kafka.bootstrap_servers, mode="apply",
             stats_topic=topic,
+            controller={**E2E_CONTROLLER, "writer_lease": {"enabled": False}},
         )  # fmt: skip
         checkpoint = tmp_path / "checkpoints"
 
