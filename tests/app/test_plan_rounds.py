@@ -73,4 +73,3 @@ def test_a_broker_silent_past_the_round_deadline_fails_its_cluster_naming_it() -
     error = live.errors["east"]
     assert slow in error and "timed out" in error and "0.5 s" in error, error
     assert live.plan.offloads == () and {s.cluster for s in live.plan.splits} == {"west"}
-
