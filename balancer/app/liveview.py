@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +23,10 @@ from rich.table import Table
 from rich.text import Text
 
 from balancer.app.wiring import LiveState
-from balancer.controller.outcome import Outcome
+from balancer.controller.outcome import Outcome, target_of
 from balancer.core.broker_load import BrokerLoad
 from balancer.core.bundles import BundleRange
-from balancer.core.decisions import DecisionKind
+from balancer.core.decisions import DecisionKind, OffloadDecision
 from balancer.core.load import BundleLoad
 from balancer.core.moves.model import MoveDecision
 from balancer.core.partitions import LoneHotTopic
@@ -48,6 +49,7 @@ INTRO = (
 # Brokers named on a cluster's line, and moves in the panel: the panel is drawn in every layout.
 BROKERS_SHOWN = 6
 MOVES_SHOWN = 3
+DECISION_ROWS = 8  # rows of "Latest decisions" at most
 
 
 def _pct(ratio: float) -> Text:
@@ -70,7 +72,7 @@ class LiveFrame:
     errors: int
     over: list[tuple[BundleLoad, float]]  # most loaded first
     lone: dict[tuple[str, str], LoneHotTopic]
-    outcomes: list[Outcome]  # oldest first
+    outcomes: list[Outcome]  # oldest first (every one `LiveState` keeps)
     hit_count_threshold: int = 3
     brokers: dict[str, list[BrokerLoad]] | None = None  # cluster -> most loaded first
     moves: list[Outcome] | None = None  # the newest moves' outcomes, oldest first
@@ -94,7 +96,7 @@ def render_live(
             errors=live.handler_errors,
             over=list(live.over_threshold),
             lone={(h.cluster, h.bundle): h for h in live.lone_hot_topics},
-            outcomes=list(live.outcomes)[-8:],
+            outcomes=list(live.outcomes),
             hit_count_threshold=live.hit_count_threshold,
             brokers={c: list(b) for c, b in live.broker_loads.items()},
             moves=[o for o in live.outcomes if o.kind is DecisionKind.MOVE][-MOVES_SHOWN:],
@@ -128,6 +130,7 @@ class LiveView:
 
     def __init__(self, frame: LiveFrame) -> None:
         self.frame = frame
+        self.decision_rows = group_outcomes(frame.outcomes)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if not options.is_terminal:
@@ -161,7 +164,8 @@ class LiveView:
                     return whole
             # Dense tables, fewer rows: the panel and each table are rendered apart.
             panel = lines(self._panel())
-            hot_rows, decision_rows = len(self.frame.over), len(self.frame.outcomes)
+            hot_rows = len(self.frame.over)
+            decision_rows = min(len(self.decision_rows), DECISION_ROWS)
             hot: dict[int, list[list[Segment]]] = {}
             acts: dict[int, list[list[Segment]]] = {}
             while hot_rows > 1 or decision_rows > 1:
@@ -233,21 +237,35 @@ class LiveView:
         return [hot, *_more(len(f.over) - len(shown), "bundles over their limit")]
 
     def _decisions(self, layout: _Layout) -> list[RenderableType]:
-        """The latest decisions, the most recent last."""
+        """The latest decisions, the most recent last: repeats in one row (`group_outcomes`),
+        and the newest row of each kind kept (`pick_rows`)."""
         f = self.frame
-        rows = layout.decision_rows
-        shown = f.outcomes if rows is None else f.outcomes[len(f.outcomes) - max(rows, 1) :]
+        rows = DECISION_ROWS if layout.decision_rows is None else max(layout.decision_rows, 1)
+        shown = pick_rows(self.decision_rows, rows)
         acts = _table(
-            "Latest decisions", ("kind", "cluster", "namespace", "result", "why"), "detail", layout
+            "Latest decisions",
+            ("kind", "cluster", "target", "result", "window", "why"),
+            "detail",
+            layout,
         )
-        for o in shown:
+        for row in shown:
+            o = row.latest
             result = Text(o.result.value, style=_result_style(o.result))
+            if row.count > 1:  # the times it came, the newest in the row
+                result.append(f" ×{row.count}")
             acts.add_row(
-                o.kind.value, o.cluster, o.namespace, result, o.reason, _free_text(o.detail, layout)
+                o.kind.value,
+                o.cluster,
+                _where(o),
+                result,
+                _window_end(o),
+                o.reason,
+                _free_text(o.detail, layout),
             )
         if not f.outcomes:
             acts.add_row("-", "", "", f"waiting for {f.hit_count_threshold} windows over the limit")
-        return [acts, *_more(len(f.outcomes) - len(shown), "decisions (older)")]
+        more = len(self.decision_rows) - len(shown)
+        return [acts, *_more(more, "decisions (older, or of a kind shown)")]
 
     def _compact(self) -> list[RenderableType]:
         """One-line summaries, most important first, each cut to the terminal's width."""
@@ -309,6 +327,59 @@ def move_line(outcome: Outcome) -> Text:
     line.append(outcome.result.value, style=_result_style(outcome.result))
     line.overflow = "ellipsis"
     return line
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRow:
+    """The outcomes of one (kind, cluster, target, result): the newest and how many."""
+
+    latest: Outcome
+    count: int
+    order: int  # the newest's place among the outcomes (larger: newer)
+
+
+def group_outcomes(outcomes: Sequence[Outcome]) -> list[DecisionRow]:
+    """Outcomes (oldest first) as rows, one per (kind, cluster, target, result), the row of
+    the oldest newest outcome first. Every window decides a rate-limited offload again: one
+    row with its count, not a row per window."""
+    rows: dict[tuple[str, str, str, str], DecisionRow] = {}
+    for order, outcome in enumerate(outcomes):
+        where = target_of(outcome.decision) if outcome.decision else outcome.namespace
+        key = (outcome.kind.value, outcome.cluster, where, outcome.result.value)
+        before = rows.pop(key, None)  # re-inserted: the dict's order is the rows' recency
+        rows[key] = DecisionRow(outcome, 1 + (before.count if before else 0), order)
+    return list(rows.values())
+
+
+def pick_rows(rows: Sequence[DecisionRow], limit: int) -> list[DecisionRow]:
+    """At most `limit` rows, oldest first: the newest row of each kind, then the newest
+    others. Many offloads (or their repeats) never push the latest split or move out."""
+    newest_first = list(reversed(rows))
+    kinds: set[DecisionKind] = set()
+    chosen: list[DecisionRow] = []
+    for row in newest_first:
+        if row.latest.kind not in kinds:
+            kinds.add(row.latest.kind)
+            chosen.append(row)
+    chosen = chosen[:limit]
+    taken = {row.order for row in chosen}
+    chosen += [row for row in newest_first if row.order not in taken][: limit - len(chosen)]
+    return sorted(chosen, key=lambda row: row.order)
+
+
+def _where(outcome: Outcome) -> str:
+    """An offload's topic (the rows of one namespace's offloads tell them apart), else the
+    namespace (the detail says which bundle)."""
+    d = outcome.decision
+    return d.topic.removeprefix("persistent://") if isinstance(d, OffloadDecision) else (
+        outcome.namespace
+    )  # fmt: skip
+
+
+def _window_end(outcome: Outcome) -> str:
+    """The end (UTC) of the window the newest of the row was decided in ("": not known)."""
+    ms = getattr(outcome.decision, "window_end_ms", None)
+    return time.strftime("%H:%M:%S", time.gmtime(ms / 1000)) if isinstance(ms, int) else ""
 
 
 def _table(title: str, columns: tuple[str, ...], free_text: str, layout: _Layout) -> Table:

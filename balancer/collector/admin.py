@@ -1,6 +1,7 @@
 """The collector's side of the Pulsar admin client: what a round fetches, and from whom.
 
-`admin_fetch` turns `PulsarPeerGroup.broker_topic_stats` into the collector's `Fetch`;
+`fetch_broker_stats` is what a round asks each broker (the collector's and `plan`'s);
+`admin_fetch` turns it into the collector's `Fetch`;
 `polling_plan` decides what `run`, `collect` and `plan` poll: a cluster's configured
 brokers, or its brokers listed again every round (`balancer.collector.targets`);
 `listed_targets` is the same plan listed once, for `plan`'s one-off reads.
@@ -57,6 +58,19 @@ def target_url(source: BrokerStatsSource, target: Target) -> str | None:
     return None
 
 
+def fetch_broker_stats(source: BrokerStatsSource, target: Target) -> BrokerTopicStats:
+    """One target's `GET /admin/v2/broker-stats/topics`, asked at `target_url`: what every
+    round of `run`, `collect` and `plan` asks a broker."""
+    try:
+        return source.broker_topic_stats(target.cluster, target_url(source, target))
+    except UnavailableError:
+        if target.broker_url is None and target.broker_id is not None:
+            # Its URL stopped answering (the broker restarted elsewhere?): look it up
+            # again next round rather than keep asking a stale address.
+            source.forget_broker_url(target.cluster, target.broker_id)
+        raise
+
+
 def admin_fetch(
     peer_group: BrokerStatsSource,
     *,
@@ -71,14 +85,7 @@ def admin_fetch(
     health = health or LoadReportHealth()
 
     def fetch(target: Target) -> Fetched:
-        try:
-            stats = peer_group.broker_topic_stats(target.cluster, target_url(peer_group, target))
-        except UnavailableError:
-            if target.broker_url is None and target.broker_id is not None:
-                # Its URL stopped answering (the broker restarted elsewhere?): look it up
-                # again next round rather than keep asking a stale address.
-                peer_group.forget_broker_url(target.cluster, target.broker_id)
-            raise
+        stats = fetch_broker_stats(peer_group, target)
         report = None
         if load_reports and target.broker is not None:
             try:

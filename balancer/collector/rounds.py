@@ -48,6 +48,18 @@ class _Listed:
     targets: tuple[Target, ...]
 
 
+def fixed_targets(targets: Sequence[Target]) -> Callable[[], Sequence[Target]]:
+    """A cluster's targets for `RoundRunner.run`, as given (not listed again)."""
+    fixed = tuple(targets)
+    return lambda: fixed
+
+
+def round_wait_s(interval_s: float, round_deadline_s: float | None = None) -> float:
+    """How long a round waits for answers: its deadline, at most the polling interval (the
+    next round is due then). `run`, `collect` and `plan` all use it."""
+    return min(round_deadline_s or interval_s, interval_s)
+
+
 def next_round_ms(now_ms: int, interval_s: float) -> int:
     """The start of the next round on the interval's grid of the wall clock (epoch ms)."""
     interval_ms = max(1, round(interval_s * 1000))

@@ -40,7 +40,9 @@ from balancer.collector.rounds import (
     DEFAULT_MAX_PARALLEL_PER_CLUSTER,
     FetchResult,
     RoundRunner,
+    fixed_targets,
     next_round_ms,
+    round_wait_s,
 )
 from balancer.collector.targets import BrokerDirectory, BrokerLister, Target
 from balancer.core.envelopes import (
@@ -162,7 +164,7 @@ class Collector:
             by_cluster: dict[str, list[Target]] = {}
             for target in targets:
                 by_cluster.setdefault(target.cluster, []).append(target)
-            plan = {c: _fixed(ts) for c, ts in by_cluster.items()}
+            plan = {c: fixed_targets(ts) for c, ts in by_cluster.items()}
             refresh = None
         failed = [
             result.target
@@ -362,7 +364,7 @@ class Collector:
         """
         if interval_s <= 0 or retry_s <= 0:
             raise ValueError("interval_s and retry_s must be > 0")
-        round_s = min(self.round_deadline_s or interval_s, interval_s)
+        round_s = round_wait_s(interval_s, self.round_deadline_s)
         self._should_stop = should_stop
         rounds = 0
         next_ms = 0  # with round markers: when the next round starts (epoch ms)
@@ -404,11 +406,6 @@ class Collector:
 
 def _targets_of(directory: BrokerDirectory, cluster: str) -> Callable[[], Sequence[Target]]:
     return lambda: directory.targets(cluster)
-
-
-def _fixed(targets: Sequence[Target]) -> Callable[[], Sequence[Target]]:
-    fixed = tuple(targets)
-    return lambda: fixed
 
 
 def _describe(exc: BaseException) -> str:

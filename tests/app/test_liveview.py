@@ -304,3 +304,50 @@ def test_the_summary_keeps_early_moves_behind_many_outcomes_that_did_nothing() -
         handler.on_outcome(_move(ActionResult.RATE_LIMITED))
     assert all(o.result is ActionResult.RATE_LIMITED for o in live.outcomes)
     assert [m["result"] for m in moves_of(list(live.summary_outcomes))] == ["applied"]
+
+
+def _offload(topic: str, window_end_ms: int) -> Outcome:
+    from balancer.core.decisions import OffloadDecision
+
+    decision = OffloadDecision(
+        f"offload-{topic}-{window_end_ms}",
+        "east",
+        "acme/archive",
+        f"persistent://acme/archive/{topic}",
+        20 << 30,
+        0,
+        10 << 30,
+        window_end_ms,
+    )
+    return Outcome(
+        decision.decision_id,
+        DecisionKind.OFFLOAD,
+        "east",
+        "acme/archive",
+        ActionResult.RATE_LIMITED,
+        "Size",
+        "rate limited: waits for the next window",
+        0.0,
+        decision=decision,
+    )
+
+
+def test_repeated_offload_outcomes_leave_the_split_and_the_move_in_view() -> None:
+    """Issue 43: every window re-decides the rate-limited offloads; their repeats are one
+    row each with a count, and the newest split and move stay shown however many there are."""
+    live = LiveState()
+    live.outcomes.append(
+        Outcome("split-1", DecisionKind.SPLIT, "east", "acme/orders", ActionResult.APPLIED,
+                "MsgRate", "split into 3 bundles", 0.1)
+    )  # fmt: skip
+    live.outcomes.append(_move(ActionResult.APPLIED))
+    for window in range(3):
+        for topic in range(10):  # ten topics, each rate limited in three windows
+            live.outcomes.append(_offload(f"log-{topic}", 1_800_000_000_000 + window * 60_000))
+    text = text_of(render_live(live, mode="apply", elapsed_s=30, duration_s=None))
+    table = text[text.index("Latest decisions") :]
+    assert "split into 3 bundles" in table and "owned by the destination" in table
+    assert table.count("rate_limited") <= 6  # eight rows at most, two of them the split and move
+    assert "rate_limited ×3" in table and "08:02:00" in table  # the newest window's end
+    assert "acme/archive/log-9" in table  # which topic each offload row is
+    assert "more decisions" in table

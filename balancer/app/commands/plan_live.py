@@ -1,10 +1,16 @@
 """`pulsar-balancer plan` against live clusters: samples, layouts and offload points, all GETs.
 
+Its samples are rounds of the collector's (`balancer.collector.rounds.RoundRunner`, the
+fetch `balancer.collector.admin.fetch_broker_stats`): one code path polls the brokers for
+`run`, `collect` and `plan`, and a hung broker costs a round its deadline, not `plan` the
+admin client's whole timeout per sample.
+
 It plans what it can. A cluster that cannot be read (its brokers not listed, a broker-stats
-poll or a layout read failing) is left out whole and named in `LivePlan.errors`: a plan of
-part of its brokers would be a partial picture shown as whole. The other clusters are
-planned. A topic or namespace deleted between two calls (404 where the broker-stats
-snapshot still listed it: normal on a real cluster) is a `vanished` skip, no error.
+poll failing or not answered by the round's deadline, a layout read failing) is left out
+whole and named in `LivePlan.errors`: a plan of part of its brokers would be a partial
+picture shown as whole. The other clusters are planned. A topic or namespace deleted
+between two calls (404 where the broker-stats snapshot still listed it: normal on a real
+cluster) is a `vanished` skip, no error.
 """
 
 from __future__ import annotations
@@ -25,13 +31,21 @@ from balancer.app.commands.plan_moves import (
 )
 from balancer.app.commands.plan_output import OffloadPoint
 from balancer.app.config import BalancerConfig
-from balancer.collector.admin import configure_brokers, listed_targets, target_url
+from balancer.collector.admin import configure_brokers, fetch_broker_stats, listed_targets
+from balancer.collector.rounds import (
+    FetchResult,
+    RoundRunner,
+    RoundTimeout,
+    fixed_targets,
+    round_wait_s,
+)
 from balancer.collector.targets import Target
 from balancer.controller.offload_point import default_offload_point
 from balancer.core.planning import Plan, PlannedSkip, TopicSample, make_plan, window_loads
 
 if TYPE_CHECKING:  # the admin client is imported when a cluster is asked
     from balancer.controller.broker_board import BrokerLoadBoard
+    from balancer.core.broker_load import BrokerLoadReport
     from balancer.core.decisions import OffloadDecision
     from balancer.pulsar.client import PulsarPeerGroup
     from balancer.pulsar.errors import PulsarAdminError
@@ -182,11 +196,14 @@ def take_samples(
     load_errors: dict[str, str] | None = None,
 ) -> list[TopicSample]:
     """`samples` rounds of broker-stats of every broker of every cluster, the brokers chosen
-    as `run` and `collect` choose them (`balancer.collector.admin.polling_plan`).
+    as `run` and `collect` choose them (`balancer.collector.admin.polling_plan`), each round
+    run as the collector runs its own (`balancer.collector.rounds.RoundRunner`: the brokers
+    of a cluster asked at once, at most `collector.max_parallel_per_cluster`, and the round
+    over at its deadline, `collector.interval_s`, whatever still runs).
 
-    With `errors`, a cluster that fails (its brokers not listed, one poll failing) is
-    recorded there (cluster -> why) and its samples left out; without, the first failure
-    raises.
+    With `errors`, a cluster that fails (its brokers not listed, one poll failing or not
+    answered by the round's deadline) is recorded there (cluster -> why) and its samples
+    left out; without, the first failure raises.
 
     With `board`, each broker poll is recorded there as the collector records it for `run`:
     the bundles its broker-stats listed and its load report (None when the broker gives
@@ -197,23 +214,44 @@ def take_samples(
     targets, list_errors = listed_targets(config.clusters, admin)
     for cluster, exc in list_errors.items():
         failed[cluster] = _explain(cluster, exc)
+    wait_s = round_wait_s(config.collector.interval_s)
+    reads_loads = board is not None and reads_load_reports(config)
+    rounds: RoundRunner[_Polled] = RoundRunner(
+        lambda target: _fetch(admin, target, reads_loads=reads_loads, load_errors=load_errors),
+        clock_ms=lambda: int(time.time() * 1000),
+        monotonic=time.monotonic,
+        max_parallel_per_cluster=config.collector.max_parallel_per_cluster,
+    )
     taken: dict[str, list[TopicSample]] = {}
     for i in range(samples):
         if i:
             sleep(interval_s)
-        for target in targets:
+        asked = [t for t in targets if t.cluster not in failed]
+        by_cluster: dict[str, list[Target]] = {}
+        for target in asked:
+            by_cluster.setdefault(target.cluster, []).append(target)
+        deadline = time.monotonic() + wait_s
+        results = {
+            r.target: r
+            for r in rounds.run(
+                {c: fixed_targets(ts) for c, ts in by_cluster.items()}, deadline=deadline
+            )
+        }
+        for target in asked:  # in listed order: the output is the same whoever answers first
             if target.cluster in failed:
                 continue
+            result = results[target]
             try:
-                polled = _poll(admin, target)
-                taken.setdefault(target.cluster, []).extend(polled)
-            except Exception as exc:  # PulsarAdminError or a wrong shape (ValueError)
+                polled = _polled(result, wait_s)
+            except Exception as exc:  # PulsarAdminError, a wrong shape (ValueError), a timeout
                 if errors is None:
                     raise
                 failed[target.cluster] = _explain(target.cluster, exc)
                 continue
-            if board is not None and target.broker is not None:
-                _record_broker(admin, config, target, polled, board, load_errors)
+            samples_of = _samples(target, result.poll_ms, polled.stats)
+            taken.setdefault(target.cluster, []).extend(samples_of)
+            if board is not None:
+                _record_broker(target, result.poll_ms, samples_of, polled, board, load_errors)
     if failed and errors is None:
         raise ValueError(next(iter(failed.values())))
     if errors is not None:
@@ -221,13 +259,56 @@ def take_samples(
     return [s for cluster, items in taken.items() if cluster not in failed for s in items]
 
 
-def _poll(admin: PulsarPeerGroup, target: Target) -> list[TopicSample]:
+class _Polled(NamedTuple):
+    """One broker's answers in a round: its broker-stats, and its load report (None: not
+    asked, or the broker gives none) or why it could not be read."""
+
+    stats: BrokerTopicStats
+    report: BrokerLoadReport | None = None
+    load_error: Exception | None = None
+
+
+def _fetch(
+    admin: PulsarPeerGroup,
+    target: Target,
+    *,
+    reads_loads: bool,
+    load_errors: dict[str, str] | None,
+) -> _Polled:
+    """What a round asks one broker (on the round's thread): its broker-stats through the
+    collector's own fetch, and its load report as `balancer.collector.admin.admin_fetch`
+    reads it for `run`."""
+    from balancer.pulsar.broker_admin import LoadReportUnavailableError
+
+    stats = _ask(target.cluster, lambda: fetch_broker_stats(admin, target))
+    broker = target.broker
+    if not reads_loads or broker is None:
+        return _Polled(stats)
+    if load_errors is not None and target.cluster in load_errors:
+        return _Polled(stats)  # no load of this cluster is known: not asked again
+    try:
+        report = _ask(target.cluster, lambda: admin.load_report(target.cluster, broker))
+    except LoadReportUnavailableError:  # the extensible load manager: from its bundles
+        return _Polled(stats)
+    except Exception as exc:  # 401/403, no answer: said by the caller
+        return _Polled(stats, load_error=exc)
+    return _Polled(stats, report)
+
+
+def _polled(result: FetchResult[_Polled], wait_s: float) -> _Polled:
+    """A round's answer of one broker, or raise why there is none."""
+    if result.answer is not None:
+        return result.answer
+    if isinstance(result.error, RoundTimeout):
+        raise RoundTimeout(
+            f"cluster {result.target.cluster}: broker {result.target.label} timed out: "
+            f"{result.error} (the round's deadline: {wait_s:g} s, collector.interval_s)"
+        )
+    raise result.error or ValueError(f"cluster {result.target.cluster}: no answer")
+
+
+def _samples(target: Target, poll_ms: int, stats: BrokerTopicStats) -> list[TopicSample]:
     """One broker's broker-stats as samples (the collector's event conversion)."""
-    poll_ms = int(time.time() * 1000)
-    stats = _ask(
-        target.cluster,
-        lambda: admin.broker_topic_stats(target.cluster, target_url(admin, target)),
-    )
     say_rejected(stats, str(target))
     return [
         TopicSample(
@@ -245,37 +326,28 @@ def _poll(admin: PulsarPeerGroup, target: Target) -> list[TopicSample]:
 
 
 def _record_broker(
-    admin: PulsarPeerGroup,
-    config: BalancerConfig,
     target: Target,
+    poll_ms: int,
     polled: list[TopicSample],
+    answer: _Polled,
     board: BrokerLoadBoard,
     load_errors: dict[str, str] | None,
 ) -> None:
-    """One broker's poll on the board, with its load report when it gives one (as
-    `balancer.collector.admin.admin_fetch` reads it for `run`)."""
-    from balancer.pulsar.broker_admin import LoadReportUnavailableError
-
+    """One broker's poll on the board, with its load report when it gives one."""
     broker = target.broker
     if broker is None or (load_errors is not None and target.cluster in load_errors):
         return
-    poll_ms = int(time.time() * 1000)
-    report = None
-    if reads_load_reports(config):
-        try:
-            report = _ask(target.cluster, lambda: admin.load_report(target.cluster, broker))
-        except LoadReportUnavailableError:  # the extensible load manager: from its bundles
-            report = None
-        except Exception as exc:  # 401/403, no answer: no load of this cluster is known
-            if load_errors is None:
-                raise
-            load_errors[target.cluster] = f"{_explain(target.cluster, exc)} (its load report)"
-            return
+    if answer.load_error is not None:  # no load of this cluster is known
+        if load_errors is None:
+            raise answer.load_error
+        why = _explain(target.cluster, answer.load_error)
+        load_errors[target.cluster] = f"{why} (its load report)"
+        return
     board.record_poll(
         target.cluster,
         broker,
         poll_ms=poll_ms,
-        report=report,
+        report=answer.report,
         owned_bundles=frozenset(f"{s.namespace}/{s.bundle}" for s in polled),
     )
 
@@ -303,7 +375,7 @@ def _explain(cluster: str, exc: Exception) -> str:
         if exc.cluster is None:
             exc.cluster = cluster
         return _describe(exc)
-    text = str(exc) if isinstance(exc, ValueError) else type(exc).__name__
+    text = str(exc) if isinstance(exc, ValueError | RoundTimeout) else type(exc).__name__
     return text if text.startswith(f"cluster {cluster}: ") else f"cluster {cluster}: {text}"
 
 
