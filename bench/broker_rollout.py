@@ -159,13 +159,14 @@ def timeline(scenario: RolloutScenario, *, down_min: int, first_minute: int = 2)
 
 
 class RolloutPolicy(Protocol):
-    """A balancer during a rollout: what it does before a broker stops (a drain), and once a
-    minute (shedding). `load_manager` says whose shutdown hands on what is left."""
+    """A balancer during a rollout: what it does before a broker stops (a drain; `leaving`:
+    the brokers to empty, the stopping one and, in a scale in, every one removed after it),
+    and once a minute (shedding). `load_manager` says whose shutdown hands on what is left."""
 
     load_manager: LoadManager
 
     def before_stop(
-        self, view: ClusterState, broker: str, to_come: Sequence[str], now_s: float
+        self, view: ClusterState, broker: str, leaving: frozenset[str], now_s: float
     ) -> list[Unload]: ...
 
     def cycle(self, view: ClusterState, now_s: float) -> list[Unload]: ...
@@ -182,7 +183,7 @@ class PulsarAlone:
     shedder: ThresholdShedder | UniformLoadShedder | TransferShedder | None = None
 
     def before_stop(
-        self, view: ClusterState, broker: str, to_come: Sequence[str], now_s: float
+        self, view: ClusterState, broker: str, leaving: frozenset[str], now_s: float
     ) -> list[Unload]:
         return []
 
@@ -198,15 +199,16 @@ class PulsarAlone:
 
 @dataclass
 class OursRollout:
-    """Our drain before each stop: `decide_moves(..., draining=frozenset({broker}))` (the
-    `drain` helper's interface, issue 43 point 1) run cycle after cycle until the broker owns
-    nothing (at most `max_cycles`), then our ordinary decision once a minute. Pulsar's
-    shedder is paused (point 4), its shutdown finds the broker empty.
+    """Our drain before each stop: `decide_moves(..., draining=leaving)` (the `drain`
+    helper's interface, issue 43 point 1: a restart drains the stopping broker, a scale in
+    every broker to remove at once, as `plan --drain` of them all does) run cycle after cycle
+    until the stopping broker owns nothing (at most `max_cycles`), then our ordinary decision
+    once a minute. Pulsar's shedder is paused (point 4); its shutdown finds the broker empty.
 
     HOOK for the lead: the order-aware drain of point 4 (send bundles to brokers that have
     already restarted; the first drain to the broker that restarts last) needs the restart
-    order, `to_come` here; pass it to the decision once the interface takes it. The drain's
-    cycles all run in the minute of the stop (its pace is not modelled)."""
+    order; pass it to the decision here once the interface takes it. The drain's cycles all
+    run in the minute of the stop (its pace is not modelled)."""
 
     load_manager: LoadManager = "modular"
     max_cycles: int = 10
@@ -219,22 +221,22 @@ class OursRollout:
             )
 
     def before_stop(
-        self, view: ClusterState, broker: str, to_come: Sequence[str], now_s: float
+        self, view: ClusterState, broker: str, leaving: frozenset[str], now_s: float
     ) -> list[Unload]:
         out: list[Unload] = []
-        self.ours.draining = frozenset({broker})
-        try:
-            for _ in range(self.max_cycles):
-                if not view.bundles_of(broker):
-                    break
-                unloads = self.ours.cycle(view, now_s)
-                if not unloads:
-                    break
-                for u in unloads:
-                    view.owners[u.bundle] = u.destination
-                out += unloads
-        finally:
-            self.ours.draining = frozenset()
+        self.ours.draining = leaving
+        for _ in range(self.max_cycles):
+            if not view.bundles_of(broker):
+                break
+            unloads = self.ours.cycle(view, now_s)
+            if not unloads:
+                break
+            for u in unloads:
+                view.owners[u.bundle] = u.destination
+            out += unloads
+        # The marks stay on the brokers still to remove (no bundle comes back to them); the
+        # stopping one's goes with it (cleared when a restarted broker is back).
+        self.ours.draining = leaving - {broker}
         return out
 
     def cycle(self, view: ClusterState, now_s: float) -> list[Unload]:
@@ -342,8 +344,13 @@ def run_rollout(
                 down.discard(event.broker)
                 continue
             view = view_of(state, down)
-            to_come = [e.broker for e in events if e.kind == "stop" and e.minute > minute]
-            apply(policy.before_stop(view, event.broker, to_come, now_s), applied=True)
+            # Brokers that stop and never come back (a scale in): this one and those after.
+            leaving = frozenset(
+                [event.broker] + [e.broker for e in events if e.minute > minute]
+                if scenario.kind == "scale-in"
+                else [event.broker]
+            )
+            apply(policy.before_stop(view, event.broker, leaving, now_s), applied=True)
             handed = shutdown_moves(view, event.broker, policy.load_manager, rng)
             figures.shutdown_moves += len(handed)
             apply(handed, applied=True)
