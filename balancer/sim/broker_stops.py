@@ -21,9 +21,10 @@ closeWithoutWaitingClientDisconnect=true)`):
   (`loadBalancerLoadPlacementStrategy`): the lowest long-term msg rate in + out, counting
   the bundles preallocated to it. The simulator places each bundle at once (the clients'
   backoff starts at 100 ms) on the lowest rate now, ties to the lowest index (Pulsar picks
-  at random among equal scores). Not modelled: the max-topics, anti-affinity and
-  failure-domain filters, and `LeastLongTermMessageRate`'s infinite score for a broker over
-  85 % (`loadBalancerBrokerOverloadedThresholdPercentage`).
+  at random among equal scores); a broker over 85 %
+  (`loadBalancerBrokerOverloadedThresholdPercentage`, on its last load report) scores
+  infinity, and when the pick is over 85 % the choice is made again over every allowed
+  broker. Not modelled: the max-topics, anti-affinity and failure-domain filters.
 - Extensible load manager (`ExtensibleLoadManagerImpl.disableBroker` ->
   `ServiceUnitStateChannelImpl.cleanOwnerships` -> `doCleanup(broker, gracefully=true)`):
   every bundle it owns is overridden in one pass (each override published and awaited in
@@ -62,6 +63,7 @@ started under the same id, the next only once the previous is Ready again.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -75,6 +77,8 @@ if TYPE_CHECKING:
 
 # ServiceConfiguration.loadBalancerAverageResourceUsageDifferenceThresholdPercentage.
 USAGE_DIFFERENCE_THRESHOLD = 0.10
+# ServiceConfiguration.loadBalancerBrokerOverloadedThresholdPercentage.
+OVERLOAD_RATIO = 0.85
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,9 @@ def _modular_unloads(
             if owner in rates and b not in ns.unowned:
                 stats = fleet.bundle_stats(ns, b)
                 rates[owner] += stats["msgRateIn"] + stats["msgRateOut"]
+    # The leader's view of each broker's usage: its last load report, not updated by the
+    # bundles it assigns now (those count as preallocated in the msg rates only).
+    usage = {b: fleet.max_usage(c.name, b) for b in actives}
     moves: list[ShutdownMove] = []
     for ns, bundle in owned:
         _unload(model, ns, bundle)
@@ -185,8 +192,11 @@ def _modular_unloads(
                     per_ns[owner] += 1
             fewest = min(per_ns.values())
             evenly = [b for b in candidates if per_ns[b] == fewest]
-            # LeastLongTermMessageRate: the lowest msg rate in + out (preallocated included).
-            destination = min(evenly, key=lambda b: (rates[b], b))
+            destination = _least_long_term_msg_rate(evenly, rates, usage)
+            if usage[destination] > OVERLOAD_RATIO:
+                # Its pick is overloaded: selectBrokerForAssignment selects again over every
+                # broker the namespace policies allow.
+                destination = _least_long_term_msg_rate(candidates, rates, usage)
             stats = fleet.bundle_stats(ns, bundle)
             rates[destination] += stats["msgRateIn"] + stats["msgRateOut"]
             ns.owners[bundle] = destination
@@ -194,6 +204,18 @@ def _modular_unloads(
             ns.unowned.add(bundle)
         moves.append(_record(model, c, ns, bundle, broker, destination, "modular"))
     return moves
+
+
+def _least_long_term_msg_rate(
+    candidates: list[int], rates: dict[int, float], usage: dict[int, float]
+) -> int:
+    """LeastLongTermMessageRate.selectBroker: the lowest msg rate in + out, a broker over
+    85 % scoring infinity (ties: the lowest index; Pulsar picks at random among them)."""
+
+    def score(b: int) -> tuple[float, int]:
+        return (math.inf if usage[b] > OVERLOAD_RATIO else rates[b], b)
+
+    return min(candidates, key=score)
 
 
 def _extensible_cleanup(

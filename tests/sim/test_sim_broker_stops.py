@@ -93,6 +93,40 @@ def test_a_restarted_broker_takes_the_next_stopping_brokers_bundles(
     "group",
     [
         {
+            **scenario(idle_brokers=[3], broker_capacity={"nic_limit_mbit": 50}),
+            "namespaces": [
+                {
+                    "name": NS,
+                    "cluster": "a",
+                    "bundles": 16,
+                    "topic_groups": [{"name": "x", "count": 32, "total_msg_rate_in": 320}],
+                },
+                {
+                    "name": HOT,
+                    "cluster": "a",
+                    "bundles": 4,
+                    "owner_broker": 3,
+                    "topic_groups": [{"name": "h", "count": 8, "total_msg_rate_in": 6000}],
+                },
+            ],
+        }
+    ],
+    indirect=True,
+)
+def test_the_modular_leader_places_nothing_on_an_overloaded_broker(
+    group: RunningPeerGroup,
+) -> None:
+    """Broker 3 has the fewest bundles of NS (none) but is over 85 % (the hot namespace):
+    LeastLongTermMessageRate scores it infinite and selectBrokerForAssignment, finding its
+    pick overloaded, selects again over every allowed broker."""
+    moves = group.stop_broker("a", 2)
+    assert moves and all(m.destination in (0, 1) for m in moves), moves
+
+
+@pytest.mark.parametrize(
+    "group",
+    [
+        {
             **scenario(load_manager="extensible", broker_capacity={"nic_limit_mbit": 50}),
             "namespaces": [
                 {
