@@ -74,6 +74,9 @@ class Ours:
 
     settings: MoveSettings = field(default_factory=MoveSettings)
     last_moved_ms: dict[str, int] = field(default_factory=dict)
+    # Brokers to empty (issue 43's drain, `bench.broker_rollout`): passed to decide_moves
+    # as `draining=` only when set, so this runs on a core without that parameter.
+    draining: frozenset[str] = field(default_factory=frozenset)
 
     def cycle(self, state: ClusterState, now_s: float) -> list[Unload]:
         cluster = state.scenario.name
@@ -148,6 +151,7 @@ class Ours:
             )
             for b in state.scenario.bundles
         ]
+        drain: dict[str, Any] = {"draining": self.draining} if self.draining else {}
         plan = decide_moves(
             cluster,
             brokers,
@@ -156,6 +160,7 @@ class Ours:
             settings=self.settings,
             now_ms=now_ms,
             window_end_ms=now_ms,
+            **drain,
         )
         moves = []
         for move in plan.moves:

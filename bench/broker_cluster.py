@@ -133,7 +133,8 @@ class ClusterState:
         out = {b.broker: Rates() for b in self.brokers}
         for bundle in self.scenario.bundles:
             owner = self.owners[bundle.name]
-            out[owner] = out[owner] + bundle.rates
+            if owner in out:  # else on a broker that is stopping (bench.broker_rollout)
+                out[owner] = out[owner] + bundle.rates
         return out
 
     def loads(self) -> dict[str, float]:

@@ -122,6 +122,12 @@ class BrokerLoadLag:
             return now_ms
         return last.at_ms
 
+    def forget(self, key: tuple[str, int]) -> None:
+        """A restarted broker's JVM starts afresh: no samples, no store write, no EMA."""
+        self._samplers.pop(key, None)
+        self._written.pop(key, None)
+        self._ema.pop(key, None)
+
     def weighted_max_ema(self, key: tuple[str, int], weighted_max: float) -> float:
         """BrokerLoadData.updateWeightedMaxEMA, once per sample shown."""
         ema = self._ema.get(key)

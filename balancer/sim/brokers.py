@@ -203,6 +203,13 @@ class BrokerFleet:
         ema = self.lags.weighted_max_ema((cluster, broker), weighted)
         return broker_loads.load_balancing_metrics(host, report, ema)
 
+    def max_usage(self, cluster: str, broker: int) -> float:
+        """BrokerLoadData's max resource usage (0..1, every weight Pulsar's default 1.0), as
+        the broker last sampled it: what a placement strategy compares."""
+        report = self._local_data(cluster, broker)
+        resources = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+        return max(broker_loads.percent(report[k]) for k in resources) / 100
+
     def _local_data(self, cluster: str, broker: int) -> dict[str, Any]:
         spec = self.specs[cluster]
         cap = spec.capacity(broker)

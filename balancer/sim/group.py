@@ -14,20 +14,25 @@ import shutil
 import ssl
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.topics import parse_topic
-from balancer.sim.broker_stops import stop_broker
+from balancer.sim.broker_stops import (
+    RestartStep,
+    start_broker,
+    statefulset_order,
+    stop_broker,
+)
 from balancer.sim.faults import FaultInjector
 from balancer.sim.model import SimModel
 from balancer.sim.scenarios import Scenario, load_scenario
 from balancer.sim.server import BrokerServer
 from balancer.sim.sim_clock import SimClock
-from balancer.sim.state import NamespaceState, SimError, SplitRecord
+from balancer.sim.state import NamespaceState, ShutdownMove, SimError, SplitRecord
 from balancer.sim.stats import Ledger
 from balancer.sim.tls import self_signed_certificate, server_context
 from balancer.support.lifecycle import StopsOnExit
@@ -233,18 +238,51 @@ class RunningPeerGroup(StopsOnExit):
         self.model.cluster(cluster)
         _stop_all([s for s in self._servers if s.cluster == cluster and s.serving])
 
-    def stop_broker(self, cluster: str, broker: int) -> None:
-        """A broker leaves the cluster (scaled down, or restarted under a new address): no
-        longer listed, its port refuses connections, its bundles unowned
-        (`balancer.sim.broker_stops`). Not the leader."""
-        stop_broker(self.model, cluster, broker)
+    def stop_broker(
+        self, cluster: str, broker: int, *, graceful: bool = True
+    ) -> list[ShutdownMove]:
+        """A broker stops (scaled down, or a pod restarting): no longer listed, its port
+        refuses connections, the leadership handed over if it led; gracefully its bundles
+        are handed on as its load manager does at shutdown (returned), killed
+        (`graceful=False`) they are left unowned (`balancer.sim.broker_stops`)."""
+        moves = stop_broker(self.model, cluster, broker, graceful=graceful)
         _stop_all([s for s in self._servers if (s.cluster, s.broker) == (cluster, broker)])
+        return moves
+
+    def start_broker(self, cluster: str, broker: int) -> None:
+        """A stopped broker joins again under the same id and port, owning nothing."""
+        start_broker(self.model, cluster, broker)
+        self._restart_servers(lambda s: (s.cluster, s.broker) == (cluster, broker))
+
+    def rolling_restart(
+        self,
+        cluster: str,
+        order: Sequence[int] | None = None,
+        *,
+        down_s: float = 0.0,
+        graceful: bool = True,
+    ) -> list[RestartStep]:
+        """Restart every broker of `cluster` one at a time, in `order` (default a
+        StatefulSet's: highest ordinal first): each stopped, `down_s` simulated seconds
+        down, started again; the next only once the previous is back."""
+        brokers = self.model.cluster(cluster).broker_count
+        steps: list[RestartStep] = []
+        for broker in statefulset_order(brokers) if order is None else order:
+            moves = self.stop_broker(cluster, broker, graceful=graceful)
+            if down_s:
+                self.clock.advance(down_s)
+            self.start_broker(cluster, broker)
+            steps.append(RestartStep(broker, moves))
+        return steps
 
     def start_cluster(self, cluster: str) -> None:
         """Bring a stopped cluster back on the same ports."""
         self.model.cluster(cluster)
+        self._restart_servers(lambda s: s.cluster == cluster)
+
+    def _restart_servers(self, chosen: Callable[[BrokerServer], bool]) -> None:
         for i, old in enumerate(self._servers):
-            if old.cluster == cluster and not old.serving:
+            if chosen(old) and not old.serving:
                 host, port = old.server_address[:2]
                 server = BrokerServer(
                     (str(host), int(port)),

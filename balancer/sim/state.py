@@ -38,6 +38,20 @@ class OwnerRedirect(Exception):
         self.authoritative = authoritative
 
 
+@dataclass(frozen=True)
+class ShutdownMove:
+    """One bundle a stopping broker gave up at its shutdown and where Pulsar put it (None:
+    no broker was left to take it)."""
+
+    time_ms: int
+    cluster: str
+    namespace: str
+    bundle: BundleRange
+    source: int
+    destination: int | None
+    load_manager: str
+
+
 @dataclass
 class ClusterState:
     name: str
@@ -58,6 +72,8 @@ class ClusterState:
     affinity: dict[str, int] = field(default_factory=dict)
     _redirects: int = 0  # 307s to this cluster so far (which host of a multi-host URL)
     stopped: set[int] = field(default_factory=set)  # brokers that left (broker_stops.py)
+    # Every bundle a stopping broker handed on at its shutdown, oldest first (broker_stops.py).
+    shutdown_moves: list[ShutdownMove] = field(default_factory=list)
 
     @property
     def service_url(self) -> str:
