@@ -143,8 +143,10 @@ def move_planner(
     last_moves_ms: Callable[[str], Mapping[str, int]],
     ranges_in_flight: Callable[[str], frozenset[str]] = lambda _cluster: frozenset(),
     monotonic: Callable[[], float] = time.monotonic,
+    draining_of: Callable[[str], frozenset[str]] = lambda _cluster: frozenset(),
 ) -> MovePlanner:
-    """The move planner `run` and `plan` share, wired from `moves`."""
+    """The move planner `run` and `plan` share, wired from `moves`. `draining_of`: cluster
+    -> broker ids marked draining (default: none)."""
     moves = config.moves
     return MovePlanner(
         board,
@@ -160,6 +162,7 @@ def move_planner(
         last_moves_ms=last_moves_ms,
         movable=controller_settings(config).allows,
         ranges_in_flight=ranges_in_flight,
+        draining_of=draining_of,
     )
 
 

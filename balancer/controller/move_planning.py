@@ -211,6 +211,7 @@ class MovePlanner:
         movable: Callable[[str], bool] = lambda _namespace: True,
         ranges_in_flight: Callable[[str], frozenset[str]] = lambda _cluster: frozenset(),
         report_settle_ms: int = REPORT_SETTLE_MS,
+        draining_of: Callable[[str], frozenset[str]] = lambda _cluster: frozenset(),
     ) -> None:
         """`movable`: namespaces the controller may act on (its allow/deny lists): the
         others' bundles still load their brokers and count for anti-affinity but are never
@@ -218,8 +219,10 @@ class MovePlanner:
         -> bare bundle ranges with a move sent and not settled (`move_steps.ranges_in_flight`).
         `report_settle_ms`: a broker's reports count again once polled this long after a
         move from or to it (before, its usages still describe the old layout:
-        `balancer.core.broker_load.REPORT_SETTLE_MS`)."""
+        `balancer.core.broker_load.REPORT_SETTLE_MS`). `draining_of`: cluster -> broker ids
+        marked draining (never a destination; emptied: `balancer.core.moves.drain`)."""
         self.board = board
+        self.draining_of = draining_of
         self.movable = movable
         self.ranges_in_flight = ranges_in_flight
         # cluster -> the isolation patterns that made its rules unreadable (a gauge and alert)
@@ -320,6 +323,7 @@ class MovePlanner:
             window_end_ms=window_end_ms,
             splits=[s for s in splits if s.cluster == cluster],
             busy_ranges=self.ranges_in_flight(cluster),
+            draining=self.draining_of(cluster),
         )
         self.last_plans[cluster] = plan
         for move in plan.moves:

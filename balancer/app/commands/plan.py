@@ -24,6 +24,12 @@ Exit codes (like `terraform plan -detailed-exitcode`, but 2 stays every command'
     pulsar-balancer plan --admin-url east=http://127.0.0.1:8080 --samples 3 --interval-s 30
     pulsar-balancer plan --stats-file saved/ -o json      # saved/<cluster>/<broker>.json
     pulsar-balancer plan --config conf/balancer.yaml --save plan.json   # then: apply plan.json
+    pulsar-balancer plan --config conf/balancer.yaml --drain 10.0.0.7:8080 --save drain.json
+
+With `--drain BROKER...` the plan also moves every bundle off the named brokers (their
+heartbeat namespaces excepted) to brokers that stay, within the placement rules and the
+target computed without them; bundles that cannot go are listed with the reason. A BROKER
+that is no broker of the clusters read is an error (exit 2).
 
 With `--save PLAN.json` the plan is also written as a versioned, hash-identified document
 (`balancer.core.plan_document`) that `pulsar-balancer apply PLAN.json` carries out. Only
@@ -124,6 +130,14 @@ def register(subparsers: Subparsers) -> None:
         "(default: the config's first cluster, else 'standalone')",
     )
     parser.add_argument(
+        "--drain",
+        nargs="+",
+        default=[],
+        metavar="BROKER",
+        help="propose moving every bundle off these brokers (host:port, as the cluster "
+        "lists them; heartbeat namespaces stay): before removing or stopping them",
+    )
+    parser.add_argument(
         "--save",
         type=Path,
         metavar="PLAN.json",
@@ -144,6 +158,12 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
     if save is not None and (args.stats_file is not None or config is None):
         # A stats file has no layouts, owners nor offload points: nothing exact to apply.
         raise ValueError("--save needs live clusters (--config or --admin-url)")
+    drain = frozenset(getattr(args, "drain", None) or ())
+    if drain:
+        if args.stats_file is not None or config is None:
+            raise ValueError("--drain needs live clusters (--config or --admin-url)")
+        if not config.moves.enabled:
+            raise ValueError("--drain needs moves (moves.enabled is false in the config)")
     now_ms = int(time.time() * 1000)
     settings = _controller_settings(config)
     points: dict[str, OffloadPoint] = {}
@@ -186,6 +206,7 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
             sleep=wait,
             allows=settings.allows,
             layouts=layouts,
+            drain=drain,
         )
         source = "clusters " + ", ".join(c.name for c in config.clusters)
         if save is not None:
