@@ -29,7 +29,7 @@ from math import fsum
 
 from balancer.core.broker_load import bundle_load_ratio
 from balancer.core.decisions import SplitDecision
-from balancer.core.moves.drain import DrainMove, plan_drain
+from balancer.core.moves.drain import DrainMove, DrainPace, plan_drain
 from balancer.core.moves.model import (
     BlockedBroker,
     BlockReason,
@@ -323,6 +323,7 @@ def decide_moves(
     splits: Sequence[SplitDecision] = (),
     busy_ranges: frozenset[str] = frozenset(),
     draining: frozenset[str] = frozenset(),
+    drain_pace: DrainPace | None = None,
 ) -> MovePlan:
     """The moves of one cluster for one window. `splits` are the split decisions of the same
     cycle: each parent bundle is replaced by its children (on the parent's owner, with the
@@ -336,7 +337,8 @@ def decide_moves(
 
     `draining`: broker ids marked draining (balancer.core.moves.drain): never a destination,
     left out of the balance (as if gone), and each bundle they own moved off first (reason
-    DRAIN) or named in `drain_blocked`. Ids that are no broker of `brokers` are ignored."""
+    DRAIN) or named in `drain_blocked`, at most as many as `drain_pace` allows (None: all).
+    Ids that are no broker of `brokers` are ignored."""
     all_bundles, after_split = with_splits(bundles, splits)
     known = {b.broker for b in brokers}
     all_bundles = [b for b in all_bundles if b.owner in known]  # an unknown owner: not ours
@@ -346,7 +348,7 @@ def decide_moves(
     cycle = _Cycle(seen, all_bundles, rules, settings, now_ms, busy_ranges)
     loads_before = dict(cycle.loads)
     balanced_before = is_balanced(cycle.active_loads(), settings)
-    drained, drain_blocked = plan_drain(cycle, draining)
+    drained, drain_blocked = plan_drain(cycle, draining, drain_pace)
     moves = [
         _decision(cluster, window_end_ms, m, MoveReason.DRAIN, after_split.get(m.bundle.name))
         for m in drained

@@ -25,6 +25,7 @@ Purely computational, with no side effects; time is passed in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from math import fsum
 from typing import TYPE_CHECKING
@@ -40,6 +41,17 @@ if TYPE_CHECKING:  # decide.py calls this module with its running state
     from balancer.core.moves.decide import _Cycle
 
 EPSILON = 1e-9  # as decide.EPSILON: a load within this of a bound is at the bound
+
+
+@dataclass(frozen=True, slots=True)
+class DrainPace:
+    """How many drain moves may start this cycle: per draining broker (its limit of moves in
+    flight less those in flight now) and in the cluster (its per-minute limit less those of
+    the last minute). A bundle over the pace stays where it is, still counted as landing on
+    the staying brokers (their target keeps room for it); it is neither moved nor blocked."""
+
+    per_broker: Mapping[str, int]  # draining broker -> moves it may start (absent: none)
+    cluster: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,17 +106,23 @@ def allowed_destinations(cycle: _Cycle, bundle: BundleState) -> frozenset[str]:
 
 
 def plan_drain(
-    cycle: _Cycle, draining: frozenset[str]
+    cycle: _Cycle, draining: frozenset[str], pace: DrainPace | None = None
 ) -> tuple[list[DrainMove], list[BlockedBundle]]:
     """Moves every bundle off the draining brokers that can go (applied to `cycle`), and
-    names those that cannot. `cycle` must see the draining brokers inactive."""
+    names those that cannot; with `pace`, no more moves than it allows (None: all, as
+    `plan --drain` shows them). `cycle` must see the draining brokers inactive."""
     bundles = to_drain(cycle, draining)
     target = drain_target(cycle, bundles)
     moves: list[DrainMove] = []
     blocked: list[BlockedBundle] = []
     limit = cycle.rules.max_topics_per_broker
+    started: dict[str, int] = {}
     for bundle in bundles:
         source = cycle.owner[bundle.name]
+        if pace is not None and (
+            len(moves) >= pace.cluster or started.get(source, 0) >= pace.per_broker.get(source, 0)
+        ):
+            continue  # paced: a later cycle moves it
 
         def block(reason: DrainBlock, bundle: BundleState = bundle, source: str = source) -> None:
             blocked.append(BlockedBundle(bundle=bundle.name, broker=source, reason=reason))
@@ -135,6 +153,7 @@ def plan_drain(
         on_source = cycle.load_on(bundle, source)
         before_src, before_dst = cycle.loads[source], cycle.loads[dest]
         after_src, after_dst = cycle.apply(bundle, source, dest)
+        started[source] = started.get(source, 0) + 1
         moves.append(
             DrainMove(bundle, source, dest, on_source, before_src, before_dst, after_src, after_dst)
         )
