@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from balancer.controller.broker_board import BrokerLoadBoard, BrokerWindow
+from balancer.controller.drain_progress import DrainProgress
 from balancer.core.broker_load import (
     REPORT_SETTLE_MS,
     BrokerCapacity,
@@ -241,6 +242,7 @@ class MovePlanner:
         self.drain_in_flight_per_broker = drain_moves_in_flight_per_broker
         self.drain_per_minute = drain_moves_per_minute
         self._drains: dict[str, deque[int]] = {}  # cluster -> when each drain move was decided
+        self.drain_progress = DrainProgress()  # bundles left per draining broker (metrics)
         self.movable = movable
         self.ranges_in_flight = ranges_in_flight
         # cluster -> the isolation patterns that made its rules unreadable (a gauge and alert)
@@ -293,6 +295,9 @@ class MovePlanner:
             tuple(self._projected(cluster, load) for load in loads.brokers), loads.owners
         )
         self.last_loads[cluster] = loads
+        self.drain_progress.observe(
+            cluster, self.draining_of(cluster), loads.owners, {w.broker for w in windows}
+        )
         if not self._all_measured_alike(cluster, loads):
             return None
         idle = _idle_owned(loads.owners, bundles)
