@@ -152,6 +152,7 @@ def move_planner(
     monotonic: Callable[[], float] = time.monotonic,
     draining_of: Callable[[str], frozenset[str]] = no_draining,
     in_flight_from: Callable[[str], Mapping[str, int]] = lambda _cluster: {},
+    pace_drains: bool = True,
 ) -> MovePlanner:
     """The move planner `run` and `plan` share, wired from `moves`. `draining_of`: cluster
     -> broker ids marked draining (default: none)."""
@@ -174,6 +175,7 @@ def move_planner(
         moves_in_flight_from=in_flight_from,
         drain_moves_in_flight_per_broker=moves.drain_moves_in_flight_per_broker,
         drain_moves_per_minute=moves.drain_moves_per_minute,
+        pace_drains=pace_drains,
     )
 
 

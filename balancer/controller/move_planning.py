@@ -224,6 +224,7 @@ class MovePlanner:
         moves_in_flight_from: Callable[[str], Mapping[str, int]] = lambda _cluster: {},
         drain_moves_in_flight_per_broker: int = DRAIN_IN_FLIGHT_PER_BROKER,
         drain_moves_per_minute: int = DRAIN_MOVES_PER_MINUTE,
+        pace_drains: bool = True,
     ) -> None:
         """`movable`: namespaces the controller may act on (its allow/deny lists): the
         others' bundles still load their brokers and count for anti-affinity but are never
@@ -235,12 +236,15 @@ class MovePlanner:
         marked draining (never a destination; emptied: `balancer.core.moves.drain`) at a
         pace: at most `drain_moves_in_flight_per_broker` moves in flight out of each (as
         `moves_in_flight_from`, cluster -> source -> moves, counts them) and
-        `drain_moves_per_minute` drain moves decided per cluster in any minute."""
+        `drain_moves_per_minute` drain moves decided per cluster in any minute; with
+        `pace_drains` False (`plan --drain`), every drain move at once (`apply` sends them
+        one by one under the controller's rate limits)."""
         self.board = board
         self.draining_of = draining_of
         self.moves_in_flight_from = moves_in_flight_from
         self.drain_in_flight_per_broker = drain_moves_in_flight_per_broker
         self.drain_per_minute = drain_moves_per_minute
+        self.pace_drains = pace_drains
         self._drains: dict[str, deque[int]] = {}  # cluster -> when each drain move was decided
         self.drain_progress = DrainProgress()  # bundles left per draining broker (metrics)
         self.movable = movable
@@ -348,7 +352,7 @@ class MovePlanner:
             splits=[s for s in splits if s.cluster == cluster],
             busy_ranges=self.ranges_in_flight(cluster),
             draining=draining,
-            drain_pace=self._drain_pace(cluster, draining, now_ms),
+            drain_pace=self._drain_pace(cluster, draining, now_ms) if self.pace_drains else None,
         )
         drains = self._drains.setdefault(cluster, deque())
         drains.extend(now_ms for m in plan.moves if m.reason is MoveReason.DRAIN)

@@ -124,6 +124,7 @@ def plan_moves(
                 else partial(ranges_in_flight, journal)
             ),
             draining_of=lambda _cluster: drain,  # ids of other clusters are ignored there
+            pace_drains=False,  # the whole drain; `apply` sends it under the rate limits
         )
         by_cluster: dict[str, list[BundleLoad]] = {}
         for bundle in bundles:
