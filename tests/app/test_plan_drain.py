@@ -100,6 +100,32 @@ def test_plan_drain_of_an_unknown_broker_is_a_clear_error(
     assert "--drain 10.9.9.9:8080: not a broker of the clusters planned" in err
 
 
+def test_bundles_that_cannot_leave_are_named_and_the_exit_code_is_not_nothing_to_do(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Draining two of three brokers: the one left cannot take everything (overload 85 %).
+    scenario = even_scenario()
+    with start_peer_group(scenario) as group:
+        config = write_config(group, tmp_path)
+        c = group.model.cluster(CLUSTER)
+        drain = [c.broker_address(0), c.broker_address(1)]
+        data = yaml.safe_load(config.read_text())
+        data["moves"]["overload_ratio"] = 0.02  # room for almost nothing
+        config.write_text(yaml.safe_dump(data))
+        code = main(
+            ["plan", "--interval-s", "0", "--config", str(config), "--drain", *drain, "-o", "json"]
+        )
+        out, err = capsys.readouterr()
+        main(["plan", "--interval-s", "0", "--config", str(config), "--drain", *drain])
+        text, _ = capsys.readouterr()
+    assert code == EXIT_PROPOSALS, err
+    doc = json.loads(out)
+    assert doc["drain_blocked"]
+    assert {b["reason"] for b in doc["drain_blocked"]} == {"no_room"}
+    assert {b["broker"] for b in doc["drain_blocked"]} <= set(drain)
+    assert "cannot leave" in text
+
+
 def test_plan_drain_save_then_apply_empties_the_broker_once(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

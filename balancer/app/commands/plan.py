@@ -18,7 +18,8 @@ internalStats) is listed as skipped (`vanished`), which changes nothing else.
 Exit codes (like `terraform plan -detailed-exitcode`, but 2 stays every command's error code):
   0  nothing to do in the clusters read
   2  error: NO cluster could be read, or a bad stats file or arguments: one line on stderr
-  3  there are proposals (splits, offloads or moves) in the clusters read
+  3  there are proposals (splits, offloads or moves) in the clusters read, or bundles of a
+     broker to drain that cannot leave it (`--drain`)
 
     pulsar-balancer plan --config conf/balancer.yaml
     pulsar-balancer plan --admin-url east=http://127.0.0.1:8080 --samples 3 --interval-s 30
@@ -211,7 +212,10 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
         source = "clusters " + ", ".join(c.name for c in config.clusters)
         if save is not None:
             _save(save, config, source, plan, points, moves, layouts)
-    proposals = plan.has_proposals or bool(moves is not None and moves.moves)
+    # A bundle of a draining broker that cannot leave is no "nothing to do": the broker
+    # is not empty (a scale-in script must not go on to stop it).
+    stuck = moves is not None and any(c.plan.drain_blocked for c in moves.clusters.values())
+    proposals = plan.has_proposals or bool(moves is not None and moves.moves) or stuck
     code = EXIT_PROPOSALS if proposals else EXIT_NOTHING
     if wants_json(args):
         print_json(
