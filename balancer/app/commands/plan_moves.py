@@ -24,7 +24,7 @@ from rich.table import Table
 
 from balancer.app.commands.output import make_table
 from balancer.app.config import BalancerConfig
-from balancer.app.controller_wiring import move_planner
+from balancer.app.controller_wiring import move_planner, no_draining
 from balancer.controller.broker_board import BrokerLoadBoard
 from balancer.controller.journal import Journal
 from balancer.controller.move_planning import ClusterLoads, PlacementReads
@@ -105,11 +105,13 @@ def plan_moves(
     allows: Callable[[str], bool],
     errors: Mapping[str, str] | None = None,
     drain: frozenset[str] = frozenset(),
+    marked: Callable[[str], frozenset[str]] = no_draining,
 ) -> MovesPlan:
     """Each cluster's moves, as `run`'s handler plans them for one window. `errors`: the
     clusters whose broker loads could not be read already (named, no moves). `drain`:
     broker ids to empty (`plan --drain`); one that is no broker of a cluster planned is a
-    ValueError naming it."""
+    ValueError naming it. `marked`: cluster -> brokers marked draining for `run` (planned
+    as draining too, so `plan` shows what `run` does)."""
     out = MovesPlan(errors=dict(errors or {}))
     last_moves, journal = journal_last_moves(config.controller.journal_path)
     try:
@@ -123,7 +125,8 @@ def plan_moves(
                 if journal is None
                 else partial(ranges_in_flight, journal)
             ),
-            draining_of=lambda _cluster: drain,  # ids of other clusters are ignored there
+            # ids of other clusters are ignored there
+            draining_of=lambda cluster: drain | marked(cluster),
             pace_drains=False,  # the whole drain; `apply` sends it under the rate limits
         )
         by_cluster: dict[str, list[BundleLoad]] = {}
