@@ -18,7 +18,7 @@ from balancer.controller.clock import Clock, SystemClock
 from balancer.controller.handler import ControllerHandler
 from balancer.controller.journal import Journal
 from balancer.controller.move_planning import MovePlanner, PlacementReads, RulesCache
-from balancer.controller.move_steps import ranges_in_flight
+from balancer.controller.move_steps import moves_in_flight_from, ranges_in_flight
 from balancer.controller.offload_point import OffloadPointFn, default_offload_point
 from balancer.controller.ports import AdminPort, MovePort, PulsarConfigPort, WriterLease
 from balancer.controller.pulsar_shedder import SwitchSink, SwitchState, check_pulsar_switches
@@ -42,6 +42,11 @@ def controller_settings(config: BalancerConfig) -> ControllerSettings:
     )
 
 
+def no_draining(_cluster: str) -> frozenset[str]:
+    """The default drain marks: no broker is draining (`draining_of`)."""
+    return frozenset()
+
+
 def build_controller(
     config: BalancerConfig,
     admin: AdminPort,
@@ -53,6 +58,7 @@ def build_controller(
     audit_fields: Mapping[str, object] | None = None,
     offload_point: OffloadPointFn = default_offload_point,
     role: str = "run",
+    draining_of: Callable[[str], frozenset[str]] | None = None,
 ) -> Controller:
     """A controller wired from the config (journal, audit log, limits, breakers).
     `audit_fields` go into every audit record; `offload_point` replaces the size rule
@@ -84,6 +90,7 @@ def build_controller(
         offload_point=offload_point,
         # The client moves bundles once it has unload-to-a-destination and ownership reads.
         mover=admin if isinstance(admin, MovePort) else None,
+        draining_of=draining_of,  # None: no broker is draining
     )
 
 
@@ -143,8 +150,12 @@ def move_planner(
     last_moves_ms: Callable[[str], Mapping[str, int]],
     ranges_in_flight: Callable[[str], frozenset[str]] = lambda _cluster: frozenset(),
     monotonic: Callable[[], float] = time.monotonic,
+    draining_of: Callable[[str], frozenset[str]] = no_draining,
+    in_flight_from: Callable[[str], Mapping[str, int]] = lambda _cluster: {},
+    pace_drains: bool = True,
 ) -> MovePlanner:
-    """The move planner `run` and `plan` share, wired from `moves`."""
+    """The move planner `run` and `plan` share, wired from `moves`. `draining_of`: cluster
+    -> broker ids marked draining (default: none)."""
     moves = config.moves
     return MovePlanner(
         board,
@@ -160,6 +171,11 @@ def move_planner(
         last_moves_ms=last_moves_ms,
         movable=controller_settings(config).allows,
         ranges_in_flight=ranges_in_flight,
+        draining_of=draining_of,
+        moves_in_flight_from=in_flight_from,
+        drain_moves_in_flight_per_broker=moves.drain_moves_in_flight_per_broker,
+        drain_moves_per_minute=moves.drain_moves_per_minute,
+        pace_drains=pace_drains,
     )
 
 
@@ -170,10 +186,13 @@ def build_handler(
     clock: Clock | None = None,
     lease: WriterLease | None = None,
     board: BrokerLoadBoard | None = None,
+    draining_of: Callable[[str], frozenset[str]] | None = None,
 ) -> ControllerHandler:
     """The BatchHandler for the stream, wired from the config. With a `board`, each window
-    also plans bundle moves between brokers."""
-    controller = build_controller(config, admin, clock=clock, lease=lease)
+    also plans bundle moves between brokers. `draining_of`: cluster -> brokers marked
+    draining (None: none), for both the planner and the controller's send-time check."""
+    draining = draining_of or no_draining
+    controller = build_controller(config, admin, clock=clock, lease=lease, draining_of=draining)
     mover = (
         None
         if board is None
@@ -183,6 +202,8 @@ def build_handler(
             board,
             last_moves_ms=controller.journal.last_moves,
             ranges_in_flight=partial(ranges_in_flight, controller.journal),
+            draining_of=draining,
+            in_flight_from=partial(moves_in_flight_from, controller.journal),
         )
     )
     return ControllerHandler(

@@ -71,6 +71,10 @@ class MovesConfig(_Model):
     max_moves_per_broker: int = Field(default=15, ge=1)  # out of or into one broker, per cycle
     min_bundle_load_ratio: float = Field(default=0.01, ge=0, le=1)
     max_topics_per_broker: int = Field(default=50_000, ge=1)  # loadBalancerBrokerMaxTopics
+    # The pace a draining broker is emptied at: moves in flight (sent, not yet owned at the
+    # destination) out of one draining broker, and drain moves decided per cluster a minute.
+    drain_moves_in_flight_per_broker: int = Field(default=4, ge=1)
+    drain_moves_per_minute: int = Field(default=20, ge=1)
     weights: WeightsConfig = WeightsConfig()
     # Read each broker's load-report every collector round; off (or unanswered): load from
     # the broker's bundles against `broker_capacity`.

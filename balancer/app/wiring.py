@@ -182,6 +182,10 @@ class AppHandler:
                 self.metrics.move_path.set_rules_unreadable(
                     cluster, cluster in self.controller.mover.unreadable_rules
                 )
+                progress = self.controller.mover.drain_progress
+                self.metrics.move_path.set_drains(
+                    cluster, progress.bundles_left(cluster), *progress.take_counts(cluster)
+                )
         ranked = sorted(
             ((b, max_ratio(b, self.limits(b.namespace))) for b in report.bundles),
             key=lambda pair: -pair[1],

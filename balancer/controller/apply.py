@@ -83,6 +83,10 @@ _D = TypeVar("_D", SplitDecision, OffloadDecision, MoveDecision)
 _T = TypeVar("_T")
 
 
+def _none_draining(_cluster: str) -> frozenset[str]:
+    return frozenset()
+
+
 class Controller:
     def __init__(
         self,
@@ -99,8 +103,11 @@ class Controller:
         layouts: LayoutCache | None = None,
         lease: WriterLease | None = None,
         mover: MovePort | None = None,
+        draining_of: Callable[[str], frozenset[str]] | None = None,
     ) -> None:
         self.admin = admin
+        # cluster -> brokers marked draining: no move sends a bundle to one (default none).
+        self.draining_of: Callable[[str], frozenset[str]] = draining_of or _none_draining
         # Moves need unload-to-a-destination and ownership reads (None: moves end `failed`).
         self.mover = mover
         self.lease = lease  # None: this balancer is the only writer (no lease configured)

@@ -19,11 +19,13 @@ settled: the modular load manager keeps one destination per bare range.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from balancer.controller.broker_board import BrokerLoadBoard, BrokerWindow
+from balancer.controller.drain_progress import DrainProgress
 from balancer.core.broker_load import (
     REPORT_SETTLE_MS,
     BrokerCapacity,
@@ -35,11 +37,13 @@ from balancer.core.bundles import BundleRange
 from balancer.core.decisions import SplitDecision
 from balancer.core.load import BundleLoad
 from balancer.core.moves.decide import decide_moves
+from balancer.core.moves.drain import DrainPace
 from balancer.core.moves.inputs import broker_states, bundle_states
 from balancer.core.moves.model import (
     BundleState,
     IsolationPolicy,
     MovePlan,
+    MoveReason,
     MoveSettings,
     PlacementRules,
 )
@@ -198,6 +202,11 @@ def cluster_loads(
     return ClusterLoads(tuple(loads), owners)
 
 
+# Drain pace defaults (`moves.drain_moves_in_flight_per_broker`, `moves.drain_moves_per_minute`).
+DRAIN_IN_FLIGHT_PER_BROKER = 4
+DRAIN_MOVES_PER_MINUTE = 20
+
+
 class MovePlanner:
     def __init__(
         self,
@@ -211,6 +220,11 @@ class MovePlanner:
         movable: Callable[[str], bool] = lambda _namespace: True,
         ranges_in_flight: Callable[[str], frozenset[str]] = lambda _cluster: frozenset(),
         report_settle_ms: int = REPORT_SETTLE_MS,
+        draining_of: Callable[[str], frozenset[str]] = lambda _cluster: frozenset(),
+        moves_in_flight_from: Callable[[str], Mapping[str, int]] = lambda _cluster: {},
+        drain_moves_in_flight_per_broker: int = DRAIN_IN_FLIGHT_PER_BROKER,
+        drain_moves_per_minute: int = DRAIN_MOVES_PER_MINUTE,
+        pace_drains: bool = True,
     ) -> None:
         """`movable`: namespaces the controller may act on (its allow/deny lists): the
         others' bundles still load their brokers and count for anti-affinity but are never
@@ -218,8 +232,21 @@ class MovePlanner:
         -> bare bundle ranges with a move sent and not settled (`move_steps.ranges_in_flight`).
         `report_settle_ms`: a broker's reports count again once polled this long after a
         move from or to it (before, its usages still describe the old layout:
-        `balancer.core.broker_load.REPORT_SETTLE_MS`)."""
+        `balancer.core.broker_load.REPORT_SETTLE_MS`). `draining_of`: cluster -> broker ids
+        marked draining (never a destination; emptied: `balancer.core.moves.drain`) at a
+        pace: at most `drain_moves_in_flight_per_broker` moves in flight out of each (as
+        `moves_in_flight_from`, cluster -> source -> moves, counts them) and
+        `drain_moves_per_minute` drain moves decided per cluster in any minute; with
+        `pace_drains` False (`plan --drain`), every drain move at once (`apply` sends them
+        one by one under the controller's rate limits)."""
         self.board = board
+        self.draining_of = draining_of
+        self.moves_in_flight_from = moves_in_flight_from
+        self.drain_in_flight_per_broker = drain_moves_in_flight_per_broker
+        self.drain_per_minute = drain_moves_per_minute
+        self.pace_drains = pace_drains
+        self._drains: dict[str, deque[int]] = {}  # cluster -> when each drain move was decided
+        self.drain_progress = DrainProgress()  # bundles left per draining broker (metrics)
         self.movable = movable
         self.ranges_in_flight = ranges_in_flight
         # cluster -> the isolation patterns that made its rules unreadable (a gauge and alert)
@@ -272,6 +299,9 @@ class MovePlanner:
             tuple(self._projected(cluster, load) for load in loads.brokers), loads.owners
         )
         self.last_loads[cluster] = loads
+        self.drain_progress.observe(
+            cluster, self.draining_of(cluster), loads.owners, {w.broker for w in windows}
+        )
         if not self._all_measured_alike(cluster, loads):
             return None
         idle = _idle_owned(loads.owners, bundles)
@@ -297,6 +327,7 @@ class MovePlanner:
                 exc,
             )
             return None
+        draining = self.draining_of(cluster)
         brokers = broker_states(
             loads.brokers,
             weights=self.settings.weights,
@@ -320,7 +351,11 @@ class MovePlanner:
             window_end_ms=window_end_ms,
             splits=[s for s in splits if s.cluster == cluster],
             busy_ranges=self.ranges_in_flight(cluster),
+            draining=draining,
+            drain_pace=self._drain_pace(cluster, draining, now_ms) if self.pace_drains else None,
         )
+        drains = self._drains.setdefault(cluster, deque())
+        drains.extend(now_ms for m in plan.moves if m.reason is MoveReason.DRAIN)
         self.last_plans[cluster] = plan
         for move in plan.moves:
             self._moved[(cluster, move.source)] = (now_ms, plan.loads_after[move.source])
@@ -329,6 +364,21 @@ class MovePlanner:
                 plan.loads_after[move.destination],
             )
         return plan
+
+    def _drain_pace(self, cluster: str, draining: frozenset[str], now_ms: int) -> DrainPace:
+        """What this cycle may start: each draining broker's in-flight limit less its moves
+        in flight, and the cluster's per-minute limit less the drain moves of the last
+        minute (`now_ms` is the clock's: time is passed in)."""
+        drains = self._drains.setdefault(cluster, deque())
+        while drains and drains[0] <= now_ms - 60_000:
+            drains.popleft()
+        in_flight = self.moves_in_flight_from(cluster) if draining else {}
+        return DrainPace(
+            per_broker={
+                b: max(0, self.drain_in_flight_per_broker - in_flight.get(b, 0)) for b in draining
+            },
+            cluster=max(0, self.drain_per_minute - len(drains)),
+        )
 
     def _all_measured_alike(self, cluster: str, loads: ClusterLoads) -> bool:
         """Brokers measured from their own usages (load report, load metrics) and brokers

@@ -106,6 +106,18 @@ def ranges_in_flight(journal: Journal, cluster: str) -> frozenset[str]:
     return frozenset(bundle_range_of(e.target) for e in moves_in_flight(journal, cluster))
 
 
+def moves_in_flight_from(journal: Journal, cluster: str) -> dict[str, int]:
+    """Source broker -> the cluster's moves in flight out of it (the drain pace counts
+    them per draining broker)."""
+    out: dict[str, int] = {}
+    for e in moves_in_flight(journal, cluster):
+        decision = e.payload.get("decision")
+        source = decision.get("source") if isinstance(decision, dict) else None
+        if isinstance(source, str):
+            out[source] = out.get(source, 0) + 1
+    return out
+
+
 def find_owner(
     mover: MovePort, cluster: str, name: str, first: Sequence[str]
 ) -> tuple[str | None, str]:
@@ -171,6 +183,14 @@ def move_steps(ctl: Controller, decision: MoveDecision, batch_id: str | None) ->
     )
     if name not in owned:
         raise Finish(ActionResult.STALE, f"bundle {name} no longer owned by {decision.source}")
+    if decision.reason is not MoveReason.CLEAR_LEFTOVER and decision.destination in (
+        ctl.draining_of(cluster)
+    ):
+        # Marked draining since the plan was made (a saved plan, an earlier window's).
+        raise Finish(
+            ActionResult.STALE,
+            f"destination {decision.destination} is draining: no bundle goes to it",
+        )
     ctl._wait_unsettled(decision, name)
     _wait_same_range(ctl, decision, name)
     ctl._acquire(decision)
@@ -245,7 +265,8 @@ def leftover_cleanup(
             cluster
         ).get("loadManagerClassName", ""):
             return None  # the extensible load manager keeps no destination (a transfer)
-        brokers = list(mover.list_brokers(cluster))
+        draining = ctl.draining_of(cluster)  # the cleanup would anchor a bundle there
+        brokers = [b for b in mover.list_brokers(cluster) if b not in draining]
         brokers.sort(key=lambda b: (b != decision.destination, b))
         for broker in brokers:
             for name in sorted(mover.owned_bundles(cluster, broker)):

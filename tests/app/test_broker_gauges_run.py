@@ -9,6 +9,7 @@ from unittest.mock import MagicMock
 from prometheus_client import CollectorRegistry
 
 from balancer.app.wiring import AppHandler, LiveState
+from balancer.controller.drain_progress import DrainProgress
 from balancer.controller.move_planning import ClusterLoads
 from balancer.core.broker_load import BrokerLoad, LoadSource
 from balancer.core.limits import BundleLimits
@@ -34,6 +35,7 @@ def test_the_handler_sets_the_broker_gauges_of_each_planned_cluster() -> None:
     )
     controller = MagicMock()
     controller.mover.last_loads = {"east": ClusterLoads(loads, {})}
+    controller.mover.drain_progress = DrainProgress()  # no broker draining
     controller.last_move_plans = {"east": plan}
     handler = AppHandler(controller, metrics, LiveState(), lambda _ns: BundleLimits())
     handler.handle(batch_report(batch_id=1, window_end_ms=60_000))

@@ -18,12 +18,19 @@ internalStats) is listed as skipped (`vanished`), which changes nothing else.
 Exit codes (like `terraform plan -detailed-exitcode`, but 2 stays every command's error code):
   0  nothing to do in the clusters read
   2  error: NO cluster could be read, or a bad stats file or arguments: one line on stderr
-  3  there are proposals (splits, offloads or moves) in the clusters read
+  3  there are proposals (splits, offloads or moves) in the clusters read, or bundles of a
+     broker to drain that cannot leave it (`--drain`)
 
     pulsar-balancer plan --config conf/balancer.yaml
     pulsar-balancer plan --admin-url east=http://127.0.0.1:8080 --samples 3 --interval-s 30
     pulsar-balancer plan --stats-file saved/ -o json      # saved/<cluster>/<broker>.json
     pulsar-balancer plan --config conf/balancer.yaml --save plan.json   # then: apply plan.json
+    pulsar-balancer plan --config conf/balancer.yaml --drain 10.0.0.7:8080 --save drain.json
+
+With `--drain BROKER...` the plan also moves every bundle off the named brokers (their
+heartbeat namespaces excepted) to brokers that stay, within the placement rules and the
+target computed without them; bundles that cannot go are listed with the reason. A BROKER
+that is no broker of the clusters read is an error (exit 2).
 
 With `--save PLAN.json` the plan is also written as a versioned, hash-identified document
 (`balancer.core.plan_document`) that `pulsar-balancer apply PLAN.json` carries out. Only
@@ -124,6 +131,14 @@ def register(subparsers: Subparsers) -> None:
         "(default: the config's first cluster, else 'standalone')",
     )
     parser.add_argument(
+        "--drain",
+        nargs="+",
+        default=[],
+        metavar="BROKER",
+        help="propose moving every bundle off these brokers (host:port, as the cluster "
+        "lists them; heartbeat namespaces stay): before removing or stopping them",
+    )
+    parser.add_argument(
         "--save",
         type=Path,
         metavar="PLAN.json",
@@ -144,6 +159,12 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
     if save is not None and (args.stats_file is not None or config is None):
         # A stats file has no layouts, owners nor offload points: nothing exact to apply.
         raise ValueError("--save needs live clusters (--config or --admin-url)")
+    drain = frozenset(getattr(args, "drain", None) or ())
+    if drain:
+        if args.stats_file is not None or config is None:
+            raise ValueError("--drain needs live clusters (--config or --admin-url)")
+        if not config.moves.enabled:
+            raise ValueError("--drain needs moves (moves.enabled is false in the config)")
     now_ms = int(time.time() * 1000)
     settings = _controller_settings(config)
     points: dict[str, OffloadPoint] = {}
@@ -186,11 +207,15 @@ def plan_command(args: argparse.Namespace, *, sleep: Callable[[float], None] = t
             sleep=wait,
             allows=settings.allows,
             layouts=layouts,
+            drain=drain,
         )
         source = "clusters " + ", ".join(c.name for c in config.clusters)
         if save is not None:
             _save(save, config, source, plan, points, moves, layouts)
-    proposals = plan.has_proposals or bool(moves is not None and moves.moves)
+    # A bundle of a draining broker that cannot leave is no "nothing to do": the broker
+    # is not empty (a scale-in script must not go on to stop it).
+    stuck = moves is not None and any(c.plan.drain_blocked for c in moves.clusters.values())
+    proposals = plan.has_proposals or bool(moves is not None and moves.moves) or stuck
     code = EXIT_PROPOSALS if proposals else EXIT_NOTHING
     if wants_json(args):
         print_json(

@@ -80,13 +80,17 @@ def live_plan(
     sleep: Callable[[float], None],
     allows: Callable[[str], bool],
     layouts: dict[tuple[str, str], tuple[int, ...]] | None = None,
+    drain: frozenset[str] = frozenset(),
 ) -> LivePlan:
     """Poll, plan and find each offload's point; every request is a GET.
 
     With `layouts`, each namespace's bundle boundaries as read go there ((cluster,
     namespace) -> boundaries: what `plan --save` records).
 
-    Raises ValueError (one line naming every cluster and why) when no cluster could be read.
+    `drain`: broker ids to empty (`plan --drain`).
+
+    Raises ValueError (one line naming every cluster and why) when no cluster could be read,
+    or when a broker of `drain` is no broker of the clusters read.
     """
     from balancer.app.pulsar_wiring import peer_group_from_config
     from balancer.pulsar.errors import NotFoundError, PulsarAdminError
@@ -155,6 +159,7 @@ def live_plan(
                 now_ms=now_ms,
                 allows=allows,
                 errors=load_errors,
+                drain=drain,
             )
         points: dict[str, OffloadPoint] = {}
         for offload in plan.offloads:

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from balancer.app.commands.output import make_table
 from balancer.app.config import BalancerConfig
-from balancer.app.controller_wiring import move_planner
+from balancer.app.controller_wiring import move_planner, no_draining
 from balancer.controller.broker_board import BrokerLoadBoard
 from balancer.controller.journal import Journal
 from balancer.controller.move_planning import ClusterLoads, PlacementReads
@@ -104,9 +104,14 @@ def plan_moves(
     now_ms: int,
     allows: Callable[[str], bool],
     errors: Mapping[str, str] | None = None,
+    drain: frozenset[str] = frozenset(),
+    marked: Callable[[str], frozenset[str]] = no_draining,
 ) -> MovesPlan:
     """Each cluster's moves, as `run`'s handler plans them for one window. `errors`: the
-    clusters whose broker loads could not be read already (named, no moves)."""
+    clusters whose broker loads could not be read already (named, no moves). `drain`:
+    broker ids to empty (`plan --drain`); one that is no broker of a cluster planned is a
+    ValueError naming it. `marked`: cluster -> brokers marked draining for `run` (planned
+    as draining too, so `plan` shows what `run` does)."""
     out = MovesPlan(errors=dict(errors or {}))
     last_moves, journal = journal_last_moves(config.controller.journal_path)
     try:
@@ -120,6 +125,9 @@ def plan_moves(
                 if journal is None
                 else partial(ranges_in_flight, journal)
             ),
+            # ids of other clusters are ignored there
+            draining_of=lambda cluster: drain | marked(cluster),
+            pace_drains=False,  # the whole drain; `apply` sends it under the rate limits
         )
         by_cluster: dict[str, list[BundleLoad]] = {}
         for bundle in bundles:
@@ -151,7 +159,22 @@ def plan_moves(
     finally:
         if journal is not None:
             journal.close()
+    check_drain(drain, out)
     return out
+
+
+def check_drain(drain: frozenset[str], moves: MovesPlan) -> None:
+    """Every broker to drain is a broker of a cluster planned, else a ValueError naming it
+    and the brokers there are (a typo must not plan a drain of nothing)."""
+    known = {load.broker for c in moves.clusters.values() for load in c.loads.brokers}
+    unknown = sorted(drain - known)
+    if not unknown:
+        return
+    unread = f"; not planned: {', '.join(sorted(moves.errors))}" if moves.errors else ""
+    raise ValueError(
+        f"--drain {' '.join(unknown)}: not a broker of the clusters planned "
+        f"(brokers: {', '.join(sorted(known)) or 'none read'}{unread})"
+    )
 
 
 def _why(cluster: str, what: str, exc: Exception) -> str:
@@ -166,9 +189,18 @@ def _why(cluster: str, what: str, exc: Exception) -> str:
 def moves_json(moves: MovesPlan | None) -> dict[str, Any]:
     """The JSON keys of the moves: `brokers`, `moves`, `moves_blocked` (and why none)."""
     if moves is None:
-        return {"brokers": [], "moves": [], "moves_blocked": [], "moves_note": None}
+        return {
+            "brokers": [],
+            "moves": [],
+            "moves_blocked": [],
+            "draining": [],
+            "drain_blocked": [],
+            "moves_note": None,
+        }
     brokers = []
     blocked = []
+    draining: list[dict[str, str]] = []
+    drain_blocked: list[dict[str, str]] = []
     for cluster, c in moves.clusters.items():
         for load in c.loads.brokers:
             brokers.append(
@@ -189,11 +221,18 @@ def moves_json(moves: MovesPlan | None) -> dict[str, Any]:
             }
             for b in c.plan.blocked
         ]
+        draining += [{"cluster": cluster, "broker": b} for b in c.plan.draining]
+        drain_blocked += [
+            {"cluster": cluster, "bundle": b.bundle, "broker": b.broker, "reason": b.reason.value}
+            for b in c.plan.drain_blocked
+        ]
     return {
         "brokers": brokers,
         "moves": [m.to_dict() for m in moves.moves],
         "moves_denied": [m.to_dict() for c in moves.clusters.values() for m in c.denied],
         "moves_blocked": blocked,
+        "draining": draining,
+        "drain_blocked": drain_blocked,
         "moves_errors": [{"cluster": k, "error": v} for k, v in moves.errors.items()],
         "moves_note": moves.note,
     }
@@ -221,7 +260,9 @@ def moves_parts(moves: MovesPlan | None) -> list[RenderableType]:
                 ("broker", "load now", "after moves", "bundles now", "load from"),
                 [
                     (
-                        load.broker,
+                        f"{load.broker} (draining)"
+                        if load.broker in plan.draining
+                        else load.broker,
                         _pct(plan.loads_before.get(load.broker, load.load_ratio)),
                         _pct(plan.loads_after.get(load.broker, load.load_ratio)),
                         load.bundle_count,
@@ -246,6 +287,14 @@ def moves_parts(moves: MovesPlan | None) -> list[RenderableType]:
                     f"Brokers of {cluster} still over target with no move",
                     ("broker", "load", "because"),
                     [(b.broker, _pct(b.load_ratio), b.reason.value) for b in plan.blocked],
+                )
+            )
+        if plan.drain_blocked:
+            parts.append(
+                make_table(
+                    f"Bundles of draining brokers of {cluster} that cannot leave",
+                    ("bundle", "broker", "because"),
+                    [(b.bundle, b.broker, b.reason.value) for b in plan.drain_blocked],
                 )
             )
     for error in moves.errors.values():  # each names its cluster: "cluster X: ..."

@@ -179,11 +179,17 @@ def print_plan(
     if exit_code == EXIT_PROPOSALS:
         parts.append(
             f"{len(plan.splits)} split(s), {len(plan.offloads)} offload(s), "
-            f"{len(moves.moves) if moves else 0} move(s) proposed (exit code {EXIT_PROPOSALS})"
+            f"{len(moves.moves) if moves else 0} move(s) proposed"
+            f"{_stuck_text(moves)} (exit code {EXIT_PROPOSALS})"
         )
     else:
         parts.append(f"Nothing to do (exit code {EXIT_NOTHING})")
     print_tables(*parts)
+
+
+def _stuck_text(moves: MovesPlan | None) -> str:
+    stuck = sum(len(c.plan.drain_blocked) for c in moves.clusters.values()) if moves else 0
+    return f", {stuck} bundle(s) of draining brokers cannot leave" if stuck else ""
 
 
 def _point_text(point: OffloadPoint | None) -> str:

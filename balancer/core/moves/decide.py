@@ -24,10 +24,12 @@ Purely computational, with no side effects; time is passed in.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from math import fsum
 
 from balancer.core.broker_load import bundle_load_ratio
 from balancer.core.decisions import SplitDecision
+from balancer.core.moves.drain import DrainMove, DrainPace, plan_drain
 from balancer.core.moves.model import (
     BlockedBroker,
     BlockReason,
@@ -320,6 +322,8 @@ def decide_moves(
     window_end_ms: int,
     splits: Sequence[SplitDecision] = (),
     busy_ranges: frozenset[str] = frozenset(),
+    draining: frozenset[str] = frozenset(),
+    drain_pace: DrainPace | None = None,
 ) -> MovePlan:
     """The moves of one cluster for one window. `splits` are the split decisions of the same
     cycle: each parent bundle is replaced by its children (on the parent's owner, with the
@@ -329,14 +333,26 @@ def decide_moves(
     its bundle not owned again yet). No bundle with such a range is moved, and at most one
     bundle per range is moved in a cycle: the modular load manager keeps one destination
     per range for the next lookup of any bundle with it. Pinned bundles and system
-    namespaces count (load, anti-affinity, topics) but never move."""
+    namespaces count (load, anti-affinity, topics) but never move.
+
+    `draining`: broker ids marked draining (balancer.core.moves.drain): never a destination,
+    left out of the balance (as if gone), and each bundle they own moved off first (reason
+    DRAIN) or named in `drain_blocked`, at most as many as `drain_pace` allows (None: all).
+    Ids that are no broker of `brokers` are ignored."""
     all_bundles, after_split = with_splits(bundles, splits)
     known = {b.broker for b in brokers}
     all_bundles = [b for b in all_bundles if b.owner in known]  # an unknown owner: not ours
-    cycle = _Cycle(brokers, all_bundles, rules, settings, now_ms, busy_ranges)
+    draining = frozenset(d for d in draining if d in known)
+    # A draining broker is seen inactive: no rule allows it, no target counts it.
+    seen = [replace(b, active=False) if b.broker in draining else b for b in brokers]
+    cycle = _Cycle(seen, all_bundles, rules, settings, now_ms, busy_ranges)
     loads_before = dict(cycle.loads)
     balanced_before = is_balanced(cycle.active_loads(), settings)
-    moves: list[MoveDecision] = []
+    drained, drain_blocked = plan_drain(cycle, draining, drain_pace)
+    moves = [
+        _decision(cluster, window_end_ms, m, MoveReason.DRAIN, after_split.get(m.bundle.name))
+        for m in drained
+    ]
     while not is_balanced(cycle.active_loads(), settings):
         active = cycle.active_loads()
         mean = _mean(active)
@@ -365,31 +381,11 @@ def decide_moves(
             else:
                 reason = MoveReason.IDLE_BROKER
             after_src, after_dst = cycle.apply(bundle, source, dest)
+            move = DrainMove(
+                bundle, source, dest, on_source, before_src, before_dst, after_src, after_dst
+            )
             moves.append(
-                MoveDecision(
-                    decision_id=move_decision_id(
-                        cluster=cluster,
-                        namespace=bundle.namespace,
-                        bundle=bundle.bundle,
-                        window_end_ms=window_end_ms,
-                    ),
-                    cluster=cluster,
-                    namespace=bundle.namespace,
-                    bundle=bundle.bundle,
-                    source=source,
-                    destination=dest,
-                    reason=reason,
-                    bundle_load_ratio=on_source,
-                    msg_rate=bundle.msg_rate,
-                    throughput_bytes=bundle.throughput_bytes,
-                    sessions=bundle.sessions,
-                    source_load_before=before_src,
-                    source_load_after=after_src,
-                    destination_load_before=before_dst,
-                    destination_load_after=after_dst,
-                    window_end_ms=window_end_ms,
-                    after_split=after_split.get(bundle.name),
-                )
+                _decision(cluster, window_end_ms, move, reason, after_split.get(bundle.name))
             )
             made = True
             break
@@ -412,4 +408,36 @@ def decide_moves(
         ),
         balanced_before=balanced_before,
         balanced_after=is_balanced(active_after, settings),
+        draining=tuple(sorted(draining)),
+        drain_blocked=tuple(drain_blocked),
+    )
+
+
+def _decision(
+    cluster: str, window_end_ms: int, move: DrainMove, reason: MoveReason, after_split: str | None
+) -> MoveDecision:
+    bundle = move.bundle
+    return MoveDecision(
+        decision_id=move_decision_id(
+            cluster=cluster,
+            namespace=bundle.namespace,
+            bundle=bundle.bundle,
+            window_end_ms=window_end_ms,
+        ),
+        cluster=cluster,
+        namespace=bundle.namespace,
+        bundle=bundle.bundle,
+        source=move.source,
+        destination=move.destination,
+        reason=reason,
+        bundle_load_ratio=move.on_source,
+        msg_rate=bundle.msg_rate,
+        throughput_bytes=bundle.throughput_bytes,
+        sessions=bundle.sessions,
+        source_load_before=move.source_before,
+        source_load_after=move.source_after,
+        destination_load_before=move.destination_before,
+        destination_load_after=move.destination_after,
+        window_end_ms=window_end_ms,
+        after_split=after_split,
     )

@@ -122,6 +122,7 @@ class MoveReason(StrEnum):
     # load manager's destination behind for a bare range: a bundle with that range is
     # unloaded to the broker that owns it, so its own lookup uses the entry up in place.
     CLEAR_LEFTOVER = "clear_leftover"
+    DRAIN = "drain"  # the source is marked draining: every bundle it owns is to leave it
 
 
 class BlockReason(StrEnum):
@@ -189,6 +190,25 @@ class MoveDecision:
         }
 
 
+class DrainBlock(StrEnum):
+    """Why a bundle of a draining broker gets no move (bounded: a metric label)."""
+
+    NO_DESTINATION = "no_destination"  # the placement rules allow no broker that stays
+    NO_ROOM = "no_room"  # every allowed broker would end over its target
+    NOT_MOVABLE = "not_movable"  # outside the controller's allow-list (pinned)
+    # Another move of its bare range is in flight (or one this cycle): moved next cycle.
+    RANGE_IN_FLIGHT = "range_in_flight"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedBundle:
+    """A bundle of a draining broker that cannot leave it this cycle, and why."""
+
+    bundle: str  # tenant/ns/range
+    broker: str  # its owner (draining)
+    reason: DrainBlock
+
+
 @dataclass(frozen=True, slots=True)
 class BlockedBroker:
     broker: str
@@ -208,3 +228,5 @@ class MovePlan:
     blocked: tuple[BlockedBroker, ...] = ()  # brokers still over target, and why
     balanced_before: bool = False
     balanced_after: bool = False
+    draining: tuple[str, ...] = ()  # brokers marked draining, sorted (never a destination)
+    drain_blocked: tuple[BlockedBundle, ...] = ()  # their bundles that cannot leave, and why
