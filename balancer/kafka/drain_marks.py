@@ -49,9 +49,16 @@ def ensure_marks_topic(
     *,
     client_kwargs: Mapping[str, Any] | None = None,
     replication_factor: int = 1,
+    timeout_s: float = 10.0,
 ) -> bool:
-    """Create the compacted one-partition marks topic unless it exists; True if created."""
-    settings: dict[str, Any] = {"client_id": "pulsar-balancer-drain-marks", **(client_kwargs or {})}
+    """Create the compacted one-partition marks topic unless it exists; True if created.
+    Kafka unreachable: raises within about `timeout_s` (kafka-python waits 30 s by default)."""
+    settings: dict[str, Any] = {
+        "client_id": "pulsar-balancer-drain-marks",
+        "bootstrap_timeout_ms": int(timeout_s * 1000),
+        "request_timeout_ms": int(timeout_s * 1000),
+        **(client_kwargs or {}),
+    }
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers.split(","), **settings)
     try:
         if topic in set(admin.list_topics()):
@@ -192,7 +199,10 @@ class KafkaDrainMarks:
     def _ensure_topic(self) -> None:
         if self._create_topic and not self._topic_checked:
             ensure_marks_topic(
-                self.bootstrap_servers, self.topic, client_kwargs=self._client_kwargs
+                self.bootstrap_servers,
+                self.topic,
+                client_kwargs=self._client_kwargs,
+                timeout_s=self._timeout_s,
             )
             self._topic_checked = True
 
