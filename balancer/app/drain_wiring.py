@@ -13,15 +13,16 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from balancer.app.config import BalancerConfig
 from balancer.app.lease_wiring import lease_identity
 from balancer.app.stream_settings import kafka_security
-from balancer.core.drain_marks import restart_rule
+from balancer.core.drain_marks import DrainMark, restart_rule
 from balancer.kafka.drain_marks import KafkaDrainMarks
 from balancer.kafka.lease import KafkaWriterLease
 
@@ -29,6 +30,10 @@ log = logging.getLogger(__name__)
 
 # The marks are re-read at most this often: a cycle asks once per cluster.
 MARKS_REFRESH_S = 5.0
+# The restart rule looks at the marked brokers this often between cycles. A broker (a JVM
+# that registers again in the metadata store) is unlisted for longer than this when it
+# restarts; a restart the rule misses leaves the mark on (`drain --undo` clears it).
+WATCH_INTERVAL_S = 5.0
 
 
 def build_drain_marks(config: BalancerConfig, *, timeout_s: float = 10.0) -> KafkaDrainMarks:
@@ -71,11 +76,59 @@ class DrainMarksView:
         self._now_ms = now_ms
         self._refreshed_at = float("-inf")
         self.read_failures = 0  # refreshes that failed (Kafka away): the last marks answered
+        self._lock = threading.Lock()  # the planner's thread and the watcher's
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def draining(self, cluster: str) -> frozenset[str]:
-        self._refresh()
-        self._apply_restart_rule(cluster)
+        """The brokers of `cluster` marked draining. With the watcher running (`start`), the
+        marks it read last: the planner never waits for Kafka or Pulsar here."""
+        if self._thread is None:
+            self.check(cluster)
         return self.marks.draining(cluster)
+
+    def check(self, cluster: str) -> None:
+        """Re-read the marks (at most every `refresh_s`) and apply the restart rule."""
+        with self._lock:
+            self._refresh()
+            self._apply_restart_rule(cluster)
+
+    def current(self) -> tuple[DrainMark, ...]:
+        """Every mark as last read (no Kafka call): for the live view."""
+        return self.marks.marks()
+
+    # -- the watcher: the restart rule between two cycles ---------------------------------
+
+    def start(
+        self,
+        clusters: Sequence[str],
+        *,
+        interval_s: float = WATCH_INTERVAL_S,
+        on_marks: Callable[[tuple[DrainMark, ...]], None] | None = None,
+    ) -> None:
+        """Apply the restart rule every `interval_s` on a thread of its own: a broker
+        restarts in less than a decision cycle (60 s), so a cycle alone could miss the
+        time it was unlisted. `on_marks` is given the marks after each round."""
+
+        def watch() -> None:
+            while not self._stop.wait(interval_s):
+                for cluster in clusters:
+                    try:
+                        self.check(cluster)
+                    except Exception:  # never let the watcher die
+                        log.exception("drain marks: restart rule on %s failed", cluster)
+                if on_marks is not None:
+                    on_marks(self.current())
+
+        if self._thread is None:
+            self._thread = threading.Thread(target=watch, name="drain-marks", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=15.0)
+        self.marks.close()
 
     def _refresh(self) -> None:
         now = self._monotonic()

@@ -138,3 +138,37 @@ def test_without_a_writer_lease_the_probe_says_unknown(tmp_path: Path, kafka: Br
     config = _config(tmp_path, kafka, "x").model_copy(deep=True)
     dry = BalancerConfig.from_mapping({**config.as_dict(), "controller": {"mode": "dry-run"}})
     assert probe_balancer(dry).state == "unknown"
+
+
+def test_the_watcher_applies_the_restart_rule_between_cycles(kafka: Broker) -> None:
+    # A broker restarts faster than a decision cycle: the watcher sees it unlisted anyway.
+    topic = f"marks-{uuid.uuid4().hex[:10]}"
+    with _store(kafka, topic) as cli:
+        cli.write([new_mark("east", B1, by="pod b1", at_ms=1_000)])
+    listed: list[tuple[str, ...]] = [(B1, B2)]
+    seen: list[tuple[str, ...]] = []
+    view = DrainMarksView(
+        _store(kafka, topic), listed_brokers=lambda _c: listed[0], may_write=lambda: True,
+        refresh_s=0.0,
+    )  # fmt: skip
+
+    def wait_for(state: str) -> None:
+        deadline = time.monotonic() + 60
+        while not any(m.state == state for m in view.current()):
+            assert time.monotonic() < deadline, view.current()
+            time.sleep(0.05)
+
+    view.start(
+        ["east"], interval_s=0.05, on_marks=lambda ms: seen.append(tuple(m.state for m in ms))
+    )
+    try:
+        wait_for("draining")
+        assert view.draining("east") == {B1}  # answered from what the watcher read
+        listed[0] = (B2,)
+        wait_for("gone")
+        listed[0] = (B1, B2)
+        wait_for("cleared")
+        assert view.draining("east") == frozenset()
+        assert ("gone",) in seen
+    finally:
+        view.stop()
