@@ -268,12 +268,8 @@ class BalancerApp:
         # What the collector saw of each broker, for the moves (None: moves are off).
         self.broker_board = broker_board(config)
         # Brokers marked draining (`pulsar-balancer drain`), read from Kafka by a watcher
-        # that also applies the restart rule (None: moves are off, nothing is drained).
-        self.drain_marks: DrainMarksView | None = (
-            None
-            if self.broker_board is None
-            else drain_marks_view(config, self.admin, lease_held=self._lease_held)
-        )
+        # that also applies the restart rule; made at start (it needs Kafka's credentials).
+        self.drain_marks: DrainMarksView | None = None
         self.controller = build_handler(
             config, self.admin, lease=self.lease, board=self.broker_board
         )
@@ -303,6 +299,11 @@ class BalancerApp:
     def _lease_held(self) -> bool:
         """Whether this balancer may write (the restart rule's changes to the marks)."""
         return self.lease is None or self.lease.status().held
+
+    def draining_of(self, cluster: str) -> frozenset[str]:
+        """The move planner's `draining_of`: brokers of `cluster` marked draining."""
+        marks = self.drain_marks
+        return frozenset() if marks is None else marks.draining(cluster)
 
     def _on_drain_marks(self, marks: tuple[DrainMark, ...]) -> None:
         clusters = {m.cluster for m in marks}
@@ -350,7 +351,10 @@ class BalancerApp:
         )
         if self.lease is not None:  # joins in the background, while Spark starts
             self.lease.start()
-        if self.drain_marks is not None:
+        if self.broker_board is not None:  # moves off: nothing is drained
+            self.drain_marks = drain_marks_view(
+                self.config, self.admin, lease_held=self._lease_held
+            )
             self.drain_marks.start(
                 [c.name for c in self.config.clusters], on_marks=self._on_drain_marks
             )
