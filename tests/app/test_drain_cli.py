@@ -160,3 +160,23 @@ def test_wait_with_kafka_unreachable_is_an_error(
     path.write_text(yaml.safe_dump(doc))
     assert main(["drain", "--config", str(path), "--wait", "127.0.0.1:1"]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_wait_with_no_balancer_running_says_so_and_still_times_out(
+    config: Path, admin: PulsarPeerGroup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Draining by itself is not built yet (`drain_by_itself` is None): it says so and waits.
+    broker, _ = _owner_of_most(admin)
+
+    def down(_config: object) -> BalancerLiveness:
+        return BalancerLiveness("down", "no balancer holds the writer lease of group g")
+
+    code = _run(
+        ["--config", str(config), "--wait", "--timeout-s", "0", broker],
+        sleep=lambda _s: None,
+        probe=down,
+    )
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "balancer down: no balancer holds the writer lease" in err
+    assert "cannot drain by itself yet" in err
