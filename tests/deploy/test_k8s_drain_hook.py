@@ -6,6 +6,7 @@ hook's config reaches the balancer's marks topic and writer-lease group."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -65,7 +66,8 @@ def test_the_broker_stops_only_after_the_drain_returns() -> None:
     broker, hook = boxes["pulsar-broker"], boxes["drain-hook"]
     drain = _script(hook)
     assert re.search(r'pulsar-balancer drain --config \S+ --cluster \S+ --wait --timeout-s \d+ '
-                     r'"\$BROKER_ID"; echo \$\? > ' + SHARED + "/exit-code", drain)  # fmt: skip
+                     r'"\$BROKER_ID" > /proc/1/fd/1 2>&1;', drain)  # fmt: skip
+    assert f"code=$?; echo $code > {SHARED}/exit-code; exit $code" in drain
     waits = _script(broker)
     assert f"until [ -f {SHARED}/exit-code ]" in waits
     volume = {m["mountPath"]: m["name"] for m in broker["volumeMounts"]}[SHARED]
@@ -127,3 +129,30 @@ def test_the_component_file_is_a_component() -> None:
     spec = yaml.safe_load((HOOK / "component" / "kustomization.yaml").read_text())
     assert spec["kind"] == "Component"
     assert [p["target"]["name"] for p in spec["patches"]] == ["pulsar-broker"]
+
+
+@needs_renderer
+def test_the_hooks_run_in_order_with_a_stand_in_command(tmp_path: Path) -> None:
+    # The two preStop scripts as sh runs them: the drain's exit code reaches the shared
+    # file and the hook's own exit; the broker's hook returns once the file is there.
+    boxes = _containers(_pod(render(EXAMPLE)))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "pulsar-balancer"
+    fake.write_text('#!/bin/sh\necho "$@" > "$ARGS_FILE"\nexit 3\n')
+    fake.chmod(0o755)
+
+    def run(container: str) -> subprocess.CompletedProcess[str]:
+        script = _script(boxes[container]).replace(SHARED, str(shared))
+        script = script.replace("/proc/1/fd/1", str(tmp_path / "log"))
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "BROKER_ID": "b-0.x:8080",
+               "ARGS_FILE": str(tmp_path / "args")}  # fmt: skip
+        return subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True,
+                              text=True, timeout=30)  # fmt: skip
+
+    assert run("drain-hook").returncode == 3
+    assert (shared / "exit-code").read_text().strip() == "3"
+    assert (tmp_path / "args").read_text().split()[-1] == "b-0.x:8080"
+    assert run("pulsar-broker").returncode == 0  # returns at once: the file is there
