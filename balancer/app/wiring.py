@@ -358,6 +358,10 @@ class BalancerApp:
             self.drain_marks.start(
                 [c.name for c in self.config.clusters], on_marks=self._on_drain_marks
             )
+            marks = self.drain_marks
+            self.metrics.watch_drain_marks(
+                lambda: marks.marks.bad_records, lambda: marks.read_failures
+            )
         # Pulsar's own shedder moves our bundles again: warn (and switch off if told to), in
         # the background: a blackholed cluster must not hold up the start.
         start_pulsar_switch_checks(self.config, self.admin, self.metrics)

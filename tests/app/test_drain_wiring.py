@@ -172,3 +172,17 @@ def test_the_watcher_applies_the_restart_rule_between_cycles(kafka: Broker) -> N
         assert ("gone",) in seen
     finally:
         view.stop()
+
+
+def test_the_readers_counts_are_exported() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from balancer.ops.exporter import BalancerMetrics
+
+    registry = CollectorRegistry()
+    counts = {"bad": 2, "failed": 1}
+    metrics = BalancerMetrics(registry, limits=lambda _c, _n: None)
+    metrics.watch_drain_marks(lambda: counts["bad"], lambda: counts["failed"])
+    text = generate_latest(registry).decode()
+    assert "pulsar_balancer_drain_marks_bad_records_total 2.0" in text
+    assert "pulsar_balancer_drain_marks_read_failures_total 1.0" in text
