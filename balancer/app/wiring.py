@@ -271,7 +271,11 @@ class BalancerApp:
         # that also applies the restart rule; made at start (it needs Kafka's credentials).
         self.drain_marks: DrainMarksView | None = None
         self.controller = build_handler(
-            config, self.admin, lease=self.lease, board=self.broker_board
+            config,
+            self.admin,
+            lease=self.lease,
+            board=self.broker_board,
+            draining_of=self.draining_of,  # brokers marked by `pulsar-balancer drain`
         )
         # The controller stores every layout it reads and each split's result, so the
         # stream maps topics to the children as soon as a split is applied.
