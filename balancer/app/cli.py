@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "balancer.app.commands.checkpoint",
     "balancer.app.commands.plan",
     "balancer.app.commands.apply",
+    "balancer.app.commands.drain",
 )
 
 EXIT_USAGE = 2

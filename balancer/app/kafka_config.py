@@ -49,6 +49,9 @@ class KafkaConfig(FrozenModel):
     bootstrap_servers: tuple[str, ...] = Field(default=("127.0.0.1:9092",), min_length=1)
     stats_topic: str = Field(default="pulsar-topic-stats", min_length=1)
     dead_letter_topic: str = Field(default="pulsar-topic-stats-dlq", min_length=1)
+    # Brokers marked draining (`pulsar-balancer drain`): compacted, one partition, created if
+    # missing; every balancer of the peer group and every `drain` command share it.
+    drain_marks_topic: str = Field(default="pulsar-balancer-drain-marks", min_length=1)
     security: KafkaSecurityConfig = KafkaSecurityConfig()
     # How the stream reads stats_topic: "python", the kafka-python source parsing in its read
     # tasks (works everywhere); "native", Spark's own `kafka` format, which needs the

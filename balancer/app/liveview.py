@@ -78,6 +78,8 @@ class LiveFrame:
     moves: list[Outcome] | None = None  # the newest moves' outcomes, oldest first
     # (cluster, namespace, bundle) -> windows over its limit still needed before a split
     windows_to_split: dict[tuple[str, str, BundleRange], int] | None = None
+    # cluster -> brokers marked draining (`pulsar-balancer drain`)
+    draining: dict[str, tuple[str, ...]] | None = None
 
 
 def render_live(
@@ -101,6 +103,7 @@ def render_live(
             brokers={c: list(b) for c, b in live.broker_loads.items()},
             moves=[o for o in live.outcomes if o.kind is DecisionKind.MOVE][-MOVES_SHOWN:],
             windows_to_split=dict(live.windows_to_split),
+            draining=dict(live.draining),
         )
     return LiveView(frame)
 
@@ -204,6 +207,7 @@ class LiveView:
             for c, line in broker_lines(f.brokers or {})
         ]
         lines += [Text("move ").append_text(move_line(m)) for m in f.moves or []]
+        lines += [Text(line, style="yellow") for line in draining_lines(f.draining or {})]
         for line in lines:
             line.no_wrap, line.overflow = True, "ellipsis"
         return Panel(Group(stream, *lines), title="pulsar-balancer", subtitle="Ctrl-C stops")
@@ -286,6 +290,7 @@ class LiveView:
         lines += [f"broker load {c}: {line.plain}" for c, line in broker_lines(f.brokers or {})]
         if f.moves:
             lines.append(f"latest move: {move_line(f.moves[-1]).plain}")
+        lines += draining_lines(f.draining or {})
         if f.outcomes:
             o = f.outcomes[-1]
             lines.append(
@@ -313,6 +318,16 @@ def broker_lines(brokers: dict[str, list[BrokerLoad]]) -> list[tuple[str, Text]]
             line.append(f"  ... {len(loads) - BROKERS_SHOWN} more")
         out.append((cluster, line))
     return out
+
+
+def draining_lines(draining: dict[str, tuple[str, ...]]) -> list[str]:
+    """One line per cluster with brokers marked draining: they get no new bundle and are
+    emptied (`pulsar-balancer drain --list` says who marked them and when)."""
+    return [
+        f"draining {cluster}: {', '.join(brokers)}"
+        for cluster, brokers in sorted(draining.items())
+        if brokers
+    ]
 
 
 def move_line(outcome: Outcome) -> Text:

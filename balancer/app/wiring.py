@@ -29,6 +29,7 @@ from balancer.app.controller_wiring import (
     build_handler,
     start_pulsar_switch_checks,
 )
+from balancer.app.drain_wiring import DrainMarksView, drain_marks_view
 from balancer.app.lease_wiring import build_writer_lease
 from balancer.app.preflight import setting_error
 from balancer.app.pulsar_wiring import peer_group_from_config
@@ -42,6 +43,7 @@ from balancer.controller.outcome import Outcome
 from balancer.core.broker_load import BrokerLoad
 from balancer.core.bundles import BundleRange
 from balancer.core.detect import windows_to_split
+from balancer.core.drain_marks import DrainMark, draining_brokers
 from balancer.core.limits import BundleLimits, is_over, max_ratio
 from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic, lone_hot_topics
@@ -115,6 +117,8 @@ class LiveState:
     # Of each bundle in `over_threshold`: how many more windows over its limit before a
     # split is decided (`balancer.core.detect.windows_to_split`; 0: decided or due).
     windows_to_split: dict[tuple[str, str, BundleRange], int] = field(default_factory=dict)
+    # cluster -> brokers marked draining (`pulsar-balancer drain`), as last read
+    draining: dict[str, tuple[str, ...]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -267,8 +271,15 @@ class BalancerApp:
             self.metrics.watch_writer_lease(self.lease.status)
         # What the collector saw of each broker, for the moves (None: moves are off).
         self.broker_board = broker_board(config)
+        # Brokers marked draining (`pulsar-balancer drain`), read from Kafka by a watcher
+        # that also applies the restart rule; made at start (it needs Kafka's credentials).
+        self.drain_marks: DrainMarksView | None = None
         self.controller = build_handler(
-            config, self.admin, lease=self.lease, board=self.broker_board
+            config,
+            self.admin,
+            lease=self.lease,
+            board=self.broker_board,
+            draining_of=self.draining_of,  # brokers marked by `pulsar-balancer drain`
         )
         # The controller stores every layout it reads and each split's result, so the
         # stream maps topics to the children as soon as a split is applied.
@@ -293,6 +304,21 @@ class BalancerApp:
         self._max_batch_age_s = max(120.0, 4.0 * config.spark.trigger_interval_s)
 
     # -- wiring helpers -------------------------------------------------------------
+    def _lease_held(self) -> bool:
+        """Whether this balancer may write (the restart rule's changes to the marks)."""
+        return self.lease is None or self.lease.status().held
+
+    def draining_of(self, cluster: str) -> frozenset[str]:
+        """The move planner's `draining_of`: brokers of `cluster` marked draining."""
+        marks = self.drain_marks
+        return frozenset() if marks is None else marks.draining(cluster)
+
+    def _on_drain_marks(self, marks: tuple[DrainMark, ...]) -> None:
+        clusters = {m.cluster for m in marks}
+        draining = {c: tuple(sorted(draining_brokers(marks, c))) for c in clusters}
+        with self.live.lock:
+            self.live.draining = {c: b for c, b in draining.items() if b}
+
     def _on_request(self, record: RequestRecord) -> None:
         self.metrics.observe_admin_request(
             record.cluster, record.method, record.status, record.duration_s
@@ -333,6 +359,17 @@ class BalancerApp:
         )
         if self.lease is not None:  # joins in the background, while Spark starts
             self.lease.start()
+        if self.broker_board is not None:  # moves off: nothing is drained
+            self.drain_marks = drain_marks_view(
+                self.config, self.admin, lease_held=self._lease_held
+            )
+            self.drain_marks.start(
+                [c.name for c in self.config.clusters], on_marks=self._on_drain_marks
+            )
+            marks = self.drain_marks
+            self.metrics.watch_drain_marks(
+                lambda: marks.marks.bad_records, lambda: marks.read_failures
+            )
         # Pulsar's own shedder moves our bundles again: warn (and switch off if told to), in
         # the background: a blackholed cluster must not hold up the start.
         start_pulsar_switch_checks(self.config, self.admin, self.metrics)
@@ -444,6 +481,8 @@ class BalancerApp:
         self._stopped.set()
         if self.lease is not None:  # first: no action starts now, a standby takes over
             _quietly("writer lease", self.lease.stop)
+        if self.drain_marks is not None:
+            _quietly("drain marks", self.drain_marks.stop)
         if self._collector_thread is not None:
             self._collector_thread.join(timeout=30)
         if self._collector_sink is not None:

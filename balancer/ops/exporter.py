@@ -47,7 +47,11 @@ from balancer.core.split import SplitAlgorithm
 from balancer.ops.broker_metrics import BrokerLoadFamilies
 from balancer.ops.collector_metrics import PREFIX, CollectorMetrics
 from balancer.ops.move_metrics import MovePathMetrics
-from balancer.ops.status_families import TokenFileFamilies, WriterLeaseFamilies
+from balancer.ops.status_families import (
+    DrainMarksFamilies,
+    TokenFileFamilies,
+    WriterLeaseFamilies,
+)
 
 # (cluster, namespace) -> that namespace's limits, or None when none are known.
 LimitsLookup = Callable[[str, str], BundleLimits | None]
@@ -455,6 +459,12 @@ class BalancerMetrics:
     def watch_writer_lease(self, status: Callable[[], LeaseStatus]) -> None:
         """Export the single-writer lease (`status()` is read at every scrape)."""
         self.registry.register(WriterLeaseFamilies(status))
+
+    def watch_drain_marks(
+        self, bad_records: Callable[[], int], read_failures: Callable[[], int]
+    ) -> None:
+        """Export the drain marks reader's counts (read at every scrape)."""
+        self.registry.register(DrainMarksFamilies(bad_records, read_failures))
 
     def set_breaker(self, cluster: str, open: bool) -> None:
         self._breaker.labels(cluster=cluster).set(1 if open else 0)

@@ -1,4 +1,5 @@
-"""Gauges read from a component's own status at every scrape: the writer lease, token files.
+"""Families read from a component's own status at every scrape: the writer lease, token
+files, the drain marks' reader.
 
 Built fresh on every scrape (as the bundle snapshot's), so nothing here can go stale.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from balancer.core.lease import LeaseStatus
@@ -72,4 +73,36 @@ class TokenFileFamilies(Collector):
             "1 while the cluster's token file is deleted, unreadable or empty (the last good "
             "token is sent meanwhile; the log says which file).",
             labels=["cluster"],
+        )
+
+
+class DrainMarksFamilies(Collector):
+    """The drain marks' reader: records skipped and re-reads that failed, at every scrape."""
+
+    def __init__(self, bad_records: Callable[[], int], read_failures: Callable[[], int]):
+        self._bad_records = bad_records
+        self._read_failures = read_failures
+
+    def describe(self) -> Iterable[CounterMetricFamily]:
+        return self._families()
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        bad, failures = self._families()
+        bad.add_metric([], float(self._bad_records()))
+        failures.add_metric([], float(self._read_failures()))
+        return bad, failures
+
+    @staticmethod
+    def _families() -> tuple[CounterMetricFamily, CounterMetricFamily]:
+        return (
+            CounterMetricFamily(
+                f"{PREFIX}_drain_marks_bad_records",
+                "Records of the drain marks topic that are no mark, skipped (the log names "
+                "each one's offset and reason).",
+            ),
+            CounterMetricFamily(
+                f"{PREFIX}_drain_marks_read_failures",
+                "Re-reads of the drain marks topic that failed (Kafka away): the marks read "
+                "before are used meanwhile.",
+            ),
         )

@@ -348,6 +348,7 @@ def test_every_metric_is_documented_in_operations_md() -> None:
     metrics.watch_token_files(["c"], lambda: {})
     metrics.observe_batch(batch_report(events_rejected={"bad_json": 1}, kafka_lag={0: 1}))
     metrics.watch_writer_lease(lambda: LeaseStatus(held=True, holder="h:1", detail="held"))
+    metrics.watch_drain_marks(lambda: 0, lambda: 0)
     families = {f.name for f in registry.collect() if f.name.startswith("pulsar_balancer_")}
     families |= set(snapshot_family_names())
     documented = {
