@@ -29,6 +29,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,6 +51,7 @@ from balancer.app.drain_wiring import (
     probe_balancer,
     who_am_i,
 )
+from balancer.app.self_drain import cannot_drain_by_itself, drain_by_itself
 from balancer.core.drain_marks import DrainMark, changed, new_mark
 from balancer.core.moves.placement import is_system_namespace
 from balancer.kafka.drain_marks import DrainMarksUnavailableError, KafkaDrainMarks
@@ -68,7 +70,7 @@ DEFAULT_INTERVAL_S = 5.0
 
 Probe = Callable[[BalancerConfig], BalancerLiveness]
 # One cycle of the controller's drain rules for `cluster`, run by this process while it holds
-# the writer lease; see `drain_by_itself`.
+# the writer lease (`balancer.app.self_drain`).
 DrainCycle = Callable[[str], None]
 
 
@@ -101,6 +103,13 @@ def register(subparsers: Subparsers) -> None:
         type=non_negative,
         default=DEFAULT_INTERVAL_S,
         help=f"--wait: seconds between two ownership reads (default {DEFAULT_INTERVAL_S:g})",
+    )
+    parser.add_argument(
+        "--journal",
+        type=Path,
+        metavar="PATH",
+        help="--wait with the balancer down: the journal of this command's moves (default: "
+        "controller.journal_path; in a broker pod, a file on the pod's disk)",
     )
     parser.add_argument("--by", help="who sets the mark (default: user@host, the pod's name)")
     add_output_argument(parser)
@@ -137,11 +146,16 @@ def drain_command(
                 _mark(marks, cluster, brokers, listed, by=args.by or who_am_i())
                 if not args.wait:
                     return EXIT_DONE
-                return _wait(
-                    config, admin, cluster, brokers,
-                    timeout_s=args.timeout_s, interval_s=args.interval_s,
-                    sleep=sleep, monotonic=monotonic, probe=probe,
-                )  # fmt: skip
+                with ExitStack() as stack:
+                    liveness = probe(config)
+                    print(f"drain: balancer {liveness.state}: {liveness.detail}",
+                          file=sys.stderr)  # fmt: skip
+                    cycle = _by_itself(stack, config, admin, marks, liveness, args.journal)
+                    return _wait(
+                        admin, cluster, brokers, cycle,
+                        timeout_s=args.timeout_s, interval_s=args.interval_s,
+                        sleep=sleep, monotonic=monotonic,
+                    )  # fmt: skip
     except (DrainMarksUnavailableError, PulsarAdminError, KafkaError) as exc:
         # Kafka or Pulsar away or refusing: one line, exit 2 (never a traceback).
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -204,38 +218,38 @@ def _undo(
     return EXIT_DONE
 
 
-def drain_by_itself(config: BalancerConfig) -> DrainCycle | None:
-    """The controller's drain cycle, run here when no balancer holds the writer lease.
-
-    TODO(issue 43, the `drain` helper's part): the controller's drain decision
-    (`MovePlanner(draining_of=...)` and its pace) is not on main yet. Once it is, build the
-    controller and planner as `run` does (`controller_wiring.build_controller` and
-    `move_planner` with `draining_of=DrainMarksView(...).draining`), hold the writer lease
-    (`lease_wiring.build_writer_lease`) and return a function running one cycle of it.
-    Until then: None, and `--wait` waits for a balancer to come back.
-    """
-    return None
+def _by_itself(
+    stack: ExitStack,
+    config: BalancerConfig,
+    admin: PulsarPeerGroup,
+    marks: KafkaDrainMarks,
+    liveness: BalancerLiveness,
+    journal: Path | None,
+) -> DrainCycle | None:
+    """With no balancer holding the writer lease, this command's own drain cycle (it takes
+    the lease and acts while it holds it); else None: the balancer drains, this waits."""
+    if liveness.state != "down":
+        return None
+    why = cannot_drain_by_itself(config)
+    if why is not None:
+        print(f"drain: no balancer is running and this command cannot drain by itself ({why}): "
+              "the brokers empty only once a balancer runs again", file=sys.stderr)  # fmt: skip
+        return None
+    return stack.enter_context(drain_by_itself(config, admin, marks, journal_path=journal)).cycle
 
 
 def _wait(
-    config: BalancerConfig,
     admin: PulsarPeerGroup,
     cluster: str,
     brokers: Sequence[str],
+    cycle: DrainCycle | None,
     *,
     timeout_s: float,
     interval_s: float,
     sleep: Callable[[float], None],
     monotonic: Callable[[], float],
-    probe: Probe,
 ) -> int:
     deadline = monotonic() + timeout_s
-    liveness = probe(config)
-    print(f"drain: balancer {liveness.state}: {liveness.detail}", file=sys.stderr)
-    cycle = drain_by_itself(config) if liveness.state == "down" else None
-    if liveness.state == "down" and cycle is None:
-        print("drain: no balancer is running and this command cannot drain by itself yet: "
-              "the brokers empty only once a balancer runs again", file=sys.stderr)  # fmt: skip
     left: dict[str, tuple[str, ...]] = {}
     failure: str | None = None
     while True:
