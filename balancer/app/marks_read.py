@@ -11,6 +11,7 @@ Neither command creates the marks topic (`create_topic=False`) nor writes a mark
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -78,10 +79,8 @@ def read_marks(config: BalancerConfig, *, timeout_s: float = MARKS_READ_TIMEOUT_
         except Exception as exc:  # Kafka away or refusing: the marks are unknown
             got.append(MarksRead(None, f"{type(exc).__name__}: {exc}"))
         finally:
-            try:
+            with contextlib.suppress(Exception):  # closing a client that never connected
                 store.close()
-            except Exception:  # closing a client that never connected
-                pass
 
     thread = threading.Thread(target=read, name="drain-marks-read", daemon=True)
     thread.start()
