@@ -21,9 +21,7 @@ from tests.kafka_broker import Broker
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka]
 
 
-def test_drain_wait_with_the_balancer_down_drains_by_itself(
-    kafka: Broker, tmp_path: Path
-) -> None:
+def test_drain_wait_with_the_balancer_down_drains_by_itself(kafka: Broker, tmp_path: Path) -> None:
     sim = start_sim()
     try:
         broker_id = sim.model.clusters[CLUSTER].broker_address(DRAINED)
@@ -36,10 +34,7 @@ def test_drain_wait_with_the_balancer_down_drains_by_itself(
             bootstrap_servers=kafka.bootstrap_servers,
             mode="apply",
             clusters=(CLUSTER,),
-            controller={
-                "writer_lease": {"group": name, "topic": name, "lease_s": 10,
-                                 "safety_margin_s": 2},
-            },  # fmt: skip
+            controller={"writer_lease": {"group": name, "topic": name, "lease_s": 10}},
             offload=None,
         )
         config = yaml.safe_load(path.read_text())
