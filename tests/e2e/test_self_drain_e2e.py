@@ -28,13 +28,14 @@ def test_drain_wait_with_the_balancer_down_drains_by_itself(kafka: Broker, tmp_p
         before = user_bundles_on(sim, DRAINED)
         assert before, "the scenario gives the broker bundles"
         name = f"lease-{uuid.uuid4().hex[:8]}"
+        lease = {"group": name, "topic": name, "lease_s": 10, "safety_margin_s": 2}
         path = harness.write_config(
             tmp_path,
             sim=sim,
             bootstrap_servers=kafka.bootstrap_servers,
             mode="apply",
             clusters=(CLUSTER,),
-            controller={"writer_lease": {"group": name, "topic": name, "lease_s": 10}},
+            controller={"writer_lease": lease},
             offload=None,
         )
         config = yaml.safe_load(path.read_text())
