@@ -219,6 +219,7 @@ def probe_balancer(
         lease_s=settings.lease_s,
         safety_margin_s=settings.safety_margin_s,
         client_kwargs=kafka_security(config).client_kwargs(),
+        yields=True,  # never takes the lease from a `drain --wait` that acts
     )
     wait_s = timeout_s if timeout_s is not None else settings.lease_s + 10.0
     try:

@@ -19,9 +19,11 @@ the controller makes itself): balancing the rest of the cluster is `run`'s job.
 
 One writer at a time: a cycle acts only while this process holds the lease. Two
 `drain --wait` processes both join the group; one holds the lease and acts, the other
-only waits. A balancer that starts meanwhile is a standby until this command ends (the lease
-is sticky) or until this process loses the lease (its session lapses): then this command
-stops acting and only waits for the brokers to empty.
+only waits (and takes over if the first ends). The command's member `yields`
+(`balancer.kafka.lease.choose_holder`): a balancer that starts meanwhile takes the lease
+over at its first rebalance, and this command stops acting and only waits for the brokers
+to empty (the balancer drains them by the same rules, reading the same marks); so does it
+when its own session lapses.
 
 The journal: `controller.journal_path`, or `--journal`. Each intent names this process
 (`drain@host:pid/token`); intents a killed `drain --wait` left open, and moves sent without
@@ -72,6 +74,7 @@ def self_drain_lease(config: BalancerConfig) -> KafkaWriterLease:
         lease_s=settings.lease_s,
         safety_margin_s=settings.safety_margin_s,
         client_kwargs=kafka_security(config).client_kwargs(),
+        yields=True,  # a balancer that starts takes the lease over: it drains the same way
     )
 
 
