@@ -50,6 +50,7 @@ from balancer.app.lease_wiring import lease_identity
 from balancer.app.stream_settings import kafka_security
 from balancer.controller.broker_board import BrokerLoadBoard
 from balancer.controller.move_steps import moves_in_flight_from, ranges_in_flight
+from balancer.controller.ports import WriterLease
 from balancer.core.moves.model import DrainBlock, MoveReason
 from balancer.core.planning import window_loads
 from balancer.core.results import ActionResult
@@ -95,7 +96,7 @@ class SelfDrain:
         config: BalancerConfig,
         admin: PulsarPeerGroup,
         marks: KafkaDrainMarks,
-        lease: KafkaWriterLease,
+        lease: WriterLease,
         *,
         journal_path: Path | None = None,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),

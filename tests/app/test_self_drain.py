@@ -19,8 +19,14 @@ import yaml
 
 from balancer.app.cli import build_parser
 from balancer.app.commands.drain import drain_command
+from balancer.app.config import load_config
+from balancer.app.self_drain import SelfDrain
 from balancer.controller.journal import Journal
+from balancer.core.drain_marks import new_mark
+from balancer.core.lease import LeaseStatus
 from balancer.core.moves.placement import is_system_namespace
+from balancer.kafka.drain_marks import KafkaDrainMarks
+from balancer.pulsar import ClusterEndpoint, PulsarPeerGroup
 from balancer.sim import RunningPeerGroup, parse_scenario, start_peer_group
 from tests.kafka_broker import Broker
 
@@ -168,3 +174,40 @@ def test_two_concurrent_drain_waits_never_send_a_move_twice(
     sent = moves_sent(journals[0]) + moves_sent(journals[1])
     assert sent == Counter(before)  # each bundle moved once, by whichever held the lease
     assert iso_owners(group) == {1}
+
+
+class LostAfter:
+    """A writer lease held for its first `n` answers, then moved to a balancer."""
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+
+    def status(self) -> LeaseStatus:
+        self.left -= 1
+        if self.left >= 0:
+            return LeaseStatus(True, "drain-command:me", "held", valid_for_s=5.0)
+        return LeaseStatus(False, "balancer-0", "held by balancer-0")
+
+
+def test_once_the_lease_moves_to_a_balancer_the_command_sends_nothing(
+    tmp_path: Path, group: RunningPeerGroup, kafka: Broker
+) -> None:
+    path = write_config(tmp_path, group, kafka)
+    config = load_config(path)
+    target = group.model.cluster("a").broker_address(0)
+    with (
+        KafkaDrainMarks(
+            bootstrap_servers=kafka.bootstrap_servers, topic=config.kafka.drain_marks_topic
+        ) as marks,
+        PulsarPeerGroup([ClusterEndpoint("a", group.admin_urls["a"])]) as admin,
+    ):
+        marks.write([new_mark("a", target, by="test", at_ms=int(time.time() * 1000))])
+        drain = SelfDrain(config, admin, marks, LostAfter(0))
+        try:
+            for _ in range(3):
+                drain.cycle("a")
+                group.clock.advance(30)
+        finally:
+            drain.close()
+    assert drain.moves_sent == [] and group.model.brokers.moves == []
+    assert owned(group, 0)  # the balancer drains it now, not this command
