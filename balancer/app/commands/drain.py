@@ -15,6 +15,10 @@ BROKER is the broker id `host:port` as `GET /admin/v2/brokers/{cluster}` lists i
 advertised address and web service port). `--wait` marks, then asks the broker every
 `--interval-s` which bundles it owns (`ownedNamespaces`, its heartbeat and system
 namespaces excepted). It is safe to run twice (a broker already marked keeps its mark).
+With no balancer holding the writer lease, `--wait` drains by itself: it takes the lease
+and, while it holds it, runs the controller's drain cycle each `--interval-s`
+(`balancer.app.self_drain`; its journal is `controller.journal_path` or `--journal`); a
+balancer that starts meanwhile takes the lease over and the command only waits.
 
 Exit codes:
   0  done (with --wait: every broker owns no bundle)
