@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -59,6 +60,7 @@ from balancer.app.self_drain import cannot_drain_by_itself, drain_by_itself
 from balancer.core.drain_marks import DrainMark, changed, new_mark
 from balancer.core.moves.placement import is_system_namespace
 from balancer.kafka.drain_marks import DrainMarksUnavailableError, KafkaDrainMarks
+from balancer.kafka.lease import LeaseUnsupportedError
 from balancer.pulsar.errors import PulsarAdminError
 
 if TYPE_CHECKING:
@@ -160,8 +162,12 @@ def drain_command(
                         timeout_s=args.timeout_s, interval_s=args.interval_s,
                         sleep=sleep, monotonic=monotonic,
                     )  # fmt: skip
-    except (DrainMarksUnavailableError, PulsarAdminError, KafkaError) as exc:
-        # Kafka or Pulsar away or refusing: one line, exit 2 (never a traceback).
+    except (
+        DrainMarksUnavailableError, PulsarAdminError, KafkaError, LeaseUnsupportedError,
+        sqlite3.Error,
+    ) as exc:  # fmt: skip
+        # Kafka or Pulsar away or refusing, a journal that cannot be opened (draining by
+        # itself): one line, exit 2 (never a traceback).
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
 
