@@ -181,6 +181,9 @@ def drain_marks_view(
 
 
 BalancerState = Literal["up", "down", "unknown"]
+# How `drain --wait` names itself in the writer-lease group: a lease held by another
+# `drain --wait` is no balancer (this one joins the group too, to take over if it ends).
+DRAIN_LEASE_PREFIX = "drain-command"
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,10 +215,11 @@ def probe_balancer(
         bootstrap_servers=",".join(config.kafka.bootstrap_servers),
         group_id=settings.group_id(names),
         topic=settings.topic_name(names),
-        identity=f"drain-command:{lease_identity()}",
+        identity=f"{DRAIN_LEASE_PREFIX}-probe:{lease_identity()}",
         lease_s=settings.lease_s,
         safety_margin_s=settings.safety_margin_s,
         client_kwargs=kafka_security(config).client_kwargs(),
+        yields=True,  # never takes the lease from a `drain --wait` that acts
     )
     wait_s = timeout_s if timeout_s is not None else settings.lease_s + 10.0
     try:
@@ -226,6 +230,10 @@ def probe_balancer(
             if status.held:
                 return BalancerLiveness(
                     "down", f"no balancer holds the writer lease of group {lease.group_id}"
+                )
+            if status.holder is not None and status.holder.startswith(DRAIN_LEASE_PREFIX):
+                return BalancerLiveness(
+                    "down", f"no balancer runs: another drain command ({status.holder}) acts"
                 )
             if status.holder is not None:
                 return BalancerLiveness("up", f"the writer lease is held by {status.holder}")

@@ -83,14 +83,28 @@ def choose_holder(claims: Mapping[str, Mapping[str, Any]]) -> str | None:
 
     The one member that claims it keeps it; with no claim, the first member by id takes it;
     with several claims, nobody this round: each revokes, and the next round picks one.
+
+    A member that `yields` (`drain --wait` draining by itself, its liveness probe) holds the
+    lease only while no other kind of member (a balancer) is in the group: when a balancer
+    joins, the yielding holder gets nobody's lease this round (it revokes, stops acting, and
+    kafka-python rejoins at once, KIP-429), and the next round, with no claim, gives the
+    lease to the first member that does not yield.
     """
     claiming = sorted(m for m, claim in claims.items() if claim.get("holding") is True)
+    steady = sorted(m for m, claim in claims.items() if claim.get("yields") is not True)
     if len(claiming) == 1:
-        return claiming[0]
+        holder = claiming[0]
+        if steady and claims[holder].get("yields") is True:
+            log.info("writer lease: %s yields it to %s (nobody holds it this round)",
+                     claims[holder].get("identity"), claims[steady[0]].get("identity"))  # fmt: skip
+            return None
+        return holder
     if claiming:
         log.warning("several members claim the writer lease (%s): nobody holds it this round",
                     ", ".join(str(claims[m].get("identity")) for m in claiming))  # fmt: skip
         return None
+    if steady:
+        return steady[0]
     return min(claims) if claims else None
 
 
@@ -105,16 +119,18 @@ class LeaseAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         identity: str,
         holding: Callable[[], bool],
         on_holder: Callable[[str | None], None],
+        yields: bool = False,
     ) -> None:
         self._identity = identity
         self._holding = holding
         self._on_holder = on_holder
+        self._yields = yields
 
     def supported_protocols(self) -> list[RebalanceProtocol]:
         return [RebalanceProtocol.COOPERATIVE]
 
     def metadata(self, topics: Any) -> Any:
-        claim = {"identity": self._identity, "holding": self._holding()}
+        claim = {"identity": self._identity, "holding": self._holding(), "yields": self._yields}
         return ConsumerProtocolSubscription(
             version=_VERSION, topics=sorted(topics), user_data=_encode(claim), owned_partitions=[]
         )
@@ -177,7 +193,10 @@ class KafkaWriterLease:
         # joins again (on tansu another half session timeout); a short poll makes that likelier.
         poll_interval_s: float = 2.0,
         close_timeout_s: float = 5.0,
+        yields: bool = False,
     ) -> None:
+        """`yields`: this member gives the lease up to any member that does not yield
+        (`choose_holder`): `drain --wait` yields to a balancer that starts."""
         if not 0 <= safety_margin_s < lease_s:
             raise ValueError("safety_margin_s must be >= 0 and below lease_s")
         self.bootstrap_servers = bootstrap_servers
@@ -186,6 +205,7 @@ class KafkaWriterLease:
         self.identity = identity
         self.lease_s = lease_s
         self.partition = TopicPartition(topic, 0)
+        self.yields = yields
         self._client_kwargs = dict(client_kwargs or {})
         self._poll_interval_s = poll_interval_s
         self._close_timeout_s = close_timeout_s
@@ -265,7 +285,10 @@ class KafkaWriterLease:
     def _consumer(self) -> KafkaConsumer:
         session_ms = round(self.lease_s * 1000)
         assignor = LeaseAssignor(
-            identity=self.identity, holding=self._holding, on_holder=self._observe_holder
+            identity=self.identity,
+            holding=self._holding,
+            on_holder=self._observe_holder,
+            yields=self.yields,
         )
         consumer = KafkaConsumer(
             bootstrap_servers=self.bootstrap_servers.split(","),

@@ -165,7 +165,8 @@ def test_wait_with_kafka_unreachable_is_an_error(
 def test_wait_with_no_balancer_running_says_so_and_still_times_out(
     config: Path, admin: PulsarPeerGroup, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Draining by itself is not built yet (`drain_by_itself` is None): it says so and waits.
+    # This config runs no writer lease (dry-run): without one, the command cannot be the
+    # single writer, so it does not drain by itself; it says why and waits.
     broker, _ = _owner_of_most(admin)
 
     def down(_config: object) -> BalancerLiveness:
@@ -179,4 +180,4 @@ def test_wait_with_no_balancer_running_says_so_and_still_times_out(
     assert code == 3
     err = capsys.readouterr().err
     assert "balancer down: no balancer holds the writer lease" in err
-    assert "cannot drain by itself yet" in err
+    assert "cannot drain by itself (the config runs no writer lease" in err

@@ -11,6 +11,9 @@ with the same range, the move's source still owning it, the offload's ledgers st
 an action whose premise changed is refused and named, never adapted. The plan's age is
 checked again once approved and before each action: an action reached after the plan expired
 (a late "yes", a long wait for a rate limit) is `expired`, not sent, and so is every one after.
+A move whose destination is marked draining (`pulsar-balancer drain`) when it is sent is
+refused as stale: the marks are read from Kafka (bounded, `balancer.app.marks_read`) before
+the first action and again every few seconds; unknown marks (no Kafka) are said, not waited for.
 
 `apply` acts whatever `controller.mode` says: that key governs `run`, which acts on its own;
 the reviewed plan file and `--yes` (or the typed answer) are the approval. `--dry-run`
@@ -215,19 +218,25 @@ def _apply(
     fresh: Callable[[], str | None],
 ) -> list[Item]:
     from balancer.app.controller_wiring import build_controller
+    from balancer.app.marks_read import ApplyMarks
     from balancer.app.pulsar_wiring import peer_group_from_config
 
     # The reviewed plan is the approval: act whatever `controller.mode` (run's switch) says.
     acting = config.model_copy(
         update={"controller": config.controller.model_copy(update={"mode": "apply"})}
     )
+    # A destination marked draining since the plan was saved is refused at send time (stale).
+    marks = ApplyMarks(config)
+    if marks.last.marks is None:
+        print(f"apply: {marks.last.note}: a move to a broker marked draining is not refused",
+              file=sys.stderr)  # fmt: skip
     lease = _lease(acting) if not dry_run else None
     points = PlannedPoints()
     try:
         with peer_group_from_config(config) as admin:
             controller = build_controller(
                 acting, admin, lease=lease, audit_fields={"plan_id": doc.plan_id},
-                offload_point=points, role="apply",
+                offload_point=points, role="apply", draining_of=marks.draining,
             )  # fmt: skip
             try:
                 if not dry_run:

@@ -15,6 +15,10 @@ BROKER is the broker id `host:port` as `GET /admin/v2/brokers/{cluster}` lists i
 advertised address and web service port). `--wait` marks, then asks the broker every
 `--interval-s` which bundles it owns (`ownedNamespaces`, its heartbeat and system
 namespaces excepted). It is safe to run twice (a broker already marked keeps its mark).
+With no balancer holding the writer lease, `--wait` drains by itself: it takes the lease
+and, while it holds it, runs the controller's drain cycle each `--interval-s`
+(`balancer.app.self_drain`; its journal is `controller.journal_path` or `--journal`); a
+balancer that starts meanwhile takes the lease over and the command only waits.
 
 Exit codes:
   0  done (with --wait: every broker owns no bundle)
@@ -26,9 +30,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,9 +56,11 @@ from balancer.app.drain_wiring import (
     probe_balancer,
     who_am_i,
 )
+from balancer.app.self_drain import cannot_drain_by_itself, drain_by_itself
 from balancer.core.drain_marks import DrainMark, changed, new_mark
 from balancer.core.moves.placement import is_system_namespace
 from balancer.kafka.drain_marks import DrainMarksUnavailableError, KafkaDrainMarks
+from balancer.kafka.lease import LeaseUnsupportedError
 from balancer.pulsar.errors import PulsarAdminError
 
 if TYPE_CHECKING:
@@ -68,7 +76,7 @@ DEFAULT_INTERVAL_S = 5.0
 
 Probe = Callable[[BalancerConfig], BalancerLiveness]
 # One cycle of the controller's drain rules for `cluster`, run by this process while it holds
-# the writer lease; see `drain_by_itself`.
+# the writer lease (`balancer.app.self_drain`).
 DrainCycle = Callable[[str], None]
 
 
@@ -101,6 +109,13 @@ def register(subparsers: Subparsers) -> None:
         type=non_negative,
         default=DEFAULT_INTERVAL_S,
         help=f"--wait: seconds between two ownership reads (default {DEFAULT_INTERVAL_S:g})",
+    )
+    parser.add_argument(
+        "--journal",
+        type=Path,
+        metavar="PATH",
+        help="--wait with the balancer down: the journal of this command's moves (default: "
+        "controller.journal_path; in a broker pod, a file on the pod's disk)",
     )
     parser.add_argument("--by", help="who sets the mark (default: user@host, the pod's name)")
     add_output_argument(parser)
@@ -137,13 +152,22 @@ def drain_command(
                 _mark(marks, cluster, brokers, listed, by=args.by or who_am_i())
                 if not args.wait:
                     return EXIT_DONE
-                return _wait(
-                    config, admin, cluster, brokers,
-                    timeout_s=args.timeout_s, interval_s=args.interval_s,
-                    sleep=sleep, monotonic=monotonic, probe=probe,
-                )  # fmt: skip
-    except (DrainMarksUnavailableError, PulsarAdminError, KafkaError) as exc:
-        # Kafka or Pulsar away or refusing: one line, exit 2 (never a traceback).
+                with ExitStack() as stack:
+                    liveness = probe(config)
+                    print(f"drain: balancer {liveness.state}: {liveness.detail}",
+                          file=sys.stderr)  # fmt: skip
+                    cycle = _by_itself(stack, config, admin, marks, liveness, args.journal)
+                    return _wait(
+                        admin, cluster, brokers, cycle,
+                        timeout_s=args.timeout_s, interval_s=args.interval_s,
+                        sleep=sleep, monotonic=monotonic,
+                    )  # fmt: skip
+    except (
+        DrainMarksUnavailableError, PulsarAdminError, KafkaError, LeaseUnsupportedError,
+        sqlite3.Error,
+    ) as exc:  # fmt: skip
+        # Kafka or Pulsar away or refusing, a journal that cannot be opened (draining by
+        # itself): one line, exit 2 (never a traceback).
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
 
@@ -204,38 +228,38 @@ def _undo(
     return EXIT_DONE
 
 
-def drain_by_itself(config: BalancerConfig) -> DrainCycle | None:
-    """The controller's drain cycle, run here when no balancer holds the writer lease.
-
-    TODO(issue 43, the `drain` helper's part): the controller's drain decision
-    (`MovePlanner(draining_of=...)` and its pace) is not on main yet. Once it is, build the
-    controller and planner as `run` does (`controller_wiring.build_controller` and
-    `move_planner` with `draining_of=DrainMarksView(...).draining`), hold the writer lease
-    (`lease_wiring.build_writer_lease`) and return a function running one cycle of it.
-    Until then: None, and `--wait` waits for a balancer to come back.
-    """
-    return None
+def _by_itself(
+    stack: ExitStack,
+    config: BalancerConfig,
+    admin: PulsarPeerGroup,
+    marks: KafkaDrainMarks,
+    liveness: BalancerLiveness,
+    journal: Path | None,
+) -> DrainCycle | None:
+    """With no balancer holding the writer lease, this command's own drain cycle (it takes
+    the lease and acts while it holds it); else None: the balancer drains, this waits."""
+    if liveness.state != "down":
+        return None
+    why = cannot_drain_by_itself(config)
+    if why is not None:
+        print(f"drain: no balancer is running and this command cannot drain by itself ({why}): "
+              "the brokers empty only once a balancer runs again", file=sys.stderr)  # fmt: skip
+        return None
+    return stack.enter_context(drain_by_itself(config, admin, marks, journal_path=journal)).cycle
 
 
 def _wait(
-    config: BalancerConfig,
     admin: PulsarPeerGroup,
     cluster: str,
     brokers: Sequence[str],
+    cycle: DrainCycle | None,
     *,
     timeout_s: float,
     interval_s: float,
     sleep: Callable[[float], None],
     monotonic: Callable[[], float],
-    probe: Probe,
 ) -> int:
     deadline = monotonic() + timeout_s
-    liveness = probe(config)
-    print(f"drain: balancer {liveness.state}: {liveness.detail}", file=sys.stderr)
-    cycle = drain_by_itself(config) if liveness.state == "down" else None
-    if liveness.state == "down" and cycle is None:
-        print("drain: no balancer is running and this command cannot drain by itself yet: "
-              "the brokers empty only once a balancer runs again", file=sys.stderr)  # fmt: skip
     left: dict[str, tuple[str, ...]] = {}
     failure: str | None = None
     while True:

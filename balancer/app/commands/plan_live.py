@@ -148,18 +148,29 @@ def live_plan(
         )
         moves = MovesPlan(note=MOVES_OFF_NOTE)
         if board is not None:
+            from balancer.app.marks_read import read_marks
+
+            # The marks `run` acts on: bounded (Kafka away or absent: "unknown", no wait).
+            marks = read_marks(config)
+            planned = [c.name for c in config.clusters if c.name not in errors]
             moves = plan_moves(
                 config,
                 admin,
                 board,
                 bundles,
-                clusters=[c.name for c in config.clusters if c.name not in errors],
+                clusters=planned,
                 splits=plan.splits,
                 window_end_ms=plan.window_end_ms,
                 now_ms=now_ms,
                 allows=allows,
                 errors=load_errors,
                 drain=drain,
+                marked=marks.draining,
+            )
+            moves = dataclasses.replace(
+                moves,
+                marked={c: tuple(sorted(marks.draining(c))) for c in planned if marks.draining(c)},
+                marks_note=marks.note,
             )
         points: dict[str, OffloadPoint] = {}
         for offload in plan.offloads:

@@ -61,6 +61,10 @@ class MovesPlan:
     clusters: dict[str, ClusterMoves] = field(default_factory=dict)  # in config order
     errors: dict[str, str] = field(default_factory=dict)  # cluster -> why it has no moves
     note: str | None = None  # one line: why there are no moves at all (stats file, off)
+    # The drain marks `run` acts on (cluster -> brokers marked draining), as read for this
+    # plan; `marks_note` says "Drain marks: read" or why they are unknown (None: not asked).
+    marked: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    marks_note: str | None = None
 
     @property
     def moves(self) -> list[MoveDecision]:
@@ -195,6 +199,8 @@ def moves_json(moves: MovesPlan | None) -> dict[str, Any]:
             "moves_blocked": [],
             "draining": [],
             "drain_blocked": [],
+            "marked": [],
+            "drain_marks": None,
             "moves_note": None,
         }
     brokers = []
@@ -233,9 +239,16 @@ def moves_json(moves: MovesPlan | None) -> dict[str, Any]:
         "moves_blocked": blocked,
         "draining": draining,
         "drain_blocked": drain_blocked,
+        "marked": [{"cluster": c, "broker": b} for c, bs in moves.marked.items() for b in bs],
+        "drain_marks": _marks_state(moves.marks_note),
         "moves_errors": [{"cluster": k, "error": v} for k, v in moves.errors.items()],
         "moves_note": moves.note,
     }
+
+
+def _marks_state(note: str | None) -> str | None:
+    """`read`, or `unknown (why)`, from the note (None: the marks were not asked)."""
+    return None if note is None else note.removeprefix("Drain marks: ")
 
 
 def _pct(ratio: float) -> str:
@@ -250,6 +263,8 @@ def moves_parts(moves: MovesPlan | None) -> list[RenderableType]:
     parts: list[RenderableType] = []
     if moves.note:
         parts.append(moves.note)
+    if moves.marks_note is not None and moves.marks_note != "Drain marks: read":
+        parts.append(f"{moves.marks_note}: brokers marked draining are not shown.")
     for cluster, c in moves.clusters.items():
         plan = c.plan
         state = "balanced" if plan.balanced_before else "not balanced"
