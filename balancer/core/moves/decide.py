@@ -324,6 +324,7 @@ def decide_moves(
     busy_ranges: frozenset[str] = frozenset(),
     draining: frozenset[str] = frozenset(),
     drain_pace: DrainPace | None = None,
+    drain_destinations: tuple[frozenset[str], ...] | None = None,
 ) -> MovePlan:
     """The moves of one cluster for one window. `splits` are the split decisions of the same
     cycle: each parent bundle is replaced by its children (on the parent's owner, with the
@@ -338,7 +339,12 @@ def decide_moves(
     `draining`: broker ids marked draining (balancer.core.moves.drain): never a destination,
     left out of the balance (as if gone), and each bundle they own moved off first (reason
     DRAIN) or named in `drain_blocked`, at most as many as `drain_pace` allows (None: all).
-    Ids that are no broker of `brokers` are ignored."""
+    Ids that are no broker of `brokers` are ignored.
+
+    `drain_destinations`: the drain's destination tiers in preference order (a rolling
+    restart's, `balancer.core.rollout.drain_destinations`); each bundle goes to the first
+    tier with room, the rules and target unchanged; those placed outside the first are named
+    in `drain_fallback`. None: every staying broker alike."""
     all_bundles, after_split = with_splits(bundles, splits)
     known = {b.broker for b in brokers}
     all_bundles = [b for b in all_bundles if b.owner in known]  # an unknown owner: not ours
@@ -348,7 +354,9 @@ def decide_moves(
     cycle = _Cycle(seen, all_bundles, rules, settings, now_ms, busy_ranges)
     loads_before = dict(cycle.loads)
     balanced_before = is_balanced(cycle.active_loads(), settings)
-    drained, drain_blocked = plan_drain(cycle, draining, drain_pace)
+    drained, drain_blocked, drain_fallback = plan_drain(
+        cycle, draining, drain_pace, drain_destinations
+    )
     moves = [
         _decision(cluster, window_end_ms, m, MoveReason.DRAIN, after_split.get(m.bundle.name))
         for m in drained
@@ -410,6 +418,7 @@ def decide_moves(
         balanced_after=is_balanced(active_after, settings),
         draining=tuple(sorted(draining)),
         drain_blocked=tuple(drain_blocked),
+        drain_fallback=tuple(drain_fallback),
     )
 
 

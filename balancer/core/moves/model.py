@@ -230,3 +230,6 @@ class MovePlan:
     balanced_after: bool = False
     draining: tuple[str, ...] = ()  # brokers marked draining, sorted (never a destination)
     drain_blocked: tuple[BlockedBundle, ...] = ()  # their bundles that cannot leave, and why
+    # Drained bundles placed outside the preferred destinations of a roll (no room there):
+    # (bundle, destination); each will move once more when that broker restarts.
+    drain_fallback: tuple[tuple[str, str], ...] = ()
