@@ -48,6 +48,7 @@ from balancer.core.load import BundleLoad
 from balancer.core.moves.decide import decide_moves, is_balanced
 from balancer.core.moves.inputs import broker_states
 from balancer.core.moves.model import BundleState, MoveSettings, PlacementRules
+from balancer.core.rollout import drain_destinations
 from bench.broker_bounds import moves_lower_bound_final_mean
 from bench.broker_cluster import (
     ClusterScenario,
@@ -77,6 +78,9 @@ class Ours:
     # Brokers to empty (issue 43's drain, `bench.broker_rollout`): passed to decide_moves
     # as `draining=` only when set, so this runs on a core without that parameter.
     draining: frozenset[str] = field(default_factory=frozenset)
+    # A rolling restart's order (`balancer.core.rollout`): the drain prefers the brokers that
+    # already restarted, then the last to restart (`drain_destinations`). Empty: no roll.
+    order: tuple[str, ...] = ()
 
     def cycle(self, state: ClusterState, now_s: float) -> list[Unload]:
         cluster = state.scenario.name
@@ -152,6 +156,10 @@ class Ours:
             for b in state.scenario.bundles
         ]
         drain: dict[str, Any] = {"draining": self.draining} if self.draining else {}
+        if self.draining and self.order:
+            drain["drain_destinations"] = drain_destinations(
+                self.order, [spec.broker for spec in state.brokers], self.draining
+            )
         plan = decide_moves(
             cluster,
             brokers,
