@@ -1,0 +1,143 @@
+"""The rollout record: one per cluster on the drain marks' compacted topic, keyed
+`cluster/@rollout` (no broker id has no port, so it never collides with a mark's key).
+
+`pulsar-balancer roll start` writes it BEFORE it pauses Pulsar's shedder and auto-split, with
+the values they had (`paused`): whoever finishes the roll (`roll finish`, in this process
+or any later one, after a crash too) restores exactly those. While its state is `rolling`,
+the balancer sends each drain's bundles by the restart order (`balancer.core.rollout`).
+
+Pure: records are decoded and encoded here, every time is passed in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal, TypedDict, cast
+
+from balancer.core.drain_marks import MAX_BY_CHARS, BadMarkError, _check_broker
+
+RolloutState = Literal["rolling", "finished"]
+ROLLOUT_STATES: tuple[RolloutState, ...] = ("rolling", "finished")
+ROLLOUT_KEY_SUFFIX = "/@rollout"
+
+
+class RolloutRecord(TypedDict):
+    """A rollout's JSON value on the marks topic."""
+
+    kind: Literal["rollout"]
+    cluster: str
+    state: RolloutState
+    order: list[str]  # broker ids, the first to restart first
+    paused: dict[str, str]  # dynamic configuration name -> the value to restore
+    started_by: str
+    started_at_ms: int
+    by: str  # who made the last change
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    cluster: str
+    state: RolloutState
+    order: tuple[str, ...]
+    paused: Mapping[str, str] = field(default_factory=dict)
+    started_by: str = "unknown"
+    started_at_ms: int = 0
+    by: str = "unknown"
+    at_ms: int = 0
+
+    @property
+    def key(self) -> str:
+        return rollout_key(self.cluster)
+
+    @property
+    def rolling(self) -> bool:
+        return self.state == "rolling"
+
+    def as_record(self) -> RolloutRecord:
+        return RolloutRecord(
+            kind="rollout",
+            cluster=self.cluster,
+            state=self.state,
+            order=list(self.order),
+            paused=dict(self.paused),
+            started_by=self.started_by,
+            started_at_ms=self.started_at_ms,
+            by=self.by,
+            at_ms=self.at_ms,
+        )
+
+    def encode(self) -> tuple[bytes, bytes]:
+        return self.key.encode(), json.dumps(self.as_record(), sort_keys=True).encode()
+
+
+def rollout_key(cluster: str) -> str:
+    return f"{cluster}{ROLLOUT_KEY_SUFFIX}"
+
+
+def is_rollout_key(key: bytes | None) -> bool:
+    return key is not None and key.endswith(ROLLOUT_KEY_SUFFIX.encode())
+
+
+def new_rollout(
+    cluster: str, order: tuple[str, ...], paused: Mapping[str, str], *, by: str, at_ms: int
+) -> Rollout:
+    """A rollout started now by `by`; `paused`: the values to restore at its finish."""
+    if not cluster or "/" in cluster:
+        raise BadMarkError(f"cluster {cluster!r} is not a cluster name")
+    by = by[:MAX_BY_CHARS] or "unknown"
+    order = tuple(_check_broker(b) for b in order)
+    return Rollout(cluster, "rolling", order, dict(paused), by, at_ms, by, at_ms)
+
+
+def finished(rollout: Rollout, *, by: str, at_ms: int) -> Rollout:
+    return replace(rollout, state="finished", by=by[:MAX_BY_CHARS] or "unknown", at_ms=at_ms)
+
+
+def decode_rollout(key: bytes | None, value: bytes | None) -> Rollout:
+    """A `cluster/@rollout` record; BadMarkError says what is wrong with it."""
+    if value is None:
+        raise BadMarkError("rollout record without a value")
+    try:
+        body = json.loads(value)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadMarkError(f"rollout value is not JSON ({exc})") from None
+    if not isinstance(body, dict) or body.get("kind") != "rollout":
+        raise BadMarkError("rollout value is not a JSON object of kind 'rollout'")
+    state = body.get("state")
+    if state not in ROLLOUT_STATES:
+        raise BadMarkError(f"state must be one of {', '.join(ROLLOUT_STATES)}, got {state!r}")
+    order, paused = body.get("order"), body.get("paused")
+    if not isinstance(order, list) or not all(isinstance(b, str) for b in order):
+        raise BadMarkError("order must be a list of broker ids")
+    if not isinstance(paused, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in paused.items()
+    ):
+        raise BadMarkError("paused must map configuration names to non-empty strings")
+    texts = {}
+    for name in ("cluster", "started_by", "by"):
+        value_of = body.get(name)
+        if not isinstance(value_of, str) or not value_of:
+            raise BadMarkError(f"{name} must be a non-empty string, got {value_of!r}")
+        texts[name] = value_of
+    times = {}
+    for name in ("started_at_ms", "at_ms"):
+        ms = body.get(name)
+        if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
+            raise BadMarkError(f"{name} must be a non-negative integer (epoch ms), got {ms!r}")
+        times[name] = ms
+    rollout = Rollout(
+        cluster=texts["cluster"],
+        state=cast(RolloutState, state),
+        order=tuple(_check_broker(b) for b in order),
+        paused=dict(paused),
+        started_by=texts["started_by"][:MAX_BY_CHARS],
+        started_at_ms=times["started_at_ms"],
+        by=texts["by"][:MAX_BY_CHARS],
+        at_ms=times["at_ms"],
+    )
+    if key is None or key.decode(errors="replace") != rollout.key:
+        raise BadMarkError(f"key {key!r} does not name the value's {rollout.key!r}")
+    return rollout
