@@ -12,11 +12,17 @@ Pure: records are decoded and encoded here, every time is passed in.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypedDict, cast
 
-from balancer.core.drain_marks import MAX_BY_CHARS, BadMarkError, _check_broker
+from balancer.core.drain_marks import (
+    MAX_BY_CHARS,
+    RESTART_RULE_BY,
+    BadMarkError,
+    DrainMark,
+    _check_broker,
+)
 
 RolloutState = Literal["rolling", "finished"]
 ROLLOUT_STATES: tuple[RolloutState, ...] = ("rolling", "finished")
@@ -94,6 +100,23 @@ def new_rollout(
 
 def finished(rollout: Rollout, *, by: str, at_ms: int) -> Rollout:
     return replace(rollout, state="finished", by=by[:MAX_BY_CHARS] or "unknown", at_ms=at_ms)
+
+
+def roll_complete(rollout: Rollout, marks: Iterable[DrainMark]) -> bool:
+    """Every broker of the order drained and seen back since the roll started: its mark was
+    cleared by the restart rule after `started_at_ms`. The balancer then finishes the roll
+    itself (restores the switches) if the operator has not: they are never left off."""
+    if not rollout.rolling or not rollout.order:
+        return False
+    back = {
+        m.broker
+        for m in marks
+        if m.cluster == rollout.cluster
+        and m.state == "cleared"
+        and m.by == RESTART_RULE_BY
+        and m.at_ms >= rollout.started_at_ms
+    }
+    return all(b in back for b in rollout.order)
 
 
 def decode_rollout(key: bytes | None, value: bytes | None) -> Rollout:
