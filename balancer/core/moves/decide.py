@@ -344,7 +344,8 @@ def decide_moves(
     `drain_destinations`: the drain's destination tiers in preference order (a rolling
     restart's, `balancer.core.rollout.drain_destinations`); each bundle goes to the first
     tier with room, the rules and target unchanged; those placed outside the first are named
-    in `drain_fallback`. None: every staying broker alike."""
+    in `drain_fallback`; the cycle's balance moves go only to the first tier. None: every
+    staying broker alike."""
     all_bundles, after_split = with_splits(bundles, splits)
     known = {b.broker for b in brokers}
     all_bundles = [b for b in all_bundles if b.owner in known]  # an unknown owner: not ours
@@ -361,6 +362,9 @@ def decide_moves(
         _decision(cluster, window_end_ms, m, MoveReason.DRAIN, after_split.get(m.bundle.name))
         for m in drained
     ]
+    # During a roll's drain, balance moves too go only to the preferred (settled) brokers: a
+    # bundle sent to a broker still to restart would move once more.
+    settled = drain_destinations[0] if drain_destinations and draining else None
     while not is_balanced(cycle.active_loads(), settings):
         active = cycle.active_loads()
         mean = _mean(active)
@@ -369,10 +373,11 @@ def decide_moves(
         over = [b for b in by_load if active[b] > high + EPSILON]
         idle = frozenset(b for b in active if active[b] < mean - settings.margin - EPSILON)
         attempts: list[tuple[str, float, frozenset[str] | None]] = [
-            (b, active[b] - high, None) for b in over
+            (b, active[b] - high, settled) for b in over
         ]
         if idle:
-            attempts += [(b, active[b] - mean, idle) for b in by_load if active[b] > mean]
+            to_idle = idle if settled is None else idle & settled
+            attempts += [(b, active[b] - mean, to_idle) for b in by_load if active[b] > mean]
         made = False
         for source, excess, only_to in attempts:
             candidate, _ = _best_move(cycle, source, excess, only_to)
