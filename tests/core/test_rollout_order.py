@@ -179,3 +179,19 @@ def test_a_whole_roll_in_the_pure_model_moves_each_bundle_at_most_twice() -> Non
     twice = {name for name, c in moved.items() if c == 2}
     first = {b.name for b in bundles if b.owner == ORDER[0]}
     assert twice <= first
+
+
+def test_balance_moves_during_a_rolls_drain_go_only_to_the_preferred_brokers() -> None:
+    # b3 is over target beside an idle b2; but b2 restarts before b0: a bundle sent there now
+    # moves again when it drains. During the roll's drain, balance moves go to b0 only.
+    brokers, bundles = cluster({B[4]: [0.05], B[3]: [0.1] * 8, B[2]: [0.05], B[1]: [0.3],
+                                B[0]: [0.3]})  # fmt: skip
+    p = _plan(brokers, bundles, frozenset({B[4]}), ORDER)
+    balance = [m for m in p.moves if m.reason is not MoveReason.DRAIN]
+    assert balance and {m.destination for m in balance} == {B[0]}
+    # Without a roll the same cycle fills the idle b2.
+    free = decide_moves(
+        "c", brokers, bundles, rules=PlacementRules(), settings=SETTINGS, now_ms=10**9,
+        window_end_ms=10**9, draining=frozenset({B[4]}),
+    )  # fmt: skip
+    assert B[2] in {m.destination for m in free.moves if m.reason is not MoveReason.DRAIN}
