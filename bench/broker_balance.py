@@ -81,6 +81,9 @@ class Ours:
     # A rolling restart's order (`balancer.core.rollout`): the drain prefers the brokers that
     # already restarted, then the last to restart (`drain_destinations`). Empty: no roll.
     order: tuple[str, ...] = ()
+    # Each bundle's moves since the roll started, while they count (`run` reads them from
+    # its journal: `moves_in_roll`); None: no roll.
+    roll_moves: dict[str, int] | None = None
 
     def cycle(self, state: ClusterState, now_s: float) -> list[Unload]:
         cluster = state.scenario.name
@@ -152,6 +155,7 @@ class Ours:
                 sessions=b.sessions,
                 topics=b.topics,
                 last_moved_ms=self.last_moved_ms.get(b.name),
+                moves_in_roll=(self.roll_moves or {}).get(b.name, 0),
             )
             for b in state.scenario.bundles
         ]
@@ -174,6 +178,8 @@ class Ours:
         for move in plan.moves:
             name = f"{move.namespace}/{move.bundle}"
             self.last_moved_ms[name] = now_ms
+            if self.roll_moves is not None:
+                self.roll_moves[name] = self.roll_moves.get(name, 0) + 1
             moves.append(Unload(name, move.source, move.destination))
         return moves
 

@@ -166,8 +166,9 @@ class RolloutPolicy(Protocol):
 
     load_manager: LoadManager
 
-    def begin(self, order: tuple[str, ...]) -> None:
-        """The rollout starts, in this order (what `roll start` records)."""
+    def begin(self, order: tuple[str, ...], last_step_s: float) -> None:
+        """The rollout starts, in this order (what `roll start` records); it is over (the
+        last broker back) at `last_step_s`."""
 
     def before_stop(
         self, view: ClusterState, broker: str, leaving: frozenset[str], now_s: float
@@ -186,7 +187,7 @@ class PulsarAlone:
     load_manager: LoadManager
     shedder: ThresholdShedder | UniformLoadShedder | TransferShedder | None = None
 
-    def begin(self, order: tuple[str, ...]) -> None:
+    def begin(self, order: tuple[str, ...], last_step_s: float) -> None:
         pass  # Pulsar alone knows no order
 
     def before_stop(
@@ -221,6 +222,7 @@ class OursRollout:
     max_cycles: int = 10
     ours: Ours = field(default_factory=Ours)
     use_order: bool = True  # False: the drain without the order (`ours-unordered`)
+    counts_until_s: float = 0.0
 
     def __post_init__(self) -> None:
         if "draining" not in inspect.signature(decide_moves).parameters:
@@ -228,8 +230,11 @@ class OursRollout:
                 "decide_moves takes no draining= yet (the drain helper's change is not merged)"
             )
 
-    def begin(self, order: tuple[str, ...]) -> None:
+    def begin(self, order: tuple[str, ...], last_step_s: float) -> None:
         self.ours.order = order if self.use_order else ()
+        # As `run` counts them: from the roll's start to twice the grace period after it.
+        self.ours.roll_moves = {} if self.use_order else None
+        self.counts_until_s = last_step_s + 2 * self.ours.settings.grace_period_s
 
     def before_stop(
         self, view: ClusterState, broker: str, leaving: frozenset[str], now_s: float
@@ -246,11 +251,15 @@ class OursRollout:
                 view.owners[u.bundle] = u.destination
             out += unloads
         # The marks stay on the brokers still to remove (no bundle comes back to them); the
-        # stopping one's goes with it (cleared when a restarted broker is back).
-        self.ours.draining = leaving - {broker}
+        # stopping one's is `gone` while it is down and cleared once it is back (the restart
+        # rule): `cycle` drops it then.
+        self.ours.draining = leaving
         return out
 
     def cycle(self, view: ClusterState, now_s: float) -> list[Unload]:
+        if now_s > self.counts_until_s:
+            self.ours.roll_moves = None
+        self.ours.draining -= {b.broker for b in view.brokers}  # back: the restart rule
         return self.ours.cycle(view, now_s)
 
     def forget(self, broker: str) -> None:
@@ -338,7 +347,7 @@ def run_rollout(
     moved: Counter[str] = Counter()
     figures = RolloutFigures(last_step_s=last * CYCLE_S)
     balanced_since: float | None = None
-    policy.begin(scenario.order)
+    policy.begin(scenario.order, last * CYCLE_S)
 
     def apply(unloads: Sequence[Unload], *, applied: bool = False) -> None:
         for u in unloads:

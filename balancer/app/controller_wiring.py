@@ -154,6 +154,7 @@ def move_planner(
     in_flight_from: Callable[[str], Mapping[str, int]] = lambda _cluster: {},
     pace_drains: bool = True,
     rollout_order_of: Callable[[str], tuple[str, ...]] = lambda _cluster: (),
+    roll_moves_of: Callable[[str], Mapping[str, int]] = lambda _cluster: {},
 ) -> MovePlanner:
     """The move planner `run` and `plan` share, wired from `moves`. `draining_of`: cluster
     -> broker ids marked draining (default: none)."""
@@ -178,7 +179,16 @@ def move_planner(
         drain_moves_per_minute=moves.drain_moves_per_minute,
         pace_drains=pace_drains,
         rollout_order_of=rollout_order_of,
+        roll_moves_of=roll_moves_of,
     )
+
+
+def _roll_moves(
+    journal: Journal, roll_started_of: Callable[[str], int | None], cluster: str
+) -> Mapping[str, int]:
+    """Each bundle's moves since the cluster's last roll started, while they count."""
+    since_ms = roll_started_of(cluster)
+    return {} if since_ms is None else journal.move_counts_since(cluster, since_ms)
 
 
 def build_handler(
@@ -190,6 +200,7 @@ def build_handler(
     board: BrokerLoadBoard | None = None,
     draining_of: Callable[[str], frozenset[str]] | None = None,
     rollout_order_of: Callable[[str], tuple[str, ...]] = lambda _cluster: (),
+    roll_started_of: Callable[[str], int | None] = lambda _cluster: None,
 ) -> ControllerHandler:
     """The BatchHandler for the stream, wired from the config. With a `board`, each window
     also plans bundle moves between brokers. `draining_of`: cluster -> brokers marked
@@ -208,6 +219,7 @@ def build_handler(
             draining_of=draining,
             in_flight_from=partial(moves_in_flight_from, controller.journal),
             rollout_order_of=rollout_order_of,
+            roll_moves_of=partial(_roll_moves, controller.journal, roll_started_of),
         )
     )
     return ControllerHandler(

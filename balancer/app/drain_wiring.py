@@ -25,7 +25,7 @@ from balancer.app.stream_settings import kafka_security
 from balancer.controller.ports import PulsarConfigPort
 from balancer.controller.rollout import finish_rollout
 from balancer.core.drain_marks import DrainMark, restart_rule
-from balancer.core.rollout_record import roll_complete
+from balancer.core.rollout_record import roll_complete, roll_moves_count_since
 from balancer.kafka.drain_marks import KafkaDrainMarks
 from balancer.kafka.lease import KafkaWriterLease
 
@@ -107,6 +107,12 @@ class DrainMarksView:
         """The restart order of the cluster's roll in progress (`roll start`), else ()."""
         rollout = self.marks.rollout(cluster)
         return rollout.order if rollout is not None and rollout.rolling else ()
+
+    def roll_moves_count_since(self, cluster: str, *, grace_period_s: float) -> int | None:
+        """Since when bundles' moves count against a roll's limit (`roll_moves_count_since`)."""
+        return roll_moves_count_since(
+            self.marks.rollout(cluster), now_ms=self._now_ms(), grace_period_s=grace_period_s
+        )
 
     def _finish_complete_roll(self, cluster: str) -> None:
         rollout = self.marks.rollout(cluster)

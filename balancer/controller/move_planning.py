@@ -228,6 +228,7 @@ class MovePlanner:
         drain_moves_per_minute: int = DRAIN_MOVES_PER_MINUTE,
         pace_drains: bool = True,
         rollout_order_of: Callable[[str], tuple[str, ...]] = lambda _cluster: (),
+        roll_moves_of: Callable[[str], Mapping[str, int]] = lambda _cluster: {},
     ) -> None:
         """`movable`: namespaces the controller may act on (its allow/deny lists): the
         others' bundles still load their brokers and count for anti-affinity but are never
@@ -243,8 +244,12 @@ class MovePlanner:
         `pace_drains` False (`plan --drain`), every drain move at once (`apply` sends them
         one by one under the controller's rate limits). `rollout_order_of`: cluster -> the
         restart order of a roll in progress (`roll start`; () when none): a drain then sends
-        its bundles to the brokers that already restarted (`balancer.core.rollout`)."""
+        its bundles to the brokers that already restarted (`balancer.core.rollout`).
+        `roll_moves_of`: cluster -> bundle name -> its moves since the last roll started
+        (while they count); a bundle at `MAX_MOVES_IN_ROLL` gets no balance move."""
         self.rollout_order_of = rollout_order_of
+        # cluster -> bundle name -> its moves since the last roll started, while they count
+        self.roll_moves_of = roll_moves_of
         self.board = board
         self.draining_of = draining_of
         self.moves_in_flight_from = moves_in_flight_from
@@ -340,8 +345,13 @@ class MovePlanner:
             configured={w.broker: self.capacity_of(cluster, w.broker) for w in windows},
             failure_domains=rules.failure_domains,
         )
+        roll_moves = self.roll_moves_of(cluster)
         states = [
-            replace(state, pinned=not self.movable(state.namespace))
+            replace(
+                state,
+                pinned=not self.movable(state.namespace),
+                moves_in_roll=roll_moves.get(state.name, 0),
+            )
             for state in (
                 *bundle_states(bundles, loads.owners, self.last_moves_ms(cluster)),
                 *idle,

@@ -25,6 +25,11 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Sequence
 
+# Issue 43's bound for a roll: no bundle moved more than this. A bundle the roll (its drains
+# and the balance meanwhile) moved this often is left out of balance moves until the roll's
+# moves stop counting (a drain still moves it: its broker is going away).
+MAX_MOVES_IN_ROLL = 2
+
 # A StatefulSet pod is `<set name>-<ordinal>`; its broker id's host starts with the pod's
 # name (`pulsar-broker-3.pulsar-broker.pulsar.svc.cluster.local:8080`, or the bare pod name).
 _ORDINAL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?-(?P<ordinal>\d+)$")

@@ -119,6 +119,19 @@ def roll_complete(rollout: Rollout, marks: Iterable[DrainMark]) -> bool:
     return all(b in back for b in rollout.order)
 
 
+def roll_moves_count_since(
+    rollout: Rollout | None, *, now_ms: int, grace_period_s: float
+) -> int | None:
+    """Since when each bundle's moves count against `MAX_MOVES_IN_ROLL` (the roll's start),
+    or None: no roll, or one finished more than twice the grace period ago (the final
+    balance, which waits for the last drains' grace period, is over by then)."""
+    if rollout is None:
+        return None
+    if rollout.rolling or now_ms - rollout.at_ms <= 2 * grace_period_s * 1000:
+        return rollout.started_at_ms
+    return None
+
+
 def decode_rollout(key: bytes | None, value: bytes | None) -> Rollout:
     """A `cluster/@rollout` record; BadMarkError says what is wrong with it."""
     if value is None:

@@ -8,6 +8,7 @@ and the moves total at most (1 + 1/N) x bundles."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -21,7 +22,12 @@ from balancer.core.moves.model import (
     MoveSettings,
     PlacementRules,
 )
-from balancer.core.rollout import OrderError, drain_destinations, statefulset_order
+from balancer.core.rollout import (
+    MAX_MOVES_IN_ROLL,
+    OrderError,
+    drain_destinations,
+    statefulset_order,
+)
 from tests.core.moves_fixtures import broker, cluster
 
 SETTINGS = MoveSettings()
@@ -181,17 +187,35 @@ def test_a_whole_roll_in_the_pure_model_moves_each_bundle_at_most_twice() -> Non
     assert twice <= first
 
 
-def test_balance_moves_during_a_rolls_drain_go_only_to_the_preferred_brokers() -> None:
-    # b3 is over target beside an idle b2; but b2 restarts before b0: a bundle sent there now
-    # moves again when it drains. During the roll's drain, balance moves go to b0 only.
-    brokers, bundles = cluster({B[4]: [0.05], B[3]: [0.1] * 8, B[2]: [0.05], B[1]: [0.3],
+def test_during_a_rolls_drain_only_an_overloaded_broker_is_relieved_to_preferred_ones() -> None:
+    # b3 is overloaded beside an idle b2; but b2 restarts before b0: a bundle sent there now
+    # moves again when it drains. During the roll's drain, b3 is relieved to b0 only, and
+    # only down to the overload ratio (other balance moves wait for the roll's end).
+    brokers, bundles = cluster({B[4]: [0.05], B[3]: [0.1] * 10, B[2]: [0.05], B[1]: [0.3],
                                 B[0]: [0.3]})  # fmt: skip
     p = _plan(brokers, bundles, frozenset({B[4]}), ORDER)
     balance = [m for m in p.moves if m.reason is not MoveReason.DRAIN]
     assert balance and {m.destination for m in balance} == {B[0]}
-    # Without a roll the same cycle fills the idle b2.
+    assert p.loads_after[B[3]] <= SETTINGS.overload_ratio + 1e-9
+    assert p.loads_after[B[3]] > SETTINGS.overload_ratio - 0.1 - 1e-9  # no further
+    # Without a roll the same cycle fills the idle b2 and evens b3 out to the target.
     free = decide_moves(
         "c", brokers, bundles, rules=PlacementRules(), settings=SETTINGS, now_ms=10**9,
         window_end_ms=10**9, draining=frozenset({B[4]}),
     )  # fmt: skip
     assert B[2] in {m.destination for m in free.moves if m.reason is not MoveReason.DRAIN}
+
+
+def test_a_bundle_the_roll_moved_twice_gets_no_balance_move_but_is_still_drained() -> None:
+    brokers, bundles = cluster({B[1]: [0.4, 0.3], B[0]: [0.0]})
+    twice = [replace(b, moves_in_roll=MAX_MOVES_IN_ROLL) for b in bundles]
+    free = decide_moves("c", brokers, bundles, rules=PlacementRules(), settings=SETTINGS,
+                        now_ms=10**9, window_end_ms=10**9)  # fmt: skip
+    assert free.moves  # b0 idle beside b1: filled
+    held = decide_moves("c", brokers, twice, rules=PlacementRules(), settings=SETTINGS,
+                        now_ms=10**9, window_end_ms=10**9)  # fmt: skip
+    assert held.moves == ()
+    drained = decide_moves("c", brokers, twice, rules=PlacementRules(), settings=SETTINGS,
+                           now_ms=10**9, window_end_ms=10**9,
+                           draining=frozenset({B[1]}))  # fmt: skip
+    assert len([m for m in drained.moves if m.reason is MoveReason.DRAIN]) == 2

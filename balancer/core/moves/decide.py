@@ -48,6 +48,7 @@ from balancer.core.moves.placement import (
     isolation_allowed,
     same_group,
 )
+from balancer.core.rollout import MAX_MOVES_IN_ROLL
 
 EPSILON = 1e-9  # float noise: a load within this of a bound is at the bound
 
@@ -259,7 +260,13 @@ def _best_move(
     sized = [b for b in owned if cycle.load_on(b, source) >= settings.min_bundle_load_ratio]
     if not sized:
         return None, BlockReason.TOO_SMALL
-    rested = [b for b in sized if b.name not in cycle.moved and not cycle.in_grace(b)]
+    rested = [
+        b
+        for b in sized
+        if b.name not in cycle.moved
+        and not cycle.in_grace(b)
+        and b.moves_in_roll < MAX_MOVES_IN_ROLL  # a roll moved it its share already
+    ]
     if not rested:
         return None, BlockReason.GRACE_PERIOD
     movable = [b for b in rested if cycle.movable(b)]
@@ -362,9 +369,10 @@ def decide_moves(
         _decision(cluster, window_end_ms, m, MoveReason.DRAIN, after_split.get(m.bundle.name))
         for m in drained
     ]
-    # During a roll's drain, balance moves too go only to the preferred (settled) brokers: a
-    # bundle sent to a broker still to restart would move once more.
-    settled = drain_destinations[0] if drain_destinations and draining else None
+    # During a roll's drain (its broker marked, listed or gone while it restarts), balance
+    # moves too go only to the preferred (settled) brokers: a bundle sent to a broker still
+    # to restart would move once more.
+    settled = drain_destinations[0] if drain_destinations else None
     while not is_balanced(cycle.active_loads(), settings):
         active = cycle.active_loads()
         mean = _mean(active)
@@ -372,12 +380,17 @@ def decide_moves(
         by_load = sorted(active, key=lambda b: (-active[b], b))
         over = [b for b in by_load if active[b] > high + EPSILON]
         idle = frozenset(b for b in active if active[b] < mean - settings.margin - EPSILON)
+        if settled is not None:
+            # During a roll only an overloaded broker is relieved (to a settled one): any
+            # other balance move takes room the next drain needs; the balance after the
+            # roll evens the rest out.
+            over = [b for b in over if active[b] > settings.overload_ratio + EPSILON]
+            idle = frozenset()
         attempts: list[tuple[str, float, frozenset[str] | None]] = [
             (b, active[b] - high, settled) for b in over
         ]
         if idle:
-            to_idle = idle if settled is None else idle & settled
-            attempts += [(b, active[b] - mean, to_idle) for b in by_load if active[b] > mean]
+            attempts += [(b, active[b] - mean, idle) for b in by_load if active[b] > mean]
         made = False
         for source, excess, only_to in attempts:
             candidate, _ = _best_move(cycle, source, excess, only_to)
