@@ -223,6 +223,7 @@ class OursRollout:
     ours: Ours = field(default_factory=Ours)
     use_order: bool = True  # False: the drain without the order (`ours-unordered`)
     counts_until_s: float = 0.0
+    gone: set[str] = field(default_factory=set)  # stopped while marked (a `gone` mark)
 
     def __post_init__(self) -> None:
         if "draining" not in inspect.signature(decide_moves).parameters:
@@ -254,12 +255,15 @@ class OursRollout:
         # stopping one's is `gone` while it is down and cleared once it is back (the restart
         # rule): `cycle` drops it then.
         self.ours.draining = leaving
+        self.gone.add(broker)
         return out
 
     def cycle(self, view: ClusterState, now_s: float) -> list[Unload]:
         if now_s > self.counts_until_s:
             self.ours.roll_moves = None
-        self.ours.draining -= {b.broker for b in view.brokers}  # back: the restart rule
+        back = self.gone & {b.broker for b in view.brokers}  # listed again: the restart rule
+        self.ours.draining -= back
+        self.gone -= back
         return self.ours.cycle(view, now_s)
 
     def forget(self, broker: str) -> None:
