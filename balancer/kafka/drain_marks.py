@@ -12,6 +12,9 @@ is the mark (`balancer.core.drain_marks`). Why Kafka: docs/decisions.md ("Drain 
 - A record that is no mark is counted (`bad_records`), logged once with its offset and
   reason, and skipped; it never stops the read.
 
+- The same topic holds one rollout record per cluster (`<cluster>/@rollout`,
+  `balancer.core.rollout_record`, written by `pulsar-balancer roll`): `rollout(cluster)`.
+
 One instance is safe to use from several threads (one lock around the consumer).
 """
 
