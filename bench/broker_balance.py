@@ -48,6 +48,7 @@ from balancer.core.load import BundleLoad
 from balancer.core.moves.decide import decide_moves, is_balanced
 from balancer.core.moves.inputs import broker_states
 from balancer.core.moves.model import BundleState, MoveSettings, PlacementRules
+from balancer.core.rollout import drain_destinations
 from bench.broker_bounds import moves_lower_bound_final_mean
 from bench.broker_cluster import (
     ClusterScenario,
@@ -77,6 +78,12 @@ class Ours:
     # Brokers to empty (issue 43's drain, `bench.broker_rollout`): passed to decide_moves
     # as `draining=` only when set, so this runs on a core without that parameter.
     draining: frozenset[str] = field(default_factory=frozenset)
+    # A rolling restart's order (`balancer.core.rollout`): the drain prefers the brokers that
+    # already restarted, then the last to restart (`drain_destinations`). Empty: no roll.
+    order: tuple[str, ...] = ()
+    # Each bundle's moves since the roll started, while they count (`run` reads them from
+    # its journal: `moves_in_roll`); None: no roll.
+    roll_moves: dict[str, int] | None = None
 
     def cycle(self, state: ClusterState, now_s: float) -> list[Unload]:
         cluster = state.scenario.name
@@ -148,10 +155,15 @@ class Ours:
                 sessions=b.sessions,
                 topics=b.topics,
                 last_moved_ms=self.last_moved_ms.get(b.name),
+                moves_in_roll=(self.roll_moves or {}).get(b.name, 0),
             )
             for b in state.scenario.bundles
         ]
         drain: dict[str, Any] = {"draining": self.draining} if self.draining else {}
+        if self.draining and self.order:
+            drain["drain_destinations"] = drain_destinations(
+                self.order, [spec.broker for spec in state.brokers], self.draining
+            )
         plan = decide_moves(
             cluster,
             brokers,
@@ -166,6 +178,8 @@ class Ours:
         for move in plan.moves:
             name = f"{move.namespace}/{move.bundle}"
             self.last_moved_ms[name] = now_ms
+            if self.roll_moves is not None:
+                self.roll_moves[name] = self.roll_moves.get(name, 0) + 1
             moves.append(Unload(name, move.source, move.destination))
         return moves
 

@@ -48,6 +48,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from balancer.core import rollout
 from balancer.core.moves.decide import decide_moves, is_balanced
 from balancer.core.moves.model import MoveSettings
 from bench.broker_balance import Ours
@@ -94,9 +95,9 @@ class RolloutScenario:
 
 
 def statefulset_order(brokers: Sequence[BrokerSpec]) -> tuple[str, ...]:
-    """A StatefulSet rolls (and scales down) from the highest ordinal: the last broker first
-    (`broker-N` is ordinal N - 1)."""
-    return tuple(b.broker for b in reversed(brokers))
+    """A StatefulSet rolls (and scales down) from the highest ordinal: the last broker first,
+    as `pulsar-balancer roll start` orders them by default (`balancer.core.rollout`)."""
+    return rollout.statefulset_order(b.broker for b in brokers)
 
 
 def _even_cluster(name: str, brokers: int, msg_rate_in: float, seed: int) -> ClusterScenario:
@@ -165,6 +166,10 @@ class RolloutPolicy(Protocol):
 
     load_manager: LoadManager
 
+    def begin(self, order: tuple[str, ...], last_step_s: float) -> None:
+        """The rollout starts, in this order (what `roll start` records); it is over (the
+        last broker back) at `last_step_s`."""
+
     def before_stop(
         self, view: ClusterState, broker: str, leaving: frozenset[str], now_s: float
     ) -> list[Unload]: ...
@@ -181,6 +186,9 @@ class PulsarAlone:
 
     load_manager: LoadManager
     shedder: ThresholdShedder | UniformLoadShedder | TransferShedder | None = None
+
+    def begin(self, order: tuple[str, ...], last_step_s: float) -> None:
+        pass  # Pulsar alone knows no order
 
     def before_stop(
         self, view: ClusterState, broker: str, leaving: frozenset[str], now_s: float
@@ -205,20 +213,29 @@ class OursRollout:
     until the stopping broker owns nothing (at most `max_cycles`), then our ordinary decision
     once a minute. Pulsar's shedder is paused (point 4); its shutdown finds the broker empty.
 
-    HOOK for the lead: the order-aware drain of point 4 (send bundles to brokers that have
-    already restarted; the first drain to the broker that restarts last) needs the restart
-    order; pass it to the decision here once the interface takes it. The drain's cycles all
-    run in the minute of the stop (its pace is not modelled)."""
+    The drain knows the restart order (`begin`, as `roll start` records it): it sends bundles
+    to brokers that already restarted, the first drain to the broker that restarts last
+    (`balancer.core.rollout.drain_destinations`, the same function `run` uses). The drain's
+    cycles all run in the minute of the stop (its pace is not modelled)."""
 
     load_manager: LoadManager = "modular"
     max_cycles: int = 10
     ours: Ours = field(default_factory=Ours)
+    use_order: bool = True  # False: the drain without the order (`ours-unordered`)
+    counts_until_s: float = 0.0
+    gone: set[str] = field(default_factory=set)  # stopped while marked (a `gone` mark)
 
     def __post_init__(self) -> None:
         if "draining" not in inspect.signature(decide_moves).parameters:
             raise Unavailable(
                 "decide_moves takes no draining= yet (the drain helper's change is not merged)"
             )
+
+    def begin(self, order: tuple[str, ...], last_step_s: float) -> None:
+        self.ours.order = order if self.use_order else ()
+        # As `run` counts them: from the roll's start to twice the grace period after it.
+        self.ours.roll_moves = {} if self.use_order else None
+        self.counts_until_s = last_step_s + 2 * self.ours.settings.grace_period_s
 
     def before_stop(
         self, view: ClusterState, broker: str, leaving: frozenset[str], now_s: float
@@ -235,11 +252,18 @@ class OursRollout:
                 view.owners[u.bundle] = u.destination
             out += unloads
         # The marks stay on the brokers still to remove (no bundle comes back to them); the
-        # stopping one's goes with it (cleared when a restarted broker is back).
-        self.ours.draining = leaving - {broker}
+        # stopping one's is `gone` while it is down and cleared once it is back (the restart
+        # rule): `cycle` drops it then.
+        self.ours.draining = leaving
+        self.gone.add(broker)
         return out
 
     def cycle(self, view: ClusterState, now_s: float) -> list[Unload]:
+        if now_s > self.counts_until_s:
+            self.ours.roll_moves = None
+        back = self.gone & {b.broker for b in view.brokers}  # listed again: the restart rule
+        self.ours.draining -= back
+        self.gone -= back
         return self.ours.cycle(view, now_s)
 
     def forget(self, broker: str) -> None:
@@ -252,6 +276,7 @@ POLICIES: dict[str, Callable[[int], RolloutPolicy]] = {
     "uniform": lambda seed: PulsarAlone("modular", UniformLoadShedder(seed)),
     "transfer": lambda seed: PulsarAlone("extensible", TransferShedder()),
     "ours": lambda seed: OursRollout(),
+    "ours-unordered": lambda seed: OursRollout(use_order=False),
 }
 PULSAR = ("modular-paused", "threshold", "uniform", "transfer")
 
@@ -326,6 +351,7 @@ def run_rollout(
     moved: Counter[str] = Counter()
     figures = RolloutFigures(last_step_s=last * CYCLE_S)
     balanced_since: float | None = None
+    policy.begin(scenario.order, last * CYCLE_S)
 
     def apply(unloads: Sequence[Unload], *, applied: bool = False) -> None:
         for u in unloads:
@@ -383,6 +409,69 @@ def move_target(scenario: RolloutScenario) -> float:
         return (1 + 1 / len(scenario.cluster.brokers)) * bundles
     removed = set(scenario.order)
     return float(sum(b.owner in removed for b in scenario.cluster.bundles))
+
+
+def final_balance_bound(scenario: RolloutScenario, settings: MoveSettings) -> int:
+    """The final balance's own lower bound after a rolling restart: the broker that restarts
+    last comes back owning nothing and must reach `mean - margin` (no idle broker beside busy
+    ones, `is_balanced`): the fewest bundles, largest first, that carry that much. 0 for a
+    scale in (the brokers that stay were never emptied)."""
+    if scenario.kind != "restart":
+        return 0
+    state = ClusterState.start(scenario.cluster)
+    last = scenario.order[-1]
+    mean = sum(state.loads().values()) / len(scenario.cluster.brokers)
+    sizes = sorted((state.bundle_load_on(b, last) for b in scenario.cluster.bundles), reverse=True)
+    need, moves = mean - settings.margin, 0
+    for size in sizes:
+        if need <= 0:
+            break
+        need -= size
+        moves += 1
+    return moves
+
+
+def targets(
+    scenario: RolloutScenario, results: dict[str, RolloutFigures], settings: MoveSettings
+) -> dict[str, Any]:
+    """Issue 43's targets for `ours` on this scenario, each with the figure and met or not."""
+    ours = results.get("ours")
+    pulsar = [results[n] for n in PULSAR if n in results and results[n].error is None]
+    if ours is None or ours.error is not None or not pulsar:
+        return {}
+    out: dict[str, Any] = {}
+    if scenario.kind == "restart":
+        bound = move_target(scenario) + final_balance_bound(scenario, settings)
+        alone = results.get("modular-paused", pulsar[0]).sessions_moved
+        out["max moves of a bundle <= 2"] = (
+            ours.max_moves_per_bundle,
+            ours.max_moves_per_bundle <= 2,
+        )
+        out[f"moves <= {bound:.0f} ((1 + 1/N) x bundles + final balance)"] = (
+            ours.moves,
+            ours.moves <= bound,
+        )
+        out["broker-min over 85 % = 0"] = (
+            ours.overloaded_broker_min,
+            ours.overloaded_broker_min == 0,
+        )
+        out[f"sessions moved <= {alone / 2:.0f} (half of Pulsar alone, modular-paused)"] = (
+            ours.sessions_moved,
+            ours.sessions_moved <= alone / 2,
+        )
+        out["sessions every bundle's restart moves once (floor of any drain)"] = (
+            sum(b.sessions for b in scenario.cluster.bundles),
+            None,
+        )
+    else:
+        fewest = min(p.moves for p in pulsar)
+        when = ours.balanced_after_last_step_s
+        out["balanced within 2 cycles (<= 120 s) after the last drain"] = (
+            _fmt_s(when),
+            when is not None and when <= 2 * CYCLE_S,
+        )
+        out[f"moves < {fewest} (fewest of any Pulsar model)"] = (ours.moves, ours.moves < fewest)
+    return out
 
 
 def _fmt_s(value: float | None) -> str:
@@ -449,7 +538,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if f.error is None
                 else [scenario.name, name, f.error, "", "", "", "", "", "", ""]
             )
+        met = targets(scenario, results, settings)
         payload["scenarios"][scenario.name] = {
+            "targets": {k: {"value": v, "met": ok} for k, (v, ok) in met.items()},
+            "final_balance_bound": final_balance_bound(scenario, settings),
             "description": scenario.description,
             "brokers": len(scenario.cluster.brokers),
             "final_brokers": scenario.final_brokers,
@@ -480,8 +572,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"- {name}: {entry['bundles']} bundles, {entry['brokers']} -> "
             f"{entry['final_brokers']} brokers; issue 43's move bound before the final "
-            f"balance: {entry['move_target']}"
+            f"balance: {entry['move_target']}, the final balance's: "
+            f"{entry['final_balance_bound']}"
         )
+        for target, got in entry["targets"].items():
+            verdict = {True: "met", False: "MISSED", None: "(reference)"}[got["met"]]
+            print(f"  - ours: {target}: {got['value']} {verdict}")
     print_result(payload)
     return 0
 

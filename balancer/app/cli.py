@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "balancer.app.commands.plan",
     "balancer.app.commands.apply",
     "balancer.app.commands.drain",
+    "balancer.app.commands.roll",
 )
 
 EXIT_USAGE = 2

@@ -153,6 +153,8 @@ def move_planner(
     draining_of: Callable[[str], frozenset[str]] = no_draining,
     in_flight_from: Callable[[str], Mapping[str, int]] = lambda _cluster: {},
     pace_drains: bool = True,
+    rollout_order_of: Callable[[str], tuple[str, ...]] = lambda _cluster: (),
+    roll_moves_of: Callable[[str], Mapping[str, int]] = lambda _cluster: {},
 ) -> MovePlanner:
     """The move planner `run` and `plan` share, wired from `moves`. `draining_of`: cluster
     -> broker ids marked draining (default: none)."""
@@ -176,7 +178,17 @@ def move_planner(
         drain_moves_in_flight_per_broker=moves.drain_moves_in_flight_per_broker,
         drain_moves_per_minute=moves.drain_moves_per_minute,
         pace_drains=pace_drains,
+        rollout_order_of=rollout_order_of,
+        roll_moves_of=roll_moves_of,
     )
+
+
+def _roll_moves(
+    journal: Journal, roll_started_of: Callable[[str], int | None], cluster: str
+) -> Mapping[str, int]:
+    """Each bundle's moves since the cluster's last roll started, while they count."""
+    since_ms = roll_started_of(cluster)
+    return {} if since_ms is None else journal.move_counts_since(cluster, since_ms)
 
 
 def build_handler(
@@ -187,6 +199,8 @@ def build_handler(
     lease: WriterLease | None = None,
     board: BrokerLoadBoard | None = None,
     draining_of: Callable[[str], frozenset[str]] | None = None,
+    rollout_order_of: Callable[[str], tuple[str, ...]] = lambda _cluster: (),
+    roll_started_of: Callable[[str], int | None] = lambda _cluster: None,
 ) -> ControllerHandler:
     """The BatchHandler for the stream, wired from the config. With a `board`, each window
     also plans bundle moves between brokers. `draining_of`: cluster -> brokers marked
@@ -204,6 +218,8 @@ def build_handler(
             ranges_in_flight=partial(ranges_in_flight, controller.journal),
             draining_of=draining,
             in_flight_from=partial(moves_in_flight_from, controller.journal),
+            rollout_order_of=rollout_order_of,
+            roll_moves_of=partial(_roll_moves, controller.journal, roll_started_of),
         )
     )
     return ControllerHandler(

@@ -22,7 +22,10 @@ from typing import Literal
 from balancer.app.config import BalancerConfig
 from balancer.app.lease_wiring import lease_identity
 from balancer.app.stream_settings import kafka_security
+from balancer.controller.ports import PulsarConfigPort
+from balancer.controller.rollout import finish_rollout
 from balancer.core.drain_marks import DrainMark, restart_rule
+from balancer.core.rollout_record import roll_complete, roll_moves_count_since
 from balancer.kafka.drain_marks import KafkaDrainMarks
 from balancer.kafka.lease import KafkaWriterLease
 
@@ -34,6 +37,7 @@ MARKS_REFRESH_S = 5.0
 # that registers again in the metadata store) is unlisted for longer than this when it
 # restarts; a restart the rule misses leaves the mark on (`drain --undo` clears it).
 WATCH_INTERVAL_S = 5.0
+ROLL_COMPLETE_BY = "pulsar-balancer (roll complete)"
 
 
 def build_drain_marks(config: BalancerConfig, *, timeout_s: float = 10.0) -> KafkaDrainMarks:
@@ -67,7 +71,11 @@ class DrainMarksView:
         refresh_s: float = MARKS_REFRESH_S,
         monotonic: Callable[[], float] = time.monotonic,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        config_admin: PulsarConfigPort | None = None,
     ) -> None:
+        """`config_admin`: Pulsar's dynamic configuration, to finish a roll whose brokers
+        have all restarted (`roll_complete`) when no `roll finish` came (None: never)."""
+        self.config_admin = config_admin
         self.marks = marks
         self._listed = listed_brokers
         self._may_write = may_write
@@ -88,10 +96,45 @@ class DrainMarksView:
         return self.marks.draining(cluster)
 
     def check(self, cluster: str) -> None:
-        """Re-read the marks (at most every `refresh_s`) and apply the restart rule."""
+        """Re-read the marks (at most every `refresh_s`), apply the restart rule, and finish
+        a roll whose brokers have all restarted."""
         with self._lock:
             self._refresh()
             self._apply_restart_rule(cluster)
+            self._finish_complete_roll(cluster)
+
+    def rollout_order(self, cluster: str) -> tuple[str, ...]:
+        """The restart order of the cluster's roll in progress (`roll start`), else ()."""
+        rollout = self.marks.rollout(cluster)
+        return rollout.order if rollout is not None and rollout.rolling else ()
+
+    def roll_moves_count_since(self, cluster: str, *, grace_period_s: float) -> int | None:
+        """Since when bundles' moves count against a roll's limit (`roll_moves_count_since`)."""
+        return roll_moves_count_since(
+            self.marks.rollout(cluster), now_ms=self._now_ms(), grace_period_s=grace_period_s
+        )
+
+    def _finish_complete_roll(self, cluster: str) -> None:
+        rollout = self.marks.rollout(cluster)
+        if (
+            self.config_admin is None
+            or rollout is None
+            or not self._may_write()
+            or not roll_complete(rollout, self.marks.marks(cluster))
+        ):
+            return
+        try:
+            finish_rollout(self.marks, self.config_admin, cluster,
+                           by=ROLL_COMPLETE_BY, now_ms=self._now_ms())  # fmt: skip
+        except Exception as exc:  # Pulsar or Kafka away: tried again next round
+            log.warning("roll of %s: every broker restarted, but its switches were not "
+                        "restored yet (%s); retried", cluster, exc)  # fmt: skip
+            return
+        log.warning(
+            "roll of %s: every broker of its order restarted; Pulsar's shedder and "
+            "auto-split restored as they were (no `roll finish` needed)",
+            cluster,
+        )
 
     def current(self) -> tuple[DrainMark, ...]:
         """Every mark as last read (no Kafka call): for the live view."""
@@ -170,6 +213,7 @@ def drain_marks_view(
     admin: object,
     *,
     lease_held: Callable[[], bool] | None = None,
+    dry_run: bool = True,
 ) -> DrainMarksView:
     """The view `run` gives the move planner; `lease_held` None: this balancer always acts."""
     list_brokers: Callable[[str], tuple[str, ...]] = getattr(admin, "list_brokers")  # noqa: B009
@@ -177,6 +221,8 @@ def drain_marks_view(
         build_drain_marks(config),
         listed_brokers=list_brokers,
         may_write=lease_held or (lambda: True),
+        # Never in dry-run: the balancer then changes nothing on Pulsar.
+        config_admin=admin if isinstance(admin, PulsarConfigPort) and not dry_run else None,
     )
 
 

@@ -280,6 +280,8 @@ class BalancerApp:
             lease=self.lease,
             board=self.broker_board,
             draining_of=self.draining_of,  # brokers marked by `pulsar-balancer drain`
+            rollout_order_of=self.rollout_order_of,  # `pulsar-balancer roll start`
+            roll_started_of=self.roll_started_of,
         )
         # The controller stores every layout it reads and each split's result, so the
         # stream maps topics to the children as soon as a split is applied.
@@ -312,6 +314,19 @@ class BalancerApp:
         """The move planner's `draining_of`: brokers of `cluster` marked draining."""
         marks = self.drain_marks
         return frozenset() if marks is None else marks.draining(cluster)
+
+    def rollout_order_of(self, cluster: str) -> tuple[str, ...]:
+        """The move planner's `rollout_order_of`: the order of a roll in progress, else ()."""
+        marks = self.drain_marks
+        return () if marks is None else marks.rollout_order(cluster)
+
+    def roll_started_of(self, cluster: str) -> int | None:
+        """When the cluster's last roll started, while its moves count (else None)."""
+        marks = self.drain_marks
+        grace_s = self.config.moves.grace_period_s
+        return (
+            None if marks is None else marks.roll_moves_count_since(cluster, grace_period_s=grace_s)
+        )
 
     def _on_drain_marks(self, marks: tuple[DrainMark, ...]) -> None:
         clusters = {m.cluster for m in marks}
@@ -361,7 +376,10 @@ class BalancerApp:
             self.lease.start()
         if self.broker_board is not None:  # moves off: nothing is drained
             self.drain_marks = drain_marks_view(
-                self.config, self.admin, lease_held=self._lease_held
+                self.config,
+                self.admin,
+                lease_held=self._lease_held,
+                dry_run=self.config.controller.mode != "apply",
             )
             self.drain_marks.start(
                 [c.name for c in self.config.clusters], on_marks=self._on_drain_marks

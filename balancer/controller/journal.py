@@ -268,6 +268,18 @@ class Journal:
             ).fetchall()
         return {str(target): int(at_ms) for target, at_ms in rows}
 
+    def move_counts_since(self, cluster: str, since_ms: int) -> dict[str, int]:
+        """Bundle name -> how many moves of it were sent since `since_ms` (counted as
+        `last_moves` counts them), for a roll's limit of moves per bundle."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT target, COUNT(*) FROM actions WHERE kind = 'move' "
+                "AND cluster = ? AND intent_at_ms >= ? AND (result IS NULL OR result IN "
+                "('applied', 'landed_elsewhere', 'unknown', 'failed')) GROUP BY target",
+                (cluster, since_ms),
+            ).fetchall()
+        return {str(target): int(count) for target, count in rows}
+
     def pending(self) -> list[JournalEntry]:
         """Intents with no outcome: a crash happened between the call and its record."""
         with self._lock:

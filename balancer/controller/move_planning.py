@@ -40,6 +40,7 @@ from balancer.core.moves.decide import decide_moves
 from balancer.core.moves.drain import DrainPace
 from balancer.core.moves.inputs import broker_states, bundle_states
 from balancer.core.moves.model import (
+    BrokerState,
     BundleState,
     IsolationPolicy,
     MovePlan,
@@ -48,6 +49,7 @@ from balancer.core.moves.model import (
     PlacementRules,
 )
 from balancer.core.moves.placement import is_system_namespace, unreadable_patterns
+from balancer.core.rollout import drain_destinations
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +227,8 @@ class MovePlanner:
         drain_moves_in_flight_per_broker: int = DRAIN_IN_FLIGHT_PER_BROKER,
         drain_moves_per_minute: int = DRAIN_MOVES_PER_MINUTE,
         pace_drains: bool = True,
+        rollout_order_of: Callable[[str], tuple[str, ...]] = lambda _cluster: (),
+        roll_moves_of: Callable[[str], Mapping[str, int]] = lambda _cluster: {},
     ) -> None:
         """`movable`: namespaces the controller may act on (its allow/deny lists): the
         others' bundles still load their brokers and count for anti-affinity but are never
@@ -238,7 +242,14 @@ class MovePlanner:
         `moves_in_flight_from`, cluster -> source -> moves, counts them) and
         `drain_moves_per_minute` drain moves decided per cluster in any minute; with
         `pace_drains` False (`plan --drain`), every drain move at once (`apply` sends them
-        one by one under the controller's rate limits)."""
+        one by one under the controller's rate limits). `rollout_order_of`: cluster -> the
+        restart order of a roll in progress (`roll start`; () when none): a drain then sends
+        its bundles to the brokers that already restarted (`balancer.core.rollout`).
+        `roll_moves_of`: cluster -> bundle name -> its moves since the last roll started
+        (while they count); a bundle at `MAX_MOVES_IN_ROLL` gets no balance move."""
+        self.rollout_order_of = rollout_order_of
+        # cluster -> bundle name -> its moves since the last roll started, while they count
+        self.roll_moves_of = roll_moves_of
         self.board = board
         self.draining_of = draining_of
         self.moves_in_flight_from = moves_in_flight_from
@@ -334,8 +345,13 @@ class MovePlanner:
             configured={w.broker: self.capacity_of(cluster, w.broker) for w in windows},
             failure_domains=rules.failure_domains,
         )
+        roll_moves = self.roll_moves_of(cluster)
         states = [
-            replace(state, pinned=not self.movable(state.namespace))
+            replace(
+                state,
+                pinned=not self.movable(state.namespace),
+                moves_in_roll=roll_moves.get(state.name, 0),
+            )
             for state in (
                 *bundle_states(bundles, loads.owners, self.last_moves_ms(cluster)),
                 *idle,
@@ -353,7 +369,16 @@ class MovePlanner:
             busy_ranges=self.ranges_in_flight(cluster),
             draining=draining,
             drain_pace=self._drain_pace(cluster, draining, now_ms) if self.pace_drains else None,
+            drain_destinations=self._drain_destinations(cluster, brokers, draining),
         )
+        if plan.drain_fallback:
+            log.info(
+                "moves: %s: %d drained bundle(s) placed on brokers still to restart (no room "
+                "on those that restarted; each moves once more): %s",
+                cluster,
+                len(plan.drain_fallback),
+                ", ".join(f"{b} -> {d}" for b, d in plan.drain_fallback[:10]),
+            )
         drains = self._drains.setdefault(cluster, deque())
         drains.extend(now_ms for m in plan.moves if m.reason is MoveReason.DRAIN)
         self.last_plans[cluster] = plan
@@ -364,6 +389,14 @@ class MovePlanner:
                 plan.loads_after[move.destination],
             )
         return plan
+
+    def _drain_destinations(
+        self, cluster: str, brokers: Sequence[BrokerState], draining: frozenset[str]
+    ) -> tuple[frozenset[str], ...] | None:
+        order = self.rollout_order_of(cluster) if draining else ()
+        if not order:
+            return None
+        return drain_destinations(order, [b.broker for b in brokers], draining)
 
     def _drain_pace(self, cluster: str, draining: frozenset[str], now_ms: int) -> DrainPace:
         """What this cycle may start: each draining broker's in-flight limit less its moves

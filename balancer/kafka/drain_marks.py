@@ -12,6 +12,9 @@ is the mark (`balancer.core.drain_marks`). Why Kafka: docs/decisions.md ("Drain 
 - A record that is no mark is counted (`bad_records`), logged once with its offset and
   reason, and skipped; it never stops the read.
 
+- The same topic holds one rollout record per cluster (`<cluster>/@rollout`,
+  `balancer.core.rollout_record`, written by `pulsar-balancer roll`): `rollout(cluster)`.
+
 One instance is safe to use from several threads (one lock around the consumer).
 """
 
@@ -28,6 +31,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from balancer.core.drain_marks import BadMarkError, DrainMark, decode_mark, draining_brokers
+from balancer.core.rollout_record import Rollout, decode_rollout, is_rollout_key
 from balancer.kafka.clients import close_consumer, close_producer
 
 log = logging.getLogger(__name__)
@@ -102,6 +106,7 @@ class KafkaDrainMarks:
         self._consumer: KafkaConsumer | None = None
         self._producer: KafkaProducer | None = None
         self._marks: dict[str, DrainMark] = {}
+        self._rollouts: dict[str, Rollout] = {}  # cluster -> its rollout record (`roll`)
         self._position = 0  # next offset to read
         self._topic_checked = False
         self.bad_records = 0  # records skipped since this instance started
@@ -125,6 +130,11 @@ class KafkaDrainMarks:
         """Brokers of `cluster` marked draining, as of the last `refresh()`."""
         with self._lock:
             return draining_brokers(self._marks.values(), cluster)
+
+    def rollout(self, cluster: str) -> Rollout | None:
+        """The cluster's rollout record as of the last `refresh()` (None: never rolled)."""
+        with self._lock:
+            return self._rollouts.get(cluster)
 
     def _refresh(self) -> bool:
         consumer = self._reader()
@@ -171,6 +181,10 @@ class KafkaDrainMarks:
         if offset < self._position:
             return  # already applied (a re-fetch after a seek)
         try:
+            if is_rollout_key(key):
+                rollout = decode_rollout(key, value)
+                self._rollouts[rollout.cluster] = rollout
+                return
             mark = decode_mark(key, value)
         except BadMarkError as exc:
             self.bad_records += 1
@@ -207,6 +221,26 @@ class KafkaDrainMarks:
             self._topic_checked = True
 
     # -- writing -----------------------------------------------------------------------------
+
+    def write_rollout(self, rollout: Rollout) -> None:
+        """Write the cluster's rollout record (as `write`: acks=all, or raises)."""
+        with self._lock:
+            self._send([rollout.encode()])
+            self._rollouts[rollout.cluster] = rollout
+
+    def _send(self, records: list[tuple[bytes, bytes]]) -> None:
+        producer = self._writer()
+        futures = [
+            producer.send(self.topic, key=key, value=value, partition=0) for key, value in records
+        ]
+        try:
+            producer.flush(timeout=self._timeout_s)
+            for future in futures:
+                future.get(timeout=self._timeout_s)
+        except Exception as exc:
+            raise DrainMarksUnavailableError(
+                f"drain marks: Kafka did not take the records ({type(exc).__name__}: {exc})"
+            ) from exc
 
     def write(self, marks: tuple[DrainMark, ...] | list[DrainMark]) -> None:
         """Write each mark as its key's latest state; returns once Kafka has them all

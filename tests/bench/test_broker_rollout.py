@@ -11,12 +11,16 @@ from itertools import pairwise
 import pytest
 
 from balancer.core.moves.decide import decide_moves
+from balancer.core.moves.model import MoveSettings
 from bench.broker_cluster import ClusterState
 from bench.broker_rollout import (
     LoadManager,
     OursRollout,
     Unavailable,
+    final_balance_bound,
+    move_target,
     rollout_scenarios,
+    run_rollout,
     shutdown_moves,
     statefulset_order,
     timeline,
@@ -95,3 +99,19 @@ def test_ours_runs_only_with_the_drain_interface() -> None:
     else:
         with pytest.raises(Unavailable, match="draining"):
             OursRollout()
+
+
+def test_ours_with_the_order_moves_each_bundle_at_most_twice_and_drains_1_plus_1_over_n() -> None:
+    """The rolling restart of 5 in the benchmark's model: with the order the drains move
+    (1 + 1/N) x bundles and no bundle more than twice; without it, more (counts, not time)."""
+    s = _scenario("rolling-restart-5")
+    settings = MoveSettings()
+    ordered = run_rollout(s, OursRollout(), horizon_min=40, down_min=1, settings=settings)
+    unordered = run_rollout(
+        s, OursRollout(use_order=False), horizon_min=40, down_min=1, settings=settings
+    )
+    assert ordered.shutdown_moves == 0 and ordered.max_moves_per_bundle <= 2
+    bound = move_target(s) + final_balance_bound(s, settings)
+    # The final balance takes 2 more than its lower bound (docs/benchmarks-brokers.md).
+    assert ordered.moves <= bound + 2
+    assert unordered.moves > ordered.moves

@@ -48,6 +48,7 @@ from balancer.core.moves.placement import (
     isolation_allowed,
     same_group,
 )
+from balancer.core.rollout import MAX_MOVES_IN_ROLL
 
 EPSILON = 1e-9  # float noise: a load within this of a bound is at the bound
 
@@ -259,7 +260,13 @@ def _best_move(
     sized = [b for b in owned if cycle.load_on(b, source) >= settings.min_bundle_load_ratio]
     if not sized:
         return None, BlockReason.TOO_SMALL
-    rested = [b for b in sized if b.name not in cycle.moved and not cycle.in_grace(b)]
+    rested = [
+        b
+        for b in sized
+        if b.name not in cycle.moved
+        and not cycle.in_grace(b)
+        and b.moves_in_roll < MAX_MOVES_IN_ROLL  # a roll moved it its share already
+    ]
     if not rested:
         return None, BlockReason.GRACE_PERIOD
     movable = [b for b in rested if cycle.movable(b)]
@@ -324,6 +331,7 @@ def decide_moves(
     busy_ranges: frozenset[str] = frozenset(),
     draining: frozenset[str] = frozenset(),
     drain_pace: DrainPace | None = None,
+    drain_destinations: tuple[frozenset[str], ...] | None = None,
 ) -> MovePlan:
     """The moves of one cluster for one window. `splits` are the split decisions of the same
     cycle: each parent bundle is replaced by its children (on the parent's owner, with the
@@ -338,7 +346,13 @@ def decide_moves(
     `draining`: broker ids marked draining (balancer.core.moves.drain): never a destination,
     left out of the balance (as if gone), and each bundle they own moved off first (reason
     DRAIN) or named in `drain_blocked`, at most as many as `drain_pace` allows (None: all).
-    Ids that are no broker of `brokers` are ignored."""
+    Ids that are no broker of `brokers` are ignored.
+
+    `drain_destinations`: the drain's destination tiers in preference order (a rolling
+    restart's, `balancer.core.rollout.drain_destinations`); each bundle goes to the first
+    tier with room, the rules and target unchanged; those placed outside the first are named
+    in `drain_fallback`; the cycle's balance moves go only to the first tier. None: every
+    staying broker alike."""
     all_bundles, after_split = with_splits(bundles, splits)
     known = {b.broker for b in brokers}
     all_bundles = [b for b in all_bundles if b.owner in known]  # an unknown owner: not ours
@@ -348,11 +362,17 @@ def decide_moves(
     cycle = _Cycle(seen, all_bundles, rules, settings, now_ms, busy_ranges)
     loads_before = dict(cycle.loads)
     balanced_before = is_balanced(cycle.active_loads(), settings)
-    drained, drain_blocked = plan_drain(cycle, draining, drain_pace)
+    drained, drain_blocked, drain_fallback = plan_drain(
+        cycle, draining, drain_pace, drain_destinations
+    )
     moves = [
         _decision(cluster, window_end_ms, m, MoveReason.DRAIN, after_split.get(m.bundle.name))
         for m in drained
     ]
+    # During a roll's drain (its broker marked, listed or gone while it restarts), balance
+    # moves too go only to the preferred (settled) brokers: a bundle sent to a broker still
+    # to restart would move once more.
+    settled = drain_destinations[0] if drain_destinations else None
     while not is_balanced(cycle.active_loads(), settings):
         active = cycle.active_loads()
         mean = _mean(active)
@@ -360,8 +380,14 @@ def decide_moves(
         by_load = sorted(active, key=lambda b: (-active[b], b))
         over = [b for b in by_load if active[b] > high + EPSILON]
         idle = frozenset(b for b in active if active[b] < mean - settings.margin - EPSILON)
+        if settled is not None:
+            # During a roll only an overloaded broker is relieved (to a settled one): any
+            # other balance move takes room the next drain needs; the balance after the
+            # roll evens the rest out.
+            over = [b for b in over if active[b] > settings.overload_ratio + EPSILON]
+            idle = frozenset()
         attempts: list[tuple[str, float, frozenset[str] | None]] = [
-            (b, active[b] - high, None) for b in over
+            (b, active[b] - high, settled) for b in over
         ]
         if idle:
             attempts += [(b, active[b] - mean, idle) for b in by_load if active[b] > mean]
@@ -410,6 +436,7 @@ def decide_moves(
         balanced_after=is_balanced(active_after, settings),
         draining=tuple(sorted(draining)),
         drain_blocked=tuple(drain_blocked),
+        drain_fallback=tuple(drain_fallback),
     )
 
 

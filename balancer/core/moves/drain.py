@@ -16,6 +16,11 @@ to stop or be removed. The decision then treats it as already gone:
   is going away, and the controller paces drain moves itself (moves in flight per draining
   broker, drain moves per minute).
 
+With destination tiers (`balancer.core.rollout.drain_destinations`, a rolling restart), a
+bundle goes to the least loaded broker with room of the FIRST tier that has one, the same
+rules and target applied; brokers in no tier come last. A bundle placed outside the first
+tier is named (`drain_fallback`): it will move once more when that broker restarts.
+
 System namespaces (each broker's heartbeat and SLA-monitor namespaces) stay: a broker owns
 its own, and Pulsar places them itself. A bundle that cannot leave is named with a
 `DrainBlock` reason.
@@ -105,17 +110,52 @@ def allowed_destinations(cycle: _Cycle, bundle: BundleState) -> frozenset[str]:
     return allowed
 
 
+def _best_destination(
+    cycle: _Cycle, bundle: BundleState, allowed: frozenset[str], target: float
+) -> tuple[float, str] | None:
+    """The allowed broker least loaded after the move that stays within `target` and the
+    topic limit; None when none has room."""
+    limit = cycle.rules.max_topics_per_broker
+    best: tuple[float, str] | None = None
+    for dest in sorted(allowed):
+        if cycle.topics[dest] + bundle.topics > limit:
+            continue
+        after = cycle.after(bundle, dest, 1.0)
+        if after > target + EPSILON:
+            continue
+        if best is None or (after, dest) < best:
+            best = (after, dest)
+    return best
+
+
+def _tiered(
+    allowed: frozenset[str], tiers: tuple[frozenset[str], ...] | None
+) -> list[frozenset[str]]:
+    """`allowed` cut into the preference tiers, brokers in no tier last; empty tiers kept
+    out (the first non-empty one is the preferred)."""
+    if tiers is None:
+        return [allowed]
+    out = [allowed & t for t in tiers]
+    out.append(allowed - frozenset().union(*tiers))
+    return [t for t in out if t]
+
+
 def plan_drain(
-    cycle: _Cycle, draining: frozenset[str], pace: DrainPace | None = None
-) -> tuple[list[DrainMove], list[BlockedBundle]]:
-    """Moves every bundle off the draining brokers that can go (applied to `cycle`), and
-    names those that cannot; with `pace`, no more moves than it allows (None: all, as
-    `plan --drain` shows them). `cycle` must see the draining brokers inactive."""
+    cycle: _Cycle,
+    draining: frozenset[str],
+    pace: DrainPace | None = None,
+    tiers: tuple[frozenset[str], ...] | None = None,
+) -> tuple[list[DrainMove], list[BlockedBundle], list[tuple[str, str]]]:
+    """Moves every bundle off the draining brokers that can go (applied to `cycle`), names
+    those that cannot, and those placed outside the first destination tier (bundle,
+    destination); with `pace`, no more moves than it allows (None: all, as `plan --drain`
+    shows them). `cycle` must see the draining brokers inactive."""
+    preferred = next((t for t in tiers or () if t), None)
+    fallback: list[tuple[str, str]] = []
     bundles = to_drain(cycle, draining)
     target = drain_target(cycle, bundles)
     moves: list[DrainMove] = []
     blocked: list[BlockedBundle] = []
-    limit = cycle.rules.max_topics_per_broker
     started: dict[str, int] = {}
     for bundle in bundles:
         source = cycle.owner[bundle.name]
@@ -138,18 +178,16 @@ def plan_drain(
             block(DrainBlock.NO_DESTINATION)
             continue
         best: tuple[float, str] | None = None
-        for dest in sorted(allowed):
-            if cycle.topics[dest] + bundle.topics > limit:
-                continue
-            after = cycle.after(bundle, dest, 1.0)
-            if after > target + EPSILON:
-                continue
-            if best is None or (after, dest) < best:
-                best = (after, dest)
+        for tier in _tiered(allowed, tiers):
+            best = _best_destination(cycle, bundle, tier, target)
+            if best is not None:
+                break
         if best is None:
             block(DrainBlock.NO_ROOM)
             continue
         dest = best[1]
+        if preferred is not None and dest not in preferred:
+            fallback.append((bundle.name, dest))
         on_source = cycle.load_on(bundle, source)
         before_src, before_dst = cycle.loads[source], cycle.loads[dest]
         after_src, after_dst = cycle.apply(bundle, source, dest)
@@ -158,4 +196,4 @@ def plan_drain(
             DrainMove(bundle, source, dest, on_source, before_src, before_dst, after_src, after_dst)
         )
     blocked.sort(key=lambda b: (b.broker, b.bundle))
-    return moves, blocked
+    return moves, blocked, sorted(fallback)

@@ -65,6 +65,9 @@ class BundleState:
     # Counted (its broker's load, its anti-affinity group, its topics) but never moved: a
     # namespace outside the controller's allow-list, or a system namespace.
     pinned: bool = False
+    # Moves of this bundle since the cluster's last roll started, while they still count
+    # (`balancer.core.rollout.MAX_MOVES_IN_ROLL`): at that many, balance moves leave it.
+    moves_in_roll: int = 0
 
     @property
     def name(self) -> str:
@@ -230,3 +233,6 @@ class MovePlan:
     balanced_after: bool = False
     draining: tuple[str, ...] = ()  # brokers marked draining, sorted (never a destination)
     drain_blocked: tuple[BlockedBundle, ...] = ()  # their bundles that cannot leave, and why
+    # Drained bundles placed outside the preferred destinations of a roll (no room there):
+    # (bundle, destination); each will move once more when that broker restarts.
+    drain_fallback: tuple[tuple[str, str], ...] = ()
