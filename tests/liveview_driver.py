@@ -16,8 +16,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from balancer.app.app_handler import LiveState
 from balancer.app.liveview import LiveView, children_stderr_to, live_display, render_live
-from balancer.app.wiring import LiveState
 from balancer.controller.outcome import Outcome
 from balancer.core.bundles import BundleRange
 from balancer.core.decisions import DecisionKind

@@ -22,7 +22,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from balancer.app.wiring import LiveState
+from balancer.app.app_handler import LiveState
 from balancer.controller.outcome import Outcome, target_of
 from balancer.core.broker_load import BrokerLoad
 from balancer.core.bundles import BundleRange

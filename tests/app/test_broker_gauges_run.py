@@ -8,7 +8,7 @@ from unittest.mock import MagicMock
 
 from prometheus_client import CollectorRegistry
 
-from balancer.app.wiring import AppHandler, LiveState
+from balancer.app.app_handler import AppHandler, LiveState
 from balancer.controller.drain_progress import DrainProgress
 from balancer.controller.move_planning import ClusterLoads
 from balancer.core.broker_load import BrokerLoad, LoadSource

@@ -8,10 +8,10 @@ from typing import Any
 
 from rich.console import Console
 
+from balancer.app.app_handler import LiveState
 from balancer.app.liveview import render_live
 from balancer.app.run_summary import RunSummary, render_summary
 from balancer.app.summary import brokers_of, moves_of
-from balancer.app.wiring import LiveState
 from balancer.controller.outcome import Outcome
 from balancer.core.broker_load import BrokerLoad, LoadSource
 from balancer.core.bundles import BundleRange
@@ -272,7 +272,7 @@ def test_summary_lists_moves_applied_and_broker_loads_at_the_end() -> None:
 def test_the_handler_keeps_the_planners_newest_broker_loads_for_the_view() -> None:
     from unittest.mock import MagicMock
 
-    from balancer.app.wiring import AppHandler
+    from balancer.app.app_handler import AppHandler
     from balancer.controller.move_planning import ClusterLoads
     from tests.reports import batch_report
 
@@ -295,7 +295,7 @@ def test_the_summary_keeps_early_moves_behind_many_outcomes_that_did_nothing() -
     must not push its early moves (or splits) out of the end-of-run summary."""
     from unittest.mock import MagicMock
 
-    from balancer.app.wiring import AppHandler
+    from balancer.app.app_handler import AppHandler
 
     live = LiveState()
     handler = AppHandler(MagicMock(), MagicMock(), live, lambda _ns: MagicMock())

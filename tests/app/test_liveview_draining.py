@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from balancer.app.app_handler import LiveState
 from balancer.app.liveview import render_live
-from balancer.app.wiring import LiveState
 from balancer.core.drain_marks import changed, new_mark
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from balancer.app.app_handler import AppHandler, LiveState
 from balancer.app.config import BalancerConfig
 from balancer.app.controller_wiring import build_handler
-from balancer.app.wiring import AppHandler, LiveState
 from balancer.core.bundles import BundleRange
 from balancer.core.hashing import hash_position
 from balancer.core.load import TopicLoad, roll_up

@@ -20,8 +20,6 @@ from tests.configs import with_setting
 SECRET = "kafka-password-value"
 
 
-
-
 def problems(data: dict[str, Any], **kwargs: Any) -> list[str]:
     return environment_problems(BalancerConfig.from_mapping(data), environ={}, **kwargs)
 

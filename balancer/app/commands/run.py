@@ -26,8 +26,9 @@ from balancer.app.config import BalancerConfig, load_config
 from balancer.app.preflight import check_environment, setting_error
 
 if TYPE_CHECKING:  # run_command imports the app when a run starts
+    from balancer.app.app_handler import LiveState
     from balancer.app.commands import Subparsers
-    from balancer.app.wiring import BalancerApp, LiveState
+    from balancer.app.wiring import BalancerApp
 
 log = logging.getLogger(__name__)
 
