@@ -46,6 +46,7 @@ from balancer.core.broker_load import (
 )
 from balancer.core.load import BundleLoad
 from balancer.core.moves.decide import decide_moves, is_balanced
+from balancer.core.moves.drain import DrainPace
 from balancer.core.moves.inputs import broker_states
 from balancer.core.moves.model import BundleState, MoveSettings, PlacementRules
 from balancer.core.rollout import drain_destinations
@@ -84,6 +85,9 @@ class Ours:
     # Each bundle's moves since the roll started, while they count (`run` reads them from
     # its journal: `moves_in_roll`); None: no roll.
     roll_moves: dict[str, int] | None = None
+    # The drain's pace this cycle (`run`'s, `MovePlanner._drain_pace`); None: every drain
+    # move at once (as `plan --drain`).
+    drain_pace: DrainPace | None = None
 
     def cycle(self, state: ClusterState, now_s: float) -> list[Unload]:
         cluster = state.scenario.name
@@ -164,6 +168,8 @@ class Ours:
             drain["drain_destinations"] = drain_destinations(
                 self.order, [spec.broker for spec in state.brokers], self.draining
             )
+        if self.draining and self.drain_pace is not None:
+            drain["drain_pace"] = self.drain_pace
         plan = decide_moves(
             cluster,
             brokers,

@@ -32,6 +32,9 @@ from the first stop to the last broker's return, and the time to balanced after 
 step (from the last step to the first minute from which every broker stays within the
 target of `MoveSettings` to the horizon; "never" if not).
 
+And `drain-one-100` (`bench.broker_drain`): one broker of six with 100 bundles drained at
+`run`'s default pace, against its shutdown alone.
+
 Run: `.venv/bin/python -m bench.broker_rollout` (`--help`). Prints a markdown table and a
 last line `RESULT <json>`.
 """
@@ -51,6 +54,7 @@ import numpy as np
 from balancer.core import rollout
 from balancer.core.moves.decide import decide_moves, is_balanced
 from balancer.core.moves.model import MoveSettings
+from bench import broker_drain
 from bench.broker_balance import Ours
 from bench.broker_cluster import (
     BrokerSpec,
@@ -493,8 +497,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown balancers: {sorted(unknown)}")
     scenarios = rollout_scenarios()
-    if args.scenarios:
-        wanted = set(args.scenarios.split(","))
+    wanted = set(args.scenarios.split(",")) if args.scenarios else None
+    if wanted is not None:
         scenarios = [s for s in scenarios if s.name in wanted]
     settings = MoveSettings()
     print(header("Broker rollout: restarts and scale in, Pulsar alone and ours"))
@@ -550,24 +554,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             "move_target": round(move_target(scenario), 1),
             "balancers": {k: v.to_dict() for k, v in results.items()},
         }
-    print(
-        markdown_table(
-            [
-                "scenario",
-                "balancer",
-                "moves",
-                "shutdown moves",
-                "max moves of a bundle",
-                "sessions moved",
-                "broker-min > 85 % in rollout",
-                "balanced after last step",
-                "final max",
-                "final min",
-            ],
-            rows,
+    if rows:
+        print(
+            markdown_table(
+                [
+                    "scenario",
+                    "balancer",
+                    "moves",
+                    "shutdown moves",
+                    "max moves of a bundle",
+                    "sessions moved",
+                    "broker-min > 85 % in rollout",
+                    "balanced after last step",
+                    "final max",
+                    "final min",
+                ],
+                rows,
+            )
         )
-    )
-    print()
+        print()
     for name, entry in payload["scenarios"].items():
         print(
             f"- {name}: {entry['bundles']} bundles, {entry['brokers']} -> "
@@ -578,6 +583,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for target, got in entry["targets"].items():
             verdict = {True: "met", False: "MISSED", None: "(reference)"}[got["met"]]
             print(f"  - ours: {target}: {got['value']} {verdict}")
+    if wanted is None or broker_drain.NAME in wanted:
+        drain_rows, lines, entry = broker_drain.drain_report(
+            horizon_min=args.horizon_min, seed=args.seed, settings=settings
+        )
+        print()
+        print(markdown_table(broker_drain.DRAIN_COLUMNS, drain_rows))
+        print()
+        print("\n".join(lines))
+        payload["scenarios"][broker_drain.NAME] = entry
     print_result(payload)
     return 0
 

@@ -13,6 +13,7 @@ import pytest
 from balancer.core.moves.decide import decide_moves
 from balancer.core.moves.model import MoveSettings
 from bench.broker_cluster import ClusterState
+from bench.broker_drain import drain_one_scenario, pace_minimum_min
 from bench.broker_rollout import (
     LoadManager,
     OursRollout,
@@ -115,3 +116,17 @@ def test_ours_with_the_order_moves_each_bundle_at_most_twice_and_drains_1_plus_1
     # The final balance takes 2 more than its lower bound (docs/benchmarks-brokers.md).
     assert ordered.moves <= bound + 2
     assert unordered.moves > ordered.moves
+
+
+def test_the_drain_one_100_scenario_drains_one_broker_owning_100_bundles() -> None:
+    s = drain_one_scenario()
+    owners = Counter(b.owner for b in s.cluster.bundles)
+    assert s.name == "drain-one-100"
+    assert s.broker == "broker-6:8080" and s.bundles_to_drain == 100 == owners[s.broker]
+    assert len(s.cluster.brokers) == 6 and set(owners.values()) == {100}
+
+
+def test_the_pace_minimum_is_set_by_the_tighter_of_in_flight_and_per_minute() -> None:
+    assert pace_minimum_min(100, 4, 20, 1) == 25  # run's defaults: in flight binds
+    assert pace_minimum_min(100, 40, 20, 1) == 5  # the per-minute pace binds
+    assert pace_minimum_min(100, 4, 20, 2) == 50  # a move in flight two cycles
