@@ -21,6 +21,7 @@ from balancer.core.load import BundleLoad
 from balancer.core.partitions import LoneHotTopic, lone_hot_topics
 from balancer.core.report import BatchReport
 from balancer.core.results import ActionResult
+from balancer.core.rollout_record import RollProgress
 from balancer.ops.exporter import BalancerMetrics
 
 if TYPE_CHECKING:  # Spark is imported when the stream starts, not with the app
@@ -78,6 +79,8 @@ class LiveState:
     windows_to_split: dict[tuple[str, str, BundleRange], int] = field(default_factory=dict)
     # cluster -> brokers marked draining (`pulsar-balancer drain`), as last read
     draining: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # cluster -> its roll in progress (`pulsar-balancer roll start`), as last read
+    rolling: dict[str, RollProgress] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property

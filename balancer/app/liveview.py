@@ -31,6 +31,7 @@ from balancer.core.load import BundleLoad
 from balancer.core.moves.model import MoveDecision
 from balancer.core.partitions import LoneHotTopic
 from balancer.core.results import ActionResult
+from balancer.core.rollout_record import RollProgress
 
 LOAD_CAPTION = (
     "load: the bundle's traffic as a share of its limit (Pulsar's defaults: 30,000 msg/s "
@@ -80,6 +81,8 @@ class LiveFrame:
     windows_to_split: dict[tuple[str, str, BundleRange], int] | None = None
     # cluster -> brokers marked draining (`pulsar-balancer drain`)
     draining: dict[str, tuple[str, ...]] | None = None
+    # cluster -> its roll in progress (`pulsar-balancer roll start`)
+    rolling: dict[str, RollProgress] | None = None
 
 
 def render_live(
@@ -104,6 +107,7 @@ def render_live(
             moves=[o for o in live.outcomes if o.kind is DecisionKind.MOVE][-MOVES_SHOWN:],
             windows_to_split=dict(live.windows_to_split),
             draining=dict(live.draining),
+            rolling=dict(live.rolling),
         )
     return LiveView(frame)
 
@@ -208,6 +212,7 @@ class LiveView:
         ]
         lines += [Text("move ").append_text(move_line(m)) for m in f.moves or []]
         lines += [Text(line, style="yellow") for line in draining_lines(f.draining or {})]
+        lines += [Text(line, style="yellow") for line in rolling_lines(f.rolling or {})]
         for line in lines:
             line.no_wrap, line.overflow = True, "ellipsis"
         return Panel(Group(stream, *lines), title="pulsar-balancer", subtitle="Ctrl-C stops")
@@ -291,6 +296,7 @@ class LiveView:
         if f.moves:
             lines.append(f"latest move: {move_line(f.moves[-1]).plain}")
         lines += draining_lines(f.draining or {})
+        lines += rolling_lines(f.rolling or {})
         if f.outcomes:
             o = f.outcomes[-1]
             lines.append(
@@ -328,6 +334,16 @@ def draining_lines(draining: dict[str, tuple[str, ...]]) -> list[str]:
         for cluster, brokers in sorted(draining.items())
         if brokers
     ]
+
+
+def rolling_lines(rolling: dict[str, RollProgress]) -> list[str]:
+    """One line per cluster with a roll in progress: the next broker of its order to
+    restart and how many are back (`pulsar-balancer roll status` says more)."""
+    out = []
+    for cluster, p in sorted(rolling.items()):
+        head = f"next {p.next}" if p.next is not None else "every broker back"
+        out.append(f"rolling {cluster}: {head}, {len(p.restarted)} of {p.total} restarted")
+    return out
 
 
 def move_line(outcome: Outcome) -> Text:

@@ -39,6 +39,7 @@ from balancer.controller.layouts import LayoutCache
 from balancer.controller.metrics_bridge import attach_metrics
 from balancer.core.drain_marks import DrainMark, draining_brokers
 from balancer.core.limits import BundleLimits
+from balancer.core.rollout_record import RollProgress, roll_progress
 from balancer.kafka.topics import ensure_topics
 from balancer.ops.exporter import BalancerMetrics
 from balancer.ops.health import HealthServer, standard_checks
@@ -150,8 +151,24 @@ class BalancerApp:
     def _on_drain_marks(self, marks: tuple[DrainMark, ...]) -> None:
         clusters = {m.cluster for m in marks}
         draining = {c: tuple(sorted(draining_brokers(marks, c))) for c in clusters}
+        rolling = self._rolls_in_progress(marks)
         with self.live.lock:
             self.live.draining = {c: b for c, b in draining.items() if b}
+            self.live.rolling = rolling
+        for cluster in self.config.clusters:
+            self.metrics.set_roll_in_progress(cluster.name, cluster.name in rolling)
+
+    def _rolls_in_progress(self, marks: tuple[DrainMark, ...]) -> dict[str, RollProgress]:
+        """Each configured cluster's roll in progress, as the marks topic was last read."""
+        view = self.drain_marks
+        if view is None:
+            return {}
+        out = {}
+        for cluster in self.config.clusters:
+            rollout = view.marks.rollout(cluster.name)
+            if rollout is not None and rollout.rolling:
+                out[cluster.name] = roll_progress(rollout, marks)
+        return out
 
     def _on_request(self, record: RequestRecord) -> None:
         self.metrics.observe_admin_request(

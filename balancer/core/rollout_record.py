@@ -102,13 +102,9 @@ def finished(rollout: Rollout, *, by: str, at_ms: int) -> Rollout:
     return replace(rollout, state="finished", by=by[:MAX_BY_CHARS] or "unknown", at_ms=at_ms)
 
 
-def roll_complete(rollout: Rollout, marks: Iterable[DrainMark]) -> bool:
-    """Every broker of the order drained and seen back since the roll started: its mark was
-    cleared by the restart rule after `started_at_ms`. The balancer then finishes the roll
-    itself (restores the switches) if the operator has not: they are never left off."""
-    if not rollout.rolling or not rollout.order:
-        return False
-    back = {
+def _back_since_start(rollout: Rollout, marks: Iterable[DrainMark]) -> set[str]:
+    """Brokers whose mark the restart rule cleared after the roll started (seen back)."""
+    return {
         m.broker
         for m in marks
         if m.cluster == rollout.cluster
@@ -116,7 +112,40 @@ def roll_complete(rollout: Rollout, marks: Iterable[DrainMark]) -> bool:
         and m.by == RESTART_RULE_BY
         and m.at_ms >= rollout.started_at_ms
     }
+
+
+def roll_complete(rollout: Rollout, marks: Iterable[DrainMark]) -> bool:
+    """Every broker of the order drained and seen back since the roll started: its mark was
+    cleared by the restart rule after `started_at_ms`. The balancer then finishes the roll
+    itself (restores the switches) if the operator has not: they are never left off."""
+    if not rollout.rolling or not rollout.order:
+        return False
+    back = _back_since_start(rollout, marks)
     return all(b in back for b in rollout.order)
+
+
+@dataclass(frozen=True, slots=True)
+class RollProgress:
+    """How far a roll in progress is (the live view's line)."""
+
+    order: tuple[str, ...]
+    restarted: tuple[str, ...]  # brokers of the order seen back since the roll started
+
+    @property
+    def total(self) -> int:
+        return len(self.order)
+
+    @property
+    def next(self) -> str | None:
+        """The first broker of the order not seen back yet (None: every one is)."""
+        return next((b for b in self.order if b not in self.restarted), None)
+
+
+def roll_progress(rollout: Rollout, marks: Iterable[DrainMark]) -> RollProgress:
+    """The brokers of the order seen back since the roll started (as `roll_complete`
+    counts them), in the order."""
+    back = _back_since_start(rollout, marks)
+    return RollProgress(rollout.order, tuple(b for b in rollout.order if b in back))
 
 
 def roll_moves_count_since(

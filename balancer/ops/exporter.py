@@ -466,6 +466,10 @@ class BalancerMetrics:
         """Export the drain marks reader's counts (read at every scrape)."""
         self.registry.register(DrainMarksFamilies(bad_records, read_failures))
 
+    def set_roll_in_progress(self, cluster: str, rolling: bool) -> None:
+        """1 while the cluster's rollout record is open (`roll start`), else 0."""
+        self.move_path.set_roll_in_progress(cluster, rolling)
+
     def set_breaker(self, cluster: str, open: bool) -> None:
         self._breaker.labels(cluster=cluster).set(1 if open else 0)
 

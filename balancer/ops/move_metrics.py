@@ -1,6 +1,7 @@
 """Series of the move path beside the exporter's core families (issue 41): why Pulsar refused
 an unload with destination, and the clusters whose placement rules cannot be read as Java
-reads them (no moves there); and (issue 43) the progress of each drain."""
+reads them (no moves there); and (issue 43) the progress of each drain, and whether a roll
+is in progress."""
 
 from __future__ import annotations
 
@@ -49,6 +50,13 @@ class MovePathMetrics:
             ["cluster"],
             registry=registry,
         )
+        self._roll = Gauge(
+            f"{PREFIX}_roll_in_progress",
+            "1 while the cluster's rollout record is open (`roll start` until `roll finish` "
+            "or every broker of its order seen back), as the drain marks were last read.",
+            ["cluster"],
+            registry=registry,
+        )
         self._draining: dict[str, set[str]] = {}  # cluster -> brokers with a series
 
     def register_cluster(self, cluster: str) -> None:
@@ -58,6 +66,7 @@ class MovePathMetrics:
         self._unreadable.labels(cluster=cluster).set(0)
         self._drains_started.labels(cluster=cluster)
         self._drains_finished.labels(cluster=cluster)
+        self._roll.labels(cluster=cluster).set(0)
 
     def set_drains(
         self, cluster: str, bundles_left: Mapping[str, int], started: int, finished: int
@@ -73,6 +82,9 @@ class MovePathMetrics:
             self._drains_started.labels(cluster=cluster).inc(started)
         if finished:
             self._drains_finished.labels(cluster=cluster).inc(finished)
+
+    def set_roll_in_progress(self, cluster: str, rolling: bool) -> None:
+        self._roll.labels(cluster=cluster).set(1 if rolling else 0)
 
     def record_refusal(self, cluster: str, refusal: UnloadRefusal) -> None:
         """Pulsar refused an unload with destination (a closed label set)."""

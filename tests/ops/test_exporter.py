@@ -447,3 +447,14 @@ def test_moves_count_by_result_with_their_sessions() -> None:
         metrics.set_pulsar_switch("c", "anything", True)
     metrics.record_pulsar_config_error("c")
     assert get("pulsar_balancer_pulsar_config_errors_total", {"cluster": "c"}) == 1
+
+
+def test_roll_in_progress_is_0_from_registration_and_1_while_a_roll_is_open() -> None:
+    metrics, registry, _ = make()
+    metrics.register_cluster("west")
+    labels = {"cluster": "west"}
+    assert registry.get_sample_value("pulsar_balancer_roll_in_progress", labels) == 0
+    metrics.set_roll_in_progress("west", True)
+    assert registry.get_sample_value("pulsar_balancer_roll_in_progress", labels) == 1
+    metrics.set_roll_in_progress("west", False)
+    assert registry.get_sample_value("pulsar_balancer_roll_in_progress", labels) == 0
