@@ -1,6 +1,7 @@
 """The drain marks as `plan` and `apply` read them: bounded, read-only, never in the way.
 
-`plan` shows the brokers marked draining (it plans them as `run` would); `apply` refuses a
+`plan` shows the brokers marked draining and a roll in progress (it plans them as `run`
+would: a drain by the roll's order); `apply` refuses a
 move whose destination is marked draining at send time. Neither may hang on Kafka: a config
 without a `kafka` section, or a Kafka that does not answer within `timeout_s`, gives
 "marks unknown" (said in the output), and the command goes on without them. The read runs on
@@ -14,12 +15,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from balancer.app.config import BalancerConfig
 from balancer.app.stream_settings import kafka_security
 from balancer.core.drain_marks import DrainMark, draining_brokers
+from balancer.core.rollout_record import Rollout
 from balancer.kafka.drain_marks import KafkaDrainMarks
 
 # `plan` waits at most this long for the marks (plus a second to let the thread go).
@@ -34,6 +36,14 @@ class MarksRead:
 
     marks: tuple[DrainMark, ...] | None
     unknown_because: str | None = None
+    # cluster -> its rollout record (`roll start`), of the clusters of the config
+    rollouts: Mapping[str, Rollout] = field(default_factory=dict)
+
+    def rollout_order(self, cluster: str) -> tuple[str, ...]:
+        """The restart order of the cluster's roll in progress, else () (as `run` reads it:
+        `DrainMarksView.rollout_order`)."""
+        rollout = self.rollouts.get(cluster)
+        return rollout.order if rollout is not None and rollout.rolling else ()
 
     def draining(self, cluster: str) -> frozenset[str]:
         """Brokers of `cluster` marked draining (none when the marks are unknown)."""
@@ -75,7 +85,8 @@ def read_marks(config: BalancerConfig, *, timeout_s: float = MARKS_READ_TIMEOUT_
             while not store.refresh():  # a big topic is read over a few calls
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"topic not read to its end in {timeout_s:g} s")
-            got.append(MarksRead(store.marks()))
+            rollouts = {c.name: store.rollout(c.name) for c in config.clusters}
+            got.append(MarksRead(store.marks(), rollouts={c: r for c, r in rollouts.items() if r}))
         except Exception as exc:  # Kafka away or refusing: the marks are unknown
             got.append(MarksRead(None, f"{type(exc).__name__}: {exc}"))
         finally:

@@ -170,3 +170,35 @@ def test_plan_drain_save_then_apply_empties_the_broker_once(
         assert code == 0, again
         assert {i["status"] for i in again["items"]} == {"already_applied"}
         assert len(group.model.brokers.moves) == moved
+
+
+def test_plan_drain_during_a_roll_shows_it_and_drains_by_its_order(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from balancer.app import marks_read
+    from balancer.core.rollout_record import new_rollout
+
+    with start_peer_group(even_scenario()) as group:
+        config = write_config(group, tmp_path)
+        ids = [group.model.cluster(CLUSTER).broker_address(i) for i in range(3)]
+        # The roll restarts `target` first and `last` last; without the order the drain
+        # would send everything to ids[2] (the least loaded after each move).
+        target, last, middle = ids
+        roll = new_rollout(CLUSTER, (target, middle, last), {}, by="ops", at_ms=1)
+        read = marks_read.MarksRead((), rollouts={CLUSTER: roll})
+        monkeypatch.setattr(marks_read, "read_marks", lambda *_a, **_k: read)
+        before = owned(group, 0)
+        code = main(
+            ["plan", "--interval-s", "0", "--config", str(config), "--drain", target, "-o", "json"]
+        )
+        out, err = capsys.readouterr()
+        main(["plan", "--interval-s", "0", "--config", str(config), "--drain", target])
+        text, _ = capsys.readouterr()
+    assert code == EXIT_PROPOSALS, err
+    doc = json.loads(out)
+    assert doc["rolling"] == [{"cluster": CLUSTER, "order": [target, middle, last]}]
+    drained = [m for m in doc["moves"] if m["source"] == target]
+    assert sorted(f"{m['namespace']}/{m['bundle']}" for m in drained) == before
+    # No broker restarted yet: the first drain's bundles go to the one that restarts last.
+    assert {m["destination"] for m in drained} == {last}
+    assert f"Roll in progress on {CLUSTER}" in " ".join(text.split())

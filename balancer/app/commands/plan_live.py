@@ -166,11 +166,13 @@ def live_plan(
                 errors=load_errors,
                 drain=drain,
                 marked=marks.draining,
+                rollout_order_of=marks.rollout_order,
             )
             moves = dataclasses.replace(
                 moves,
                 marked={c: tuple(sorted(marks.draining(c))) for c in planned if marks.draining(c)},
                 marks_note=marks.note,
+                rolling={c: marks.rollout_order(c) for c in planned if marks.rollout_order(c)},
             )
         points: dict[str, OffloadPoint] = {}
         for offload in plan.offloads:

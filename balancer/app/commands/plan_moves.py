@@ -65,6 +65,9 @@ class MovesPlan:
     # plan; `marks_note` says "Drain marks: read" or why they are unknown (None: not asked).
     marked: dict[str, tuple[str, ...]] = field(default_factory=dict)
     marks_note: str | None = None
+    # cluster -> the restart order of its roll in progress (`roll start`), as read for this
+    # plan: a drain sends its bundles by it, as `run` does
+    rolling: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def moves(self) -> list[MoveDecision]:
@@ -110,12 +113,14 @@ def plan_moves(
     errors: Mapping[str, str] | None = None,
     drain: frozenset[str] = frozenset(),
     marked: Callable[[str], frozenset[str]] = no_draining,
+    rollout_order_of: Callable[[str], tuple[str, ...]] = lambda _cluster: (),
 ) -> MovesPlan:
     """Each cluster's moves, as `run`'s handler plans them for one window. `errors`: the
     clusters whose broker loads could not be read already (named, no moves). `drain`:
     broker ids to empty (`plan --drain`); one that is no broker of a cluster planned is a
     ValueError naming it. `marked`: cluster -> brokers marked draining for `run` (planned
-    as draining too, so `plan` shows what `run` does)."""
+    as draining too, so `plan` shows what `run` does). `rollout_order_of`: cluster -> the
+    restart order of its roll in progress (a drain's destinations, as `run`'s)."""
     out = MovesPlan(errors=dict(errors or {}))
     last_moves, journal = journal_last_moves(config.controller.journal_path)
     try:
@@ -132,6 +137,7 @@ def plan_moves(
             # ids of other clusters are ignored there
             draining_of=lambda cluster: drain | marked(cluster),
             pace_drains=False,  # the whole drain; `apply` sends it under the rate limits
+            rollout_order_of=rollout_order_of,
         )
         by_cluster: dict[str, list[BundleLoad]] = {}
         for bundle in bundles:
@@ -201,6 +207,7 @@ def moves_json(moves: MovesPlan | None) -> dict[str, Any]:
             "drain_blocked": [],
             "marked": [],
             "drain_marks": None,
+            "rolling": [],
             "moves_note": None,
         }
     brokers = []
@@ -241,6 +248,7 @@ def moves_json(moves: MovesPlan | None) -> dict[str, Any]:
         "drain_blocked": drain_blocked,
         "marked": [{"cluster": c, "broker": b} for c, bs in moves.marked.items() for b in bs],
         "drain_marks": _marks_state(moves.marks_note),
+        "rolling": [{"cluster": c, "order": list(o)} for c, o in moves.rolling.items()],
         "moves_errors": [{"cluster": k, "error": v} for k, v in moves.errors.items()],
         "moves_note": moves.note,
     }
@@ -265,6 +273,12 @@ def moves_parts(moves: MovesPlan | None) -> list[RenderableType]:
         parts.append(moves.note)
     if moves.marks_note is not None and moves.marks_note != "Drain marks: read":
         parts.append(f"{moves.marks_note}: brokers marked draining are not shown.")
+    for cluster, order in moves.rolling.items():
+        parts.append(
+            f"Roll in progress on {cluster} (`roll start`), restart order {', '.join(order)}: "
+            "a drain sends its bundles to brokers already restarted, then to the last to "
+            "restart."
+        )
     for cluster, c in moves.clusters.items():
         plan = c.plan
         state = "balanced" if plan.balanced_before else "not balanced"
