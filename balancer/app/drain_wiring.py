@@ -37,6 +37,7 @@ MARKS_REFRESH_S = 5.0
 # that registers again in the metadata store) is unlisted for longer than this when it
 # restarts; a restart the rule misses leaves the mark on (`drain --undo` clears it).
 WATCH_INTERVAL_S = 5.0
+STOP_WAIT_S = 1.0  # how long stop() waits for the watcher's round to end
 ROLL_COMPLETE_BY = "pulsar-balancer (roll complete)"
 
 
@@ -168,9 +169,16 @@ class DrainMarksView:
             self._thread.start()
 
     def stop(self) -> None:
+        """Stop the watcher and close the store, never waiting on Kafka: with Kafka away the
+        watcher may be inside a read for up to the store's timeout, and the process must end
+        on time (a Kafka outage ends `run`). The watcher is a daemon thread; a mark it was
+        writing is idempotent state, written again by the next holder."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=15.0)
+            self._thread.join(timeout=STOP_WAIT_S)
+            if self._thread.is_alive():
+                log.info("drain marks: the watcher is still in a Kafka call; not waiting for it")
+                return
         self.marks.close()
 
     def _refresh(self) -> None:

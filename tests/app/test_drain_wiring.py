@@ -4,6 +4,7 @@ last marks when Kafka is away; and whether a balancer holds the writer lease."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from balancer.app.config import BalancerConfig
 from balancer.app.drain_wiring import DrainMarksView, probe_balancer
-from balancer.core.drain_marks import RESTART_RULE_BY, new_mark
+from balancer.core.drain_marks import RESTART_RULE_BY, DrainMark, new_mark
 from balancer.kafka.drain_marks import KafkaDrainMarks
 from balancer.kafka.lease import KafkaWriterLease
 from tests.kafka_broker import Broker
@@ -186,3 +187,40 @@ def test_the_readers_counts_are_exported() -> None:
     text = generate_latest(registry).decode()
     assert "pulsar_balancer_drain_marks_bad_records_total 2.0" in text
     assert "pulsar_balancer_drain_marks_read_failures_total 1.0" in text
+
+
+def test_stop_does_not_wait_on_a_watcher_stuck_in_a_kafka_read() -> None:
+    # Kafka away: the watcher's read blocks (up to the store's timeout). Stopping the view
+    # must not wait for it, or a Kafka outage no longer ends `run` on time.
+    entered, release = threading.Event(), threading.Event()
+
+    class StuckMarks:
+        closed = False
+
+        inside = False
+
+        def refresh(self) -> None:
+            self.inside = True
+            entered.set()
+            release.wait(30)
+            self.inside = False
+
+        def marks(self) -> tuple[DrainMark, ...]:
+            return ()
+
+        def close(self) -> None:
+            self.closed = True
+
+    stuck = StuckMarks()
+    view = DrainMarksView(
+        stuck,  # type: ignore[arg-type]
+        listed_brokers=lambda _c: (B1,), may_write=lambda: False, refresh_s=0.0,
+    )  # fmt: skip
+    view.start(["east"], interval_s=0.01)
+    try:
+        assert entered.wait(10)
+        view.stop()
+        assert stuck.inside  # stop() returned while the read still blocks
+        assert not stuck.closed  # not closed under the watcher's feet
+    finally:
+        release.set()

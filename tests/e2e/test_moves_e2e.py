@@ -134,6 +134,9 @@ def test_apply_balances_a_restarted_broker_across_a_sigkill(kafka: Broker, tmp_p
                 what="three more micro-batches",
                 process=second,
             )
+            # A move those batches decided may still be in flight: stopped now, it would stay
+            # `unknown` until the next start settles it. Every move settles before the stop.
+            wait_for(settled, timeout_s=240, what="every later move settled", process=second)
         finally:
             assert second.stop() == 0, second.text()[-3000:]
 
