@@ -199,6 +199,12 @@ class SelfDrain:
             print(f"drain: this command does not hold the writer lease ({who}): it only "
                   "waits", file=sys.stderr)  # fmt: skip
 
+    def moves_open(self) -> bool:
+        """A move this process sent is not settled yet (no outcome, or `unknown`: unloaded
+        and not owned again), while it holds the lease: the next cycle reconciles it from
+        Pulsar's ownership. Once a balancer holds the lease, settling is its job."""
+        return self.lease.status().held and self.controller.journal.has_unsettled()
+
     def close(self) -> None:
         self.controller.close()
 

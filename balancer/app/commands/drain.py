@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kafka.errors import KafkaError
 
@@ -75,9 +75,17 @@ DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_INTERVAL_S = 5.0
 
 Probe = Callable[[BalancerConfig], BalancerLiveness]
-# One cycle of the controller's drain rules for `cluster`, run by this process while it holds
-# the writer lease (`balancer.app.self_drain`).
-DrainCycle = Callable[[str], None]
+
+
+class DrainCycle(Protocol):
+    """This process's own drain (`balancer.app.self_drain.SelfDrain`): one cycle of the
+    controller's drain rules for a cluster while it holds the writer lease, and whether a
+    move it sent is not settled yet (unloaded, not owned again: not verified where it
+    landed)."""
+
+    def cycle(self, cluster: str) -> None: ...
+
+    def moves_open(self) -> bool: ...
 
 
 def register(subparsers: Subparsers) -> None:
@@ -245,7 +253,7 @@ def _by_itself(
         print(f"drain: no balancer is running and this command cannot drain by itself ({why}): "
               "the brokers empty only once a balancer runs again", file=sys.stderr)  # fmt: skip
         return None
-    return stack.enter_context(drain_by_itself(config, admin, marks, journal_path=journal)).cycle
+    return stack.enter_context(drain_by_itself(config, admin, marks, journal_path=journal))
 
 
 def _wait(
@@ -264,19 +272,30 @@ def _wait(
     failure: str | None = None
     while True:
         if cycle is not None:
-            cycle(cluster)
+            cycle.cycle(cluster)
         try:
             left = {b: _bundles_left(admin, cluster, b) for b in brokers}
             failure = None
         except Exception as exc:  # a slow or restarting broker: read again until the timeout
             failure = f"{type(exc).__name__}: {exc}"
             print(f"drain: ownership not read ({failure}); reading again", file=sys.stderr)
-        if failure is None and not any(left.values()):
+        # Draining by itself, the command also waits until each move it sent is settled (the
+        # bundle owned again, where it landed): the broker is empty once it unloads, but a
+        # move is done only once verified.
+        settling = cycle is not None and cycle.moves_open()
+        if failure is None and not any(left.values()) and not settling:
             print(f"drain: {', '.join(brokers)} own no bundle", file=sys.stderr)
             return EXIT_DONE
         if monotonic() >= deadline:
             break
         sleep(min(interval_s, max(0.0, deadline - monotonic())))
+    if failure is None and not any(left.values()):
+        # Empty, but a move sent is still not verified where it landed: the broker can stop;
+        # the journal keeps the move open for the next process that acts to settle.
+        print(f"drain: {', '.join(brokers)} own no bundle; a move this command sent is not "
+              "verified yet (settled by the next balancer or drain from its journal)",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_DONE
     if failure is not None and not left:
         print(f"error: ownership of {', '.join(brokers)} never read: {failure}", file=sys.stderr)
         return EXIT_ERROR
