@@ -248,19 +248,7 @@ class KafkaDrainMarks:
         if not marks:
             return
         with self._lock:
-            producer = self._writer()
-            futures = []
-            for mark in marks:
-                key, value = mark.encode()
-                futures.append(producer.send(self.topic, key=key, value=value, partition=0))
-            try:
-                producer.flush(timeout=self._timeout_s)
-                for future in futures:
-                    future.get(timeout=self._timeout_s)
-            except Exception as exc:
-                raise DrainMarksUnavailableError(
-                    f"drain marks: Kafka did not take the marks ({type(exc).__name__}: {exc})"
-                ) from exc
+            self._send([mark.encode() for mark in marks])
             for mark in marks:
                 self._marks[mark.key] = mark
 

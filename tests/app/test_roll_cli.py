@@ -9,16 +9,15 @@ import json
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from balancer.app.cli import main
 from balancer.controller.rollout import finish_rollout, start_rollout
 from balancer.kafka.drain_marks import KafkaDrainMarks
 from balancer.pulsar import ClusterEndpoint, PulsarPeerGroup
 from balancer.sim.group import RunningPeerGroup
+from tests.app.marks_cli import read_store, write_marks_config
 from tests.kafka_broker import Broker
 from tests.sim.broker_group import one_namespace, started
 
@@ -46,23 +45,11 @@ def topic() -> str:
 
 @pytest.fixture
 def config(tmp_path: Path, group: RunningPeerGroup, kafka: Broker, topic: str) -> Path:
-    doc: dict[str, Any] = {
-        "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "drain_marks_topic": topic},
-        "clusters": [{"name": "a", "admin_url": group.admin_urls["a"]}],
-        "controller": {
-            "journal_path": str(tmp_path / "journal.sqlite3"),
-            "audit_log_path": str(tmp_path / "audit.jsonl"),
-        },
-    }
-    path = tmp_path / "balancer.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return write_marks_config(tmp_path, group.admin_urls["a"], kafka, topic)
 
 
 def _store(kafka: Broker, topic: str) -> KafkaDrainMarks:
-    store = KafkaDrainMarks(bootstrap_servers=kafka.bootstrap_servers, topic=topic)
-    store.refresh()
-    return store
+    return read_store(kafka, topic)
 
 
 def _switches(admin: PulsarPeerGroup) -> tuple[str, str]:

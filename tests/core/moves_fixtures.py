@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from balancer.core.broker_load import BrokerCapacity
 from balancer.core.bundles import BundleRange
-from balancer.core.moves.model import BrokerState, BundleState
+from balancer.core.moves.decide import decide_moves
+from balancer.core.moves.model import (
+    BrokerState,
+    BundleState,
+    MovePlan,
+    MoveSettings,
+    PlacementRules,
+)
 
 CAP = BrokerCapacity(max_msg_rate=1000.0, max_throughput_bytes=1e9)  # 10 msg/s = 0.01
 
@@ -31,3 +41,18 @@ def cluster(
             bundles.append(bundle(ns, i, name, load * 1000.0, sessions=1, topics=1))
             i += 1
     return brokers, bundles
+
+
+def decide(
+    brokers: Sequence[BrokerState],
+    bundles: Sequence[BundleState],
+    *,
+    rules: PlacementRules | None = None,
+    settings: MoveSettings | None = None,
+    **kw: Any,
+) -> MovePlan:
+    """`decide_moves` on cluster "c" at a fixed time; keywords go through (draining, ...)."""
+    return decide_moves(
+        "c", brokers, bundles, rules=rules or PlacementRules(), settings=settings or MoveSettings(),
+        now_ms=10**9, window_end_ms=10**9, **kw,
+    )  # fmt: skip

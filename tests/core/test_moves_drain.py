@@ -19,7 +19,7 @@ from balancer.core.moves.model import (
     PlacementRules,
 )
 from balancer.core.split import ChildLoad, SplitAlgorithm
-from tests.core.moves_fixtures import broker, bundle, cluster
+from tests.core.moves_fixtures import broker, bundle, cluster, decide
 
 SETTINGS = MoveSettings()
 
@@ -32,17 +32,7 @@ def plan(
     rules: PlacementRules | None = None,
     busy_ranges: frozenset[str] = frozenset(),
 ) -> MovePlan:
-    return decide_moves(
-        "c",
-        brokers,
-        bundles,
-        rules=rules or PlacementRules(),
-        settings=SETTINGS,
-        now_ms=10**9,
-        window_end_ms=10**9,
-        busy_ranges=busy_ranges,
-        draining=draining,
-    )
+    return decide(brokers, bundles, rules=rules, busy_ranges=busy_ranges, draining=draining)
 
 
 def owners_after(bundles: list[BundleState], p: MovePlan) -> dict[str, str]:

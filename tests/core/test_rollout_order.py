@@ -28,7 +28,7 @@ from balancer.core.rollout import (
     drain_destinations,
     statefulset_order,
 )
-from tests.core.moves_fixtures import broker, cluster
+from tests.core.moves_fixtures import broker, cluster, decide
 
 SETTINGS = MoveSettings()
 B = [f"pulsar-broker-{i}.pulsar-broker.pulsar.svc:8080" for i in range(5)]
@@ -87,17 +87,10 @@ def _plan(
     order: tuple[str, ...],
     rules: PlacementRules | None = None,
 ) -> MovePlan:
-    return decide_moves(
-        "c",
-        brokers,
-        bundles,
-        rules=rules or PlacementRules(),
-        settings=SETTINGS,
-        now_ms=10**9,
-        window_end_ms=10**9,
-        draining=draining,
+    return decide(
+        brokers, bundles, rules=rules, draining=draining,
         drain_destinations=drain_destinations(order, [b.broker for b in brokers], draining),
-    )
+    )  # fmt: skip
 
 
 def test_the_decision_sends_the_first_drain_to_the_last_broker_when_it_has_room() -> None:
