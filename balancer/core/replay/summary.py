@@ -26,6 +26,7 @@ Definitions (docs/operations.md, "Reading a replay report", says the same to ope
 from __future__ import annotations
 
 import statistics
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -183,15 +184,36 @@ def _split_key(key: str) -> tuple[str, str]:
     return cluster, rest
 
 
-def _touches(action: ReplayAction, subject_kind: str, subject: str) -> bool:
-    cluster, name = _split_key(subject)
-    if action.cluster != cluster:
-        return False
-    if subject_kind == SUBJECT_BUNDLE:
-        return action.kind in (ActionKind.SPLIT, ActionKind.MOVE) and action.subject == name
-    if action.kind == ActionKind.MOVE:
-        return action.source_broker == name
-    return action.kind == ActionKind.SPLIT
+class _ActionIndex:
+    """The times of the actions that touch each subject (module docstring), sorted, so each
+    overload finds its first action by bisection rather than by a scan of every action."""
+
+    def __init__(self, actions: Iterable[ReplayAction]) -> None:
+        self._times: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for a in actions:
+            if a.kind in (ActionKind.SPLIT, ActionKind.MOVE):
+                self._times[(SUBJECT_BUNDLE, f"{a.cluster}/{a.subject}")].append(a.at_ms)
+            if a.kind == ActionKind.MOVE and a.source_broker is not None:
+                self._times[(SUBJECT_BROKER, f"{a.cluster}/{a.source_broker}")].append(a.at_ms)
+            if a.kind == ActionKind.SPLIT:
+                self._times[("cluster", a.cluster)].append(a.at_ms)
+        for times in self._times.values():
+            times.sort()
+
+    def _first(self, key: tuple[str, str], from_ms: int) -> int | None:
+        times = self._times.get(key, [])
+        i = bisect_left(times, from_ms)
+        return times[i] if i < len(times) else None
+
+    def first_touch(
+        self, kind: str, subject: str, from_ms: int, before_ms: int | None
+    ) -> int | None:
+        """The first action touching the subject at or after `from_ms`, before `before_ms`."""
+        found = [self._first((kind, subject), from_ms)]
+        if kind == SUBJECT_BROKER:
+            found.append(self._first(("cluster", _split_key(subject)[0]), from_ms))
+        times = [t for t in found if t is not None and (before_ms is None or t < before_ms)]
+        return min(times, default=None)
 
 
 def _runs(over: Iterable[tuple[int, Mapping[str, float]]]) -> list[tuple[str, int, int, float]]:
@@ -213,7 +235,7 @@ def find_overloads(
     windows: Sequence[WindowSample], actions: Sequence[ReplayAction]
 ) -> tuple[Overload, ...]:
     """Every overload of a bundle or broker, with its first action (module docstring)."""
-    by_time = sorted(actions, key=lambda a: a.at_ms)
+    index = _ActionIndex(actions)
     found: list[Overload] = []
     for kind, over_of in (
         (SUBJECT_BUNDLE, _over_bundles),
@@ -223,16 +245,7 @@ def find_overloads(
         for subject, first, last, peak in sorted(runs, key=lambda r: (r[1], r[0])):
             start_ms = windows[first].window_end_ms
             recovered = windows[last + 1].window_end_ms if last + 1 < len(windows) else None
-            action_ms = next(
-                (
-                    a.at_ms
-                    for a in by_time
-                    if a.at_ms >= start_ms
-                    and (recovered is None or a.at_ms < recovered)
-                    and _touches(a, kind, subject)
-                ),
-                None,
-            )
+            action_ms = index.first_touch(kind, subject, start_ms, recovered)
             found.append(
                 Overload(
                     subject_kind=kind,

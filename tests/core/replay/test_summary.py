@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from balancer.core.replay.result import (
     ActionKind,
@@ -221,3 +223,68 @@ def test_differing_hours_rank_by_broker_and_bundle_minutes_and_actions() -> None
     # One policy alone differs from nothing.
     assert differing_hours(result(day(30, 1, "pulsar"))) == ()
     assert summarize(both).top_hours == hours
+
+
+def first_action_by_scan(overload, actions) -> int | None:
+    """The module docstring's rule, read literally: a scan of every action."""
+    cluster, _, name = overload.subject.partition("/")
+    times = []
+    for a in actions:
+        if a.cluster != cluster or a.at_ms < overload.start_ms:
+            continue
+        if overload.recovered_ms is not None and a.at_ms >= overload.recovered_ms:
+            continue
+        if overload.subject_kind == SUBJECT_BUNDLE:
+            touches = a.kind in (ActionKind.SPLIT, ActionKind.MOVE) and a.subject == name
+        else:
+            touches = a.kind == ActionKind.SPLIT or (
+                a.kind == ActionKind.MOVE and a.source_broker == name
+            )
+        if touches:
+            times.append(a.at_ms)
+    return min(times, default=None)
+
+
+bundles = st.sampled_from(["t/n/0x0_0x8", "t/n/0x8_0xf"])
+brokers = st.sampled_from(["b1", "b2"])
+clusters = st.sampled_from(["c", "d"])
+actions_st = st.lists(
+    st.builds(
+        ReplayAction,
+        # Mostly on window ends (the edges the rule is about), sometimes between them.
+        at_ms=st.integers(-1, 12).map(lambda m: T0 + m * MIN)
+        | st.integers(T0 - MIN, T0 + 12 * MIN),
+        cluster=clusters,
+        kind=st.sampled_from(list(ActionKind)),
+        subject=bundles,
+        source_broker=st.none() | brokers,
+    ),
+    max_size=12,
+)
+windows_st = st.lists(
+    st.tuples(
+        st.dictionaries(
+            st.tuples(clusters, brokers).map("/".join), st.sampled_from([0.5, 0.85, 0.9])
+        ),
+        st.dictionaries(st.tuples(clusters, bundles).map("/".join), st.sampled_from([1.0, 1.5])),
+    ),
+    max_size=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(windows_st, actions_st)
+def test_the_first_action_is_the_rule_read_literally(raw_windows, actions) -> None:
+    windows = [window(T0 + i * MIN, b, u) for i, (b, u) in enumerate(raw_windows)]
+    overloads = find_overloads(windows, actions)
+    for overload in overloads:
+        assert overload.first_action_ms == first_action_by_scan(overload, actions)
+    # Every window's subjects over are in exactly one overload.
+    covered = {(o.subject, t) for o in overloads for t in range(o.start_ms, o.last_ms + 1, MIN)}
+    over = {
+        (k, w.window_end_ms)
+        for w in windows
+        for k, v in [*w.broker_load.items(), *w.bundles_over.items()]
+        if v >= (0.85 if k.count("/") == 1 else 1.0)
+    }
+    assert covered == over
