@@ -7,6 +7,7 @@ attached to a ticket and opened anywhere, offline.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from html import escape
 from pathlib import Path
@@ -200,5 +201,7 @@ def render_html(result: ReplayResult, summary: ReplaySummary | None = None) -> s
     )
 
 
-def write_html(result: ReplayResult, path: Path, summary: ReplaySummary | None = None) -> None:
-    path.write_text(render_html(result, summary), encoding="utf-8")
+def write_html(
+    result: ReplayResult, path: str | os.PathLike[str], summary: ReplaySummary | None = None
+) -> None:
+    Path(path).write_text(render_html(result, summary), encoding="utf-8")
