@@ -36,10 +36,10 @@ from balancer.core.broker_load import (
 from balancer.core.bundles import BundleRange, InvalidBundle, NamespaceBundles
 from balancer.core.hashing import FULL_LOWER, FULL_UPPER
 from balancer.core.limits import BundleLimits, max_ratio
-from balancer.core.load import BundleLoad, roll_up
+from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.replay.recording import RoundContext
 from balancer.core.replay.result import WindowSample
-from balancer.core.replay.window import ReplayWindow, WindowTopic
+from balancer.core.replay.window import ReplayWindow
 
 # LinuxBrokerHostUsageImpl reports bandwidth in Kbit/s: bytes/s x 8 / 1000.
 KBIT_PER_BYTE = 8.0 / 1000.0
@@ -255,23 +255,15 @@ class ReplayLayout:
     def bundle_loads(self, window: ReplayWindow) -> list[BundleLoad]:
         """The window's topics rolled up onto this layout's bundles (bundles with topics)."""
         loads: list[BundleLoad] = []
-        for (cluster, namespace), nsw in window.namespaces.items():
+        for cluster, namespace in window.namespaces:
             c = self.clusters.get(cluster)
             layout = c.namespaces.get(namespace) if c else None
             if layout is None:
                 continue  # counted by `unplaced_topics`
             for bundle in layout.bundles:
-                members = nsw.in_bundle(bundle)
-                if members:
-                    loads.append(
-                        roll_up(
-                            cluster=cluster,
-                            namespace=namespace,
-                            bundle=bundle,
-                            window_end_ms=window.window_end_ms,
-                            topics=tuple(t.load for t in members),
-                        )
-                    )
+                load = window.bundle_load(cluster, namespace, bundle)
+                if load is not None:
+                    loads.append(load)
         return loads
 
     def unplaced_topics(self, window: ReplayWindow) -> int:
@@ -318,11 +310,13 @@ class ReplayLayout:
         mine = self.clusters.get(cluster)
         if mine is None:
             return {}
-        recorded = ReplayLayout.from_contexts([ctx])
+        recorded = window.recorded_layouts.get(cluster)
+        if recorded is None:
+            recorded = window.recorded_layouts[cluster] = ReplayLayout.from_contexts([ctx])
         rec = recorded.clusters[cluster]
         cpu_cost = _cpu_costs(reports)
         deltas: dict[str, _Delta] = {}
-        for (c, namespace), nsw in window.namespaces.items():
+        for c, namespace in window.namespaces:
             layout = mine.namespaces.get(namespace)
             if c != cluster or layout is None:
                 continue
@@ -330,14 +324,23 @@ class ReplayLayout:
             for bundle in layout.bundles:
                 key = bundle.key(namespace)
                 owner = mine.owners.get(key)
-                same = rec_layout is not None and rec_layout.has(bundle)
-                if same and rec.owners.get(key) == owner:
-                    continue  # same bundle, same owner: nothing to correct
+                was_bundle = rec_layout.find(bundle.lower) if rec_layout else None
+                if was_bundle is not None and bundle.upper <= was_bundle.upper:
+                    # Inside one recorded bundle (the same, or a child of its split): one
+                    # recorded owner for all its topics.
+                    was = rec.owners.get(was_bundle.key(namespace))
+                    if was == owner:
+                        continue  # nothing to correct
+                    load = window.bundle_load(cluster, namespace, bundle)
+                    if load is not None and was is not None:
+                        _move(deltas, load, was, owner, cpu_cost)
+                        continue
+                nsw = window.namespaces[(c, namespace)]
                 for topic in nsw.in_bundle(bundle):
                     was = recorded.owner_of(cluster, namespace, topic.load.position)
                     was = was if was is not None else topic.broker
                     if was != owner:
-                        _move_topic(deltas, topic, was, owner, cpu_cost)
+                        _move(deltas, topic.load, was, owner, cpu_cost)
         return deltas
 
     def sample(
@@ -399,14 +402,14 @@ def _cpu_costs(reports: Mapping[str, BrokerLoadReport]) -> dict[str, float]:
     return costs
 
 
-def _move_topic(
+def _move(
     deltas: dict[str, _Delta],
-    topic: WindowTopic,
+    load: TopicLoad | BundleLoad,
     source: str | None,
     destination: str | None,
     cpu_cost: Mapping[str, float],
 ) -> None:
-    load = topic.load
+    """Take a topic's (or a whole bundle's) load off `source` and onto `destination`."""
     cpu = load.msg_rate * cpu_cost.get(source or "", cpu_cost[""])
     for broker, sign in ((source, -1.0), (destination, 1.0)):
         if broker is None:
