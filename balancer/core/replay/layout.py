@@ -151,9 +151,9 @@ class ReplayLayout:
     def follow(self, ctx: RoundContext) -> int:
         """What the recording forces on every policy: the cluster's brokers become the
         round's; namespaces this layout lacks are taken as recorded; a bundle whose owner
-        left the cluster, or that no broker owns, takes the recorded owner of its lower
-        position (Pulsar reassigns an orphaned bundle at its next lookup). Returns the
-        bundles given an owner."""
+        is not in the round, or that no broker owns, takes the recorded owner of its lower
+        position (Pulsar reassigns an orphaned bundle at its next lookup), if the recording
+        names one. Returns the bundles given an owner."""
         recorded = ReplayLayout.from_contexts([ctx])
         rec = recorded.clusters[ctx.cluster]
         self.invalid_bundles += recorded.invalid_bundles
@@ -176,7 +176,8 @@ class ReplayLayout:
                     continue
                 owner = recorded.owner_of(ctx.cluster, namespace, b.lower)
                 if owner is None:
-                    mine.owners.pop(key, None)
+                    # Nobody claims it in the recording either (a report missed this round):
+                    # it stays where it was until the recording shows its new owner.
                     continue
                 mine.owners[key] = owner
                 rehomed += 1

@@ -166,3 +166,23 @@ def test_each_policy_has_its_own_copy() -> None:
     other = layout.copy()
     other.apply_move(CLUSTER, LOW_KEY, "b3:8080")
     assert layout.owner(CLUSTER, LOW_KEY) == "b1:8080"
+
+
+def test_follow_keeps_an_owner_the_round_does_not_contradict() -> None:
+    layout, _, _ = _setup()
+    # b2's report is missing from this round: nobody claims HIGH, so it stays on b2 (a real
+    # departure shows up as another broker owning it in a later round).
+    ctx, _ = recorded({LOW_KEY: "b1:8080"}, [NamespaceBundles.initial("t/ns", 2)], [])
+    assert layout.follow(ctx) == 0
+    assert layout.owner(CLUSTER, HIGH_KEY) == "b2:8080"
+    assert layout.brokers(CLUSTER) == ("b1:8080",)
+
+
+def test_follow_takes_a_namespace_created_during_the_recording() -> None:
+    layout, _, _ = _setup()
+    new = NamespaceBundles.initial("t/new", 4)
+    owners = OWNERS | {b.key("t/new"): "b3:8080" for b in new.bundles}
+    ctx, _ = recorded(owners, [NS, new], [], brokers=["b3:8080"])
+    layout.follow(ctx)
+    assert layout.clusters[CLUSTER].namespaces["t/new"] == new
+    assert layout.bundles_of(CLUSTER, "b3:8080") == sorted(b.key("t/new") for b in new.bundles)
