@@ -99,6 +99,12 @@ class LayoutView:
                     topics=(),
                 )
                 self.bundles.append(ReplayBundle(key, namespace, rates))
+        # A view lives for one decision: the layout does not change under it.
+        self.by_owner: dict[str, list[ReplayBundle]] = {}
+        for b in self.bundles:
+            owner = c.owners.get(b.name)
+            if owner is not None:
+                self.by_owner.setdefault(owner, []).append(b)
 
     def broker_ids(self) -> list[str]:
         return sorted(self.brokers)
@@ -110,7 +116,7 @@ class LayoutView:
         return self.layout.owner(self.cluster, bundle)
 
     def bundles_of(self, broker: str) -> list[ReplayBundle]:
-        return [b for b in self.bundles if self.owner_of(b.name) == broker]
+        return self.by_owner.get(broker, [])
 
     def loads(self) -> dict[str, float]:
         return {b: v.load_ratio for b, v in sorted(self.brokers.items())}
