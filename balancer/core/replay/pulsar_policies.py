@@ -283,7 +283,13 @@ class PulsarPolicy:
         return actions
 
     def _view(self, cluster: str, window: ReplayWindow, layout: ReplayLayout) -> LayoutView:
-        brokers = {b: v for (c, b), v in layout.broker_loads(window).items() if c == cluster}
+        # Brokers of the layout (the engine's `follow`) with a load report in the round.
+        members = set(layout.brokers(cluster))
+        brokers = {
+            b: v
+            for (c, b), v in layout.broker_loads(window).items()
+            if c == cluster and b in members
+        }
         loads = {
             b.bundle.key(b.namespace): b
             for b in layout.bundle_loads(window)

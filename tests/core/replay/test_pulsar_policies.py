@@ -174,3 +174,14 @@ def test_a_balanced_cluster_is_left_alone(name: str) -> None:
     ctx, w = recorded(owners, [ns], topics)
     layout = ReplayLayout.from_contexts([ctx])
     assert _policy(name).step(window_of(ctx, w), layout) == []
+
+
+def test_a_broker_the_layout_has_not_followed_yet_is_no_destination() -> None:
+    followed, window = _cluster()
+    ctx = window.contexts[CLUSTER]
+    without_b3 = replace(ctx, reports=tuple(r for r in ctx.reports if r.broker != "b3:8080"))
+    layout = ReplayLayout.from_contexts([without_b3])
+    actions = _policy(POLICY_PULSAR_THRESHOLD).step(window, layout)
+    assert actions and "b3:8080" not in {a.destination_broker for a in actions}
+    layout.follow(ctx)
+    assert layout.brokers(CLUSTER) == followed.brokers(CLUSTER)
