@@ -85,33 +85,45 @@ class ContextCounts:
         )
 
 
-def parse_contexts(raw: Iterable[RecordedMessage], counts: ContextCounts) -> Iterator[RoundContext]:
-    """The rounds of the context topic's records, in round order; bad ones counted, skipped."""
-    newest_ms: int | None = None
-    seen: dict[str, int] = {}  # cluster -> its newest round given
-    for message in raw:
+class ContextParser:
+    """Reads context records one at a time: the round of each, or None for one skipped
+    (counted in `counts` by reason)."""
+
+    def __init__(self, counts: ContextCounts) -> None:
+        self.counts = counts
+        self._newest_ms: int | None = None
+        self._seen: dict[str, int] = {}  # cluster -> its newest round given
+
+    def take(self, message: RecordedMessage) -> RoundContext | None:
+        counts = self.counts
         try:
             context = decode_context(message.value)
         except ContextRecordError as exc:
             _skip(counts, exc.reason.value, message, exc.detail)
-            continue
-        last = seen.get(context.cluster)
-        if last is not None and context.round_ms == last:
+            return None
+        if self._seen.get(context.cluster) == context.round_ms:
             _skip(counts, DUPLICATE, message, f"round {context.round_ms} of {context.cluster}")
-            continue
-        if newest_ms is not None and context.round_ms < newest_ms:
-            _skip(
-                counts,
-                ContextRejectReason.OUT_OF_ORDER.value,
-                message,
-                f"round {context.round_ms} after round {newest_ms}",
-            )
-            continue
-        newest_ms = context.round_ms
-        seen[context.cluster] = context.round_ms
+            return None
+        if self._newest_ms is not None and context.round_ms < self._newest_ms:
+            detail = f"round {context.round_ms} after round {self._newest_ms}"
+            _skip(counts, ContextRejectReason.OUT_OF_ORDER.value, message, detail)
+            return None
+        self._newest_ms = context.round_ms
+        self._seen[context.cluster] = context.round_ms
         counts.given += 1
         counts.clusters.add(context.cluster)
-        yield context
+        return context
+
+
+def parse_contexts(
+    raw: Iterable[RecordedMessage], counts: ContextCounts
+) -> Iterator[RoundContext]:
+    """The rounds of the context topic's records, in round order; bad ones counted, skipped."""
+    parser = ContextParser(counts)
+    for message in raw:
+        context = parser.take(message)
+        if context is not None:
+            yield context
 
 
 def _skip(counts: ContextCounts, reason: str, message: RecordedMessage, detail: str) -> None:
@@ -211,6 +223,10 @@ class KafkaRecording:
         consumer = self._consumer()
         try:
             parts = sorted(topic_partitions(consumer, topic, refresh=True))
+            if not parts and topic == self.context_topic:
+                # Never created: no balancer ran with load reports read (moves off).
+                log.warning("Kafka topic %s does not exist: no context records", topic)
+                return ()
             if not parts:
                 raise LookupError(f"Kafka topic {topic} does not exist")
             tps = [TopicPartition(topic, p) for p in parts]
