@@ -255,8 +255,8 @@ class Collector:
             return
         if not report.bundles and fetched.owned_bundles:
             # The metrics route (extensible load manager) lists no bundles: those the
-            # broker reported topics of in the same answer stand in (LocalBrokerData's own
-            # list is the same set: ModularLoadManagerImpl fills it from getBundleStats).
+            # broker reported topics of in the same answer stand in (the same set as the
+            # modular report's: LocalBrokerData.updateBundleData keeps its bundle stats' keys).
             report = replace(report, bundles=tuple(sorted(fetched.owned_bundles)))
         self._round_reports.setdefault(target.cluster, {})[target.broker] = report
 
