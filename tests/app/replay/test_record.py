@@ -217,3 +217,19 @@ def test_a_directory_without_a_manifest_is_no_recording(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(ValueError, match="not a pulsar-balancer-recording"):
         DirRecording(tmp_path)
+
+
+def test_with_moves_off_there_is_no_context_and_record_says_so(
+    tmp_path: Path, topics: Topics, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No balancer read load reports: the context topic was never written (nor created).
+    moves_off = Topics(topics.bootstrap, topics.stats, "never-created-context", topics.base_ms)
+    to = tmp_path / "rec"
+    assert record(tmp_path, moves_off, to) == 0
+    assert "no context records" in capsys.readouterr().out
+    disk = DirRecording(to)
+    assert len(list(disk.stats_messages())) == STATS
+    assert list(disk.contexts()) == []
+    assert "moves.enabled" in disk.context_counts.describe()
+    manifest = read_manifest(to)
+    assert manifest["context"]["messages"] == 0 and manifest["context"]["partitions"] == []
