@@ -149,3 +149,14 @@ def test_no_context_at_all_is_said_plainly() -> None:
     assert list(parse_contexts([], counts)) == []
     assert "no context records" in counts.describe()
     assert "moves.enabled" in counts.describe()
+
+
+def test_the_context_topic_is_a_topic_of_its_own() -> None:
+    from pydantic import ValidationError
+
+    from balancer.app.kafka_config import KafkaConfig
+
+    assert KafkaConfig().context_topic == "pulsar-topic-stats-context"
+    for taken in ("pulsar-topic-stats", "pulsar-topic-stats-dlq"):
+        with pytest.raises(ValidationError, match="context_topic"):
+            KafkaConfig(context_topic=taken)
