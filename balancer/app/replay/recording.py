@@ -16,8 +16,9 @@ The time range is on record timestamps, `since_ms` <= t < `until_ms`: each parti
 starts at `offsets_for_times(since_ms)` (the first offset stamped at or after it) and ends
 at the partition's end as read once at the start (its high-water mark), or earlier, at the
 first record stamped `UNTIL_SLACK_MS` past `until_ms`: the collector's records are stamped
-when sent, one producer per topic, so a partition's stamps rise with its offsets and
-nothing in range follows that far behind. Records outside the range are left out.
+when sent (contexts: with their round's time), so a partition's stamps rise with its
+offsets, a standby's collector stamping within the same seconds, and nothing in range
+follows that far behind. Records outside the range are left out.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ log = logging.getLogger(__name__)
 UNTIL_SLACK_MS = 300_000
 # No record of a partition for this long while its end is not reached: the read fails.
 READ_TIMEOUT_S = 30.0
-DUPLICATE = "duplicate"  # a cluster's round given twice (a producer retry without idempotence)
+# A cluster's round given twice: a standby balancer's collector publishes it too (writer
+# lease), or a producer retried without idempotence.
+DUPLICATE = "duplicate"
 
 
 def _order_key(message: RecordedMessage) -> tuple[int, int, int]:
@@ -115,9 +118,7 @@ class ContextParser:
         return context
 
 
-def parse_contexts(
-    raw: Iterable[RecordedMessage], counts: ContextCounts
-) -> Iterator[RoundContext]:
+def parse_contexts(raw: Iterable[RecordedMessage], counts: ContextCounts) -> Iterator[RoundContext]:
     """The rounds of the context topic's records, in round order; bad ones counted, skipped."""
     parser = ContextParser(counts)
     for message in raw:
