@@ -5,13 +5,14 @@ round's stats; a failed publish is counted and logged and never stops a round (i
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from balancer.collector.admin import admin_fetch, polling_plan
 from balancer.collector.ports import Fetch, Fetched
 from balancer.collector.service import Collector
+from balancer.collector.sink import KafkaEventSink
 from balancer.collector.targets import Target
 from balancer.core.broker_load import BrokerLoadReport, LoadSource, Resource, ResourceUsage
 from balancer.core.context_record import decode_context
@@ -222,3 +223,46 @@ class _Cluster:
         self.name = name
         self.admin_url = admin_url
         self.brokers: tuple[str, ...] = ()
+
+
+class _Future:
+    def __init__(self) -> None:
+        self.errbacks: list[Callable[[Exception], None]] = []
+
+    def add_errback(self, fn: Callable[[Exception], None]) -> None:
+        self.errbacks.append(fn)
+
+
+class _Producer:
+    """What KafkaEventSink.publish_context asks of a KafkaProducer."""
+
+    def __init__(self) -> None:
+        self.config = {"enable_idempotence": False}
+        self.sent: list[tuple[str, bytes, bytes, int]] = []
+        self.futures: list[_Future] = []
+
+    def send(self, topic: str, *, key: bytes, value: bytes, timestamp_ms: int) -> _Future:
+        self.sent.append((topic, key, value, timestamp_ms))
+        self.futures.append(_Future())
+        return self.futures[-1]
+
+
+def test_the_sink_sends_contexts_stamped_with_their_round_and_counts_a_lost_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    producer = _Producer()
+    sink = KafkaEventSink(producer, "stats")  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError):  # no context topic set: the collector counts it
+        sink.publish_context(key=b"a", value=b"{}", timestamp_ms=GRID_MS)
+    sink.context_topic = "ctx"
+    sink.publish_context(key=b"a", value=b"{}", timestamp_ms=GRID_MS)
+    assert producer.sent == [("ctx", b"a", b"{}", GRID_MS)]
+    with caplog.at_level(logging.WARNING, logger="balancer.collector.sink"):
+        for errback in producer.futures[0].errbacks:
+            errback(TimeoutError("no ack"))
+    assert sink.counts.contexts_lost == 1
+    assert sink.counts.failed == 0  # the stats' own counts are not touched
+    assert any("context record was not delivered" in m for m in caplog.messages)
+    sink.producer = None  # discarded after a failure, not rebuilt yet
+    with pytest.raises(ConnectionError):
+        sink.publish_context(key=b"a", value=b"{}", timestamp_ms=GRID_MS)
