@@ -30,6 +30,7 @@ from math import fsum
 from balancer.core.broker_load import bundle_load_ratio
 from balancer.core.decisions import SplitDecision
 from balancer.core.moves.drain import DrainMove, DrainPace, plan_drain
+from balancer.core.moves.fill import fill_moves
 from balancer.core.moves.model import (
     BlockedBroker,
     BlockReason,
@@ -159,6 +160,14 @@ class _Cycle:
         last = bundle.last_moved_ms
         return last is not None and self.now_ms - last < self.settings.grace_period_s * 1000.0
 
+    def rested(self, bundle: BundleState) -> bool:
+        """Not moved this cycle, out of its grace period, and not moved its share of a roll."""
+        return (
+            bundle.name not in self.moved
+            and not self.in_grace(bundle)
+            and bundle.moves_in_roll < MAX_MOVES_IN_ROLL  # a roll moved it its share already
+        )
+
     def movable(self, bundle: BundleState) -> bool:
         """Not pinned, not a system namespace, and no other move of its range in flight."""
         return not (
@@ -260,13 +269,7 @@ def _best_move(
     sized = [b for b in owned if cycle.load_on(b, source) >= settings.min_bundle_load_ratio]
     if not sized:
         return None, BlockReason.TOO_SMALL
-    rested = [
-        b
-        for b in sized
-        if b.name not in cycle.moved
-        and not cycle.in_grace(b)
-        and b.moves_in_roll < MAX_MOVES_IN_ROLL  # a roll moved it its share already
-    ]
+    rested = [b for b in sized if cycle.rested(b)]
     if not rested:
         return None, BlockReason.GRACE_PERIOD
     movable = [b for b in rested if cycle.movable(b)]
@@ -389,32 +392,41 @@ def decide_moves(
         attempts: list[tuple[str, float, frozenset[str] | None]] = [
             (b, active[b] - high, settled) for b in over
         ]
+        made, filling = False, None
         if idle:
-            attempts += [(b, active[b] - mean, idle) for b in by_load if active[b] > mean]
-        made = False
-        for source, excess, only_to in attempts:
+            # The most idle broker first, by the fewest moves that lift it (fill.py).
+            target = min(idle, key=lambda b: (active[b], b))
+            filling = fill_moves(cycle, target, mean - settings.margin, high)
+            for m in filling or ():
+                reason = _reason(m, MoveReason.IDLE_BROKER, after_split, settings)
+                split = after_split.get(m.bundle.name)
+                moves.append(_decision(cluster, window_end_ms, m, reason, split))
+                made = True
+        for source, excess, only_to in [] if made else attempts:
             candidate, _ = _best_move(cycle, source, excess, only_to)
             if candidate is None:
                 continue
-            bundle, dest, on_source, _, _ = candidate
-            before_src, before_dst = cycle.loads[source], cycle.loads[dest]
-            if bundle.name in after_split:
-                reason = MoveReason.SPLIT_CHILD
-            elif before_src > settings.overload_ratio + EPSILON:
-                reason = MoveReason.OVERLOADED
-            elif only_to is None:
-                reason = MoveReason.ABOVE_MEAN
-            else:
-                reason = MoveReason.IDLE_BROKER
-            after_src, after_dst = cycle.apply(bundle, source, dest)
-            move = DrainMove(
-                bundle, source, dest, on_source, before_src, before_dst, after_src, after_dst
-            )
+            bundle, dest, _, _, _ = candidate
+            reason = MoveReason.ABOVE_MEAN if only_to is None else MoveReason.IDLE_BROKER
             moves.append(
-                _decision(cluster, window_end_ms, move, reason, after_split.get(bundle.name))
+                _record(cluster, cycle, bundle, source, dest, reason, after_split, window_end_ms)
             )
             made = True
             break
+        if not made and idle and filling is None:  # no fill planned: one at a time
+            for source in (b for b in by_load if active[b] > mean):
+                candidate, _ = _best_move(cycle, source, active[source] - mean, idle)
+                if candidate is None:
+                    continue
+                bundle, dest, _, _, _ = candidate
+                moves.append(
+                    _record(
+                        cluster, cycle, bundle, source, dest, MoveReason.IDLE_BROKER, after_split,
+                        window_end_ms,
+                    )
+                )  # fmt: skip
+                made = True
+                break
         if not made:
             break
     active_after = cycle.active_loads()
@@ -438,6 +450,37 @@ def decide_moves(
         drain_blocked=tuple(drain_blocked),
         drain_fallback=tuple(drain_fallback),
     )
+
+
+def _record(
+    cluster: str,
+    cycle: _Cycle,
+    bundle: BundleState,
+    source: str,
+    dest: str,
+    reason: MoveReason,
+    after_split: Mapping[str, str],
+    window_end_ms: int,
+) -> MoveDecision:
+    """Applies the move to the cycle and gives its decision; the reason is the given one
+    unless the bundle is a split's child or its source is overloaded."""
+    on_source = cycle.load_on(bundle, source)
+    before_src, before_dst = cycle.loads[source], cycle.loads[dest]
+    after_src, after_dst = cycle.apply(bundle, source, dest)
+    move = DrainMove(bundle, source, dest, on_source, before_src, before_dst, after_src, after_dst)
+    reason = _reason(move, reason, after_split, cycle.settings)
+    return _decision(cluster, window_end_ms, move, reason, after_split.get(bundle.name))
+
+
+def _reason(
+    move: DrainMove, reason: MoveReason, after_split: Mapping[str, str], settings: MoveSettings
+) -> MoveReason:
+    """A split's child, or a move off an overloaded broker, says so; else `reason`."""
+    if move.bundle.name in after_split:
+        return MoveReason.SPLIT_CHILD
+    if move.source_before > settings.overload_ratio + EPSILON:
+        return MoveReason.OVERLOADED
+    return reason
 
 
 def _decision(
