@@ -301,6 +301,7 @@ def fill_moves(cycle: _Cycle, idle: str, low: float, high: float) -> list[DrainM
         if (
             cycle.moves >= settings.max_moves_per_cluster
             or max(cycle.moves_of[source], cycle.moves_of[idle]) >= budget
+            or not cycle.movable(bundle)  # another of its range moved in this fill
             or idle not in cycle.destinations(bundle, source)
             or max(source_after, dest_after) >= before - EPSILON
             or dest_after > max(high, source_after) + EPSILON
