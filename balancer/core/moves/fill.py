@@ -50,6 +50,9 @@ class FillItem:
     cost: float  # its load on the source: what the source sheds
     sessions: int = 0
     ready: bool = True  # movable this cycle (False: in its grace period, a later cycle's)
+    # Its bare range: at most one bundle of a range moves in a cycle (the modular load
+    # manager keeps one destination per range); "" for none.
+    range_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +134,11 @@ def fewest_fill(
     for costs in over.values():
         costs.sort(key=lambda c: (-c[0], c[1]))
     nodes = 0
-    best: tuple[tuple[int, float, int], list[int]] | None = None
+    best: tuple[tuple[int, int, float, int], list[int]] | None = None
     chosen: list[int] = []
     shed: dict[str, float] = {}
     taken: dict[str, int] = {}
+    ranges: set[str] = set()  # those of the chosen items movable this cycle
 
     def search(size: int, start: int, total: float, sessions: int) -> None:
         nonlocal nodes, best
@@ -142,8 +146,9 @@ def fewest_fill(
         if left == 0:
             if total >= limits.need - EPSILON:
                 moves = size + _still_needed(over, limits.source_min, shed, set(chosen))
-                if best is None or (moves, total, sessions) < best[0]:
-                    best = ((moves, total, sessions), list(chosen))
+                waiting = sum(not ordered[k].ready for k in chosen)
+                if best is None or (moves, waiting, total, sessions) < best[0]:
+                    best = ((moves, waiting, total, sessions), list(chosen))
             return
         for k in range(start, count - left + 1):
             if nodes >= node_budget:
@@ -155,7 +160,12 @@ def fewest_fill(
             smallest = total + tail[left]  # the `left` smallest of all: a floor
             if smallest > limits.room + EPSILON:
                 return
-            if best is not None and best[0][0] <= size and smallest > best[0][1] + EPSILON:
+            if (
+                best is not None
+                and best[0][0] <= size
+                and best[0][1] == 0
+                and smallest > best[0][2] + EPSILON
+            ):
                 return  # no set of this size has fewer moves, nor one as few with less load
             item = ordered[k]
             if total + item.gain > limits.room + EPSILON:
@@ -164,13 +174,19 @@ def fewest_fill(
                 limits.source_room.get(item.source, 0.0) + EPSILON
             ) or taken.get(item.source, 0) >= limits.source_moves.get(item.source, 0):
                 continue
+            key = item.range_key if item.ready else ""
+            if key and key in ranges:
+                continue
             chosen.append(k)
             shed[item.source] = shed.get(item.source, 0.0) + item.cost
             taken[item.source] = taken.get(item.source, 0) + 1
+            if key:
+                ranges.add(key)
             search(size, k + 1, total + item.gain, sessions + item.sessions)
             chosen.pop()
             shed[item.source] -= item.cost
             taken[item.source] -= 1
+            ranges.discard(key)
 
     for size in range(1, min(limits.max_moves, count) + 1):
         if best is not None and best[0][0] <= size:
@@ -182,7 +198,7 @@ def fewest_fill(
             break
     if best is None:
         return None
-    (moves, load, _), indexes = best
+    (moves, _, load, _), indexes = best
     return FillChoice(tuple(ordered[k] for k in indexes), moves, load)
 
 
@@ -193,6 +209,7 @@ def largest_fill(items: Sequence[FillItem], limits: FillLimits) -> tuple[FillIte
     total = 0.0
     shed: dict[str, float] = {}
     taken: dict[str, int] = {}
+    ranges: set[str] = set()
     for item in _order(items):
         if len(out) >= limits.max_moves or total >= limits.need - EPSILON:
             break
@@ -202,6 +219,9 @@ def largest_fill(items: Sequence[FillItem], limits: FillLimits) -> tuple[FillIte
             item.source, 0.0
         ) + EPSILON or taken.get(item.source, 0) >= limits.source_moves.get(item.source, 0):
             continue
+        if item.range_key and item.range_key in ranges:
+            continue
+        ranges.add(item.range_key)
         out.append(item)
         total += item.gain
         shed[item.source] = shed.get(item.source, 0.0) + item.cost
@@ -233,7 +253,15 @@ def _candidates(cycle: _Cycle, idle: str, sources: list[str]) -> list[FillItem]:
             gain = cycle.after(bundle, idle, 1.0) - cycle.loads[idle]
             cost = cycle.loads[source] - cycle.after(bundle, source, -1.0)
             items.append(
-                FillItem(bundle.name, source, gain, cost, bundle.sessions, cycle.rested(bundle))
+                FillItem(
+                    bundle.name,
+                    source,
+                    gain,
+                    cost,
+                    bundle.sessions,
+                    cycle.rested(bundle),
+                    str(bundle.bundle),
+                )
             )
     return items
 
