@@ -8,9 +8,9 @@ them moved 1 to 29 minutes before (in their grace period). A broker's load is th
 its bundles' loads. `decide_moves` once a minute, its moves applied at once, for up to
 `--minutes` minutes.
 
-Per cluster: the moves, the minute it was balanced (`is_balanced`) from then on, and the
-most moves of one bundle. Run the same command under each tree (`PYTHONPATH`), then
-`--compare A.json B.json`.
+Per cluster: the moves, the minute it was balanced (`is_balanced`; loads are constant, so a
+balanced cluster stays so: the run stops there), and the most moves of one bundle. Run the
+same command under each tree (`PYTHONPATH`), then `--compare A.json B.json`.
 
 Run: `.venv/bin/python -m bench.broker_fill_check --out B.json` (`--help`).
 """
@@ -93,9 +93,9 @@ def run_cluster(seed: int, minutes: int, settings: MoveSettings) -> ClusterFigur
         ]
         moved.update(f"{n}/{r}" for n, r in to)
         if is_balanced(_loads(brokers, bundles), settings):
-            balanced_since = minute if balanced_since is None else balanced_since
-        else:
-            balanced_since = None
+            # Balanced, the decision moves nothing (loads are constant here): done.
+            balanced_since = minute
+            break
     return ClusterFigures(
         seed=seed,
         moves=sum(moved.values()),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from balancer.core.moves.fill import FillItem, FillLimits, fewest_fill, largest_fill
+from balancer.core.moves.fill import SLACK, FillItem, FillLimits, fewest_fill, largest_fill
 from balancer.core.moves.model import MoveReason
 from tests.core.moves_fixtures import cluster, decide
 
@@ -53,6 +53,15 @@ def test_the_search_prefers_the_least_load_among_the_fewest_moves() -> None:
     assert found is not None and [i.gain for i in found.items] == [0.5]
     found = fewest_fill(pool, limits(0.52, 1.0, a=1.0))
     assert found is not None and sorted(i.gain for i in found.items) == [0.25, 0.3]
+
+
+def test_among_as_few_moves_the_search_passes_the_need_by_a_slack_first() -> None:
+    # Need 0.5: 0.3 + 0.2 reach it exactly, 0.3 + 0.25 pass it by 0.05 (>= SLACK): the
+    # next window re-measures, and a set that only just reaches the need then falls short.
+    pool = items("a", 0.3, 0.25, 0.2)
+    found = fewest_fill(pool, limits(0.5, 1.0, a=1.0))
+    assert found is not None and sorted(i.gain for i in found.items) == [0.25, 0.3]
+    assert found.load - 0.5 >= SLACK
 
 
 def test_the_search_counts_what_a_source_over_target_must_shed_anyway() -> None:
