@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from balancer.core.moves.fill import SLACK, FillItem, FillLimits, fewest_fill, largest_fill
-from balancer.core.moves.model import MoveReason
+from balancer.core.moves.fill import (
+    MAX_WAIT_S,
+    SLACK,
+    FillItem,
+    FillLimits,
+    fewest_fill,
+    largest_fill,
+)
+from balancer.core.moves.model import MoveReason, MoveSettings
 from tests.core.moves_fixtures import cluster, decide
 
 NOW_MS = 10**9  # decide()'s time
@@ -107,13 +114,14 @@ def test_an_idle_broker_is_filled_in_the_fewest_moves() -> None:
     assert round(p.moves[0].bundle_load_ratio, 3) == 0.08
 
 
-def test_a_fill_waits_for_a_larger_bundle_in_its_grace_period() -> None:
+def test_a_fill_waits_for_a_larger_bundle_whose_grace_ends_soon() -> None:
     # mean 0.3, low 0.2, target 0.4: c (0.1) is idle and needs 0.1; a and b are within
-    # their target. b's 0.1s are in their grace period, a's bundles are 0.05s: filling
-    # from a now takes 2 moves, b's 0.1 once its grace ends 1: nothing now.
+    # their target. b's 0.1s end their grace period in 2 minutes, a's bundles are 0.05s:
+    # filling from a now takes 2 moves, b's 0.1 once its grace ends 1: nothing now.
     brokers, bundles = cluster({"a:1": [0.05] * 8, "b:1": [0.1] * 4, "c:1": [0.1]})
-    recent = NOW_MS - 60_000
-    bundles = [replace(x, last_moved_ms=recent) if x.owner == "b:1" else x for x in bundles]
+    grace_ms = int(MoveSettings().grace_period_s * 1000)
+    soon = NOW_MS - grace_ms + 120_000
+    bundles = [replace(x, last_moved_ms=soon) if x.owner == "b:1" else x for x in bundles]
     p = decide(brokers, bundles)
     assert p.moves == () and not p.balanced_after
     # Once the grace period is over: one of b's, 1 move.
@@ -121,3 +129,16 @@ def test_a_fill_waits_for_a_larger_bundle_in_its_grace_period() -> None:
     p = decide(brokers, later)
     assert p.balanced_after
     assert [(m.source, round(m.bundle_load_ratio, 3)) for m in p.moves] == [("b:1", 0.1)]
+
+
+def test_a_fill_does_not_wait_for_a_grace_period_that_ends_later_than_max_wait() -> None:
+    brokers, bundles = cluster({"a:1": [0.05] * 8, "b:1": [0.1] * 4, "c:1": [0.1]})
+    grace_ms = int(MoveSettings().grace_period_s * 1000)
+    late = NOW_MS - grace_ms + int(MAX_WAIT_S * 1000) + 60_000
+    bundles = [replace(x, last_moved_ms=late) if x.owner == "b:1" else x for x in bundles]
+    p = decide(brokers, bundles)
+    assert p.balanced_after
+    assert [(m.source, round(m.bundle_load_ratio, 3)) for m in p.moves] == [
+        ("a:1", 0.05),
+        ("a:1", 0.05),
+    ]
