@@ -9,14 +9,20 @@ rolling restart's final balance, `bench.broker_rollout`: 23 moves where 21 do).
 `fewest_fill` picks the set of candidate moves into ONE idle broker with the fewest moves
 whose load lifts it to its need without pushing it over its target, each source kept at or
 over `mean - margin` (a source may give more than down to the mean: it stays balanced) and
-within its move budget. Among the sets of that size, the least load moved, then the fewest
-sessions. A depth-first search over the candidates largest first, cut where the largest
-left cannot reach the need or the smallest left would pass the room; it stops after a
-bounded number of nodes (deterministic: a count, not a clock) with the best set found.
+within its move budget. The count includes the moves each source over its target still
+needs after the set (its excess must go somewhere). Among as few moves: fewer bundles in
+grace, fewer bundles, one passing the need by `SLACK`, the least load moved, the fewest
+sessions, then the candidates' order (largest, then name). A depth-first search over the
+candidates largest first, cut where the largest left cannot reach the need or the smallest
+left would pass the room; it stops after `NODE_BUDGET` nodes (deterministic: a count, not a
+clock) with the best set found. At most one bundle of a bare range among this cycle's moves.
 
-When no set reaches the need this cycle (the other sources' bundles are in their grace
-period), the largest bundles that fit go, largest first: each move then carries the most
-load, so the fewest moves remain for the cycles after.
+`fill_moves` gives the decision its moves: candidates are the bundles movable now and those
+whose grace period ends within `MAX_WAIT_S`; where waiting for some of those takes fewer
+moves, only the planned ones movable now go (a rolling restart frees one broker's bundles a
+minute). It tries the sources' whole room and only what the sources over target shed
+anyway, and takes the fewer moves. When no set reaches the need, the largest bundles that
+fit go, largest first: each move then carries the most load.
 
 Purely computational, with no side effects.
 """
@@ -289,8 +295,9 @@ def _candidates(cycle: _Cycle, idle: str, sources: list[str]) -> list[FillItem]:
 def fill_moves(cycle: _Cycle, idle: str, low: float, high: float) -> list[DrainMove] | None:
     """Moves into the idle broker (applied to `cycle`): of the fewest that lift it to `low`
     (mean - margin) within `high` (its target), from the brokers above the mean, each kept
-    at or over `low` and each over `high` brought to it. The fewest among the bundles movable
-    now, unless counting those still in their grace period too takes fewer moves: then the
+    at or over `low`, counting the moves each over `high` still needs after them. The fewest
+    among the bundles movable now, unless counting those whose grace period ends within
+    `MAX_WAIT_S` too takes fewer moves: then the
     planned ones movable now go and the rest wait for their grace to end (a rolling
     restart frees one broker's bundles a minute; [] when all of them wait). Where no set
     reaches `low`, the largest movable that fit; None when there are none (the decision's
