@@ -86,3 +86,39 @@ def moves_lower_bound_final_mean(scenario: ClusterScenario, settings: MoveSettin
             excess -= size
             moves += 1
     return moves
+
+
+def rollout_moves_lower_bound(
+    scenario: ClusterScenario, order: tuple[str, ...], settings: MoveSettings
+) -> int:
+    """The fewest moves of a rolling restart (every broker restarted once, in `order`, each
+    back owning nothing) that ends balanced with no bundle moved more than twice, on one
+    broker size where a broker's load is the sum of its bundles' (the rollout scenarios).
+
+    Proof. Every bundle moves at least once: its broker restarts and must own nothing then.
+    A bundle of the first broker to restart moves at least twice: when that broker stops no
+    broker has restarted yet, so its first destination restarts later and it moves again.
+    The last broker to restart comes back owning nothing; ending balanced, it must carry at
+    least mean - margin (`is_balanced`: no broker under it beside one over the mean, and the
+    total load, so the mean, does not change), and every bundle it owns then arrived after
+    its restart, one move more than the above: a bundle of one of the other brokers
+    (2 moves in all), since one of the first broker's would need a third. So moves >=
+    bundles + (the first broker's bundles) + k, k the fewest bundles not of the first broker
+    that carry mean - margin, largest first. `bench.broker_rollout`'s issue 43 bound takes
+    the largest of ALL bundles for k; it is lower where the first broker's are among them."""
+    state = ClusterState.start(scenario)
+    first, last = order[0], order[-1]
+    loads = state.loads()
+    need = sum(loads.values()) / len(loads) - settings.margin
+    first_bundles = state.bundles_of(first)
+    others = sorted(
+        (state.bundle_load_on(b, last) for b in scenario.bundles if b not in first_bundles),
+        reverse=True,
+    )
+    fill = 0
+    for size in others:
+        if need <= EPSILON:
+            break
+        need -= size
+        fill += 1
+    return len(scenario.bundles) + len(first_bundles) + fill

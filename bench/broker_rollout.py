@@ -64,6 +64,7 @@ from balancer.core.replay.pulsar_shedders import (
 )
 from bench import broker_drain
 from bench.broker_balance import Ours
+from bench.broker_bounds import rollout_moves_lower_bound
 from bench.broker_cluster import (
     BrokerSpec,
     ClusterScenario,
@@ -454,6 +455,11 @@ def targets(
         out[f"moves <= {bound:.0f} ((1 + 1/N) x bundles + final balance)"] = (
             ours.moves,
             ours.moves <= bound,
+        )
+        fewest = rollout_moves_lower_bound(scenario.cluster, scenario.order, settings)
+        out[f"moves >= {fewest} (the fewest with at most 2 moves a bundle, proven)"] = (
+            ours.moves,
+            None,
         )
         out["broker-min over 85 % = 0"] = (
             ours.overloaded_broker_min,

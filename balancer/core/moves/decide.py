@@ -15,8 +15,11 @@ Greedy: while the cluster is not balanced, take the most loaded broker over its 
 move the bundle that best covers its excess (the smallest that brings it to target, else the
 largest that fits) to the least loaded allowed broker after the move; a move must strictly
 lower max(source after, destination after) below the source's load before, so the most
-loaded broker never gets worse. Then fill idle brokers from brokers above the mean. Ties
-break by name, so the plan does not depend on the input order.
+loaded broker never gets worse. An idle broker (under mean - margin) is filled by a small
+search for the fewest moves that lift it (balancer.core.moves.fill): before the brokers over
+target are relieved when it has room for all they must shed (the search counts those
+moves), else after them. Ties break by name, so the plan does not depend on the input
+order.
 
 Purely computational, with no side effects; time is passed in.
 """
@@ -30,6 +33,7 @@ from math import fsum
 from balancer.core.broker_load import bundle_load_ratio
 from balancer.core.decisions import SplitDecision
 from balancer.core.moves.drain import DrainMove, DrainPace, plan_drain
+from balancer.core.moves.fill import fill_moves
 from balancer.core.moves.model import (
     BlockedBroker,
     BlockReason,
@@ -40,7 +44,6 @@ from balancer.core.moves.model import (
     MoveReason,
     MoveSettings,
     PlacementRules,
-    move_decision_id,
 )
 from balancer.core.moves.placement import (
     anti_affinity_allowed,
@@ -48,6 +51,7 @@ from balancer.core.moves.placement import (
     isolation_allowed,
     same_group,
 )
+from balancer.core.moves.record import decision_of, reason_of
 from balancer.core.rollout import MAX_MOVES_IN_ROLL
 
 EPSILON = 1e-9  # float noise: a load within this of a bound is at the bound
@@ -159,6 +163,14 @@ class _Cycle:
         last = bundle.last_moved_ms
         return last is not None and self.now_ms - last < self.settings.grace_period_s * 1000.0
 
+    def rested(self, bundle: BundleState) -> bool:
+        """Not moved this cycle, out of its grace period, and not moved its share of a roll."""
+        return (
+            bundle.name not in self.moved
+            and not self.in_grace(bundle)
+            and bundle.moves_in_roll < MAX_MOVES_IN_ROLL  # a roll moved it its share already
+        )
+
     def movable(self, bundle: BundleState) -> bool:
         """Not pinned, not a system namespace, and no other move of its range in flight."""
         return not (
@@ -260,13 +272,7 @@ def _best_move(
     sized = [b for b in owned if cycle.load_on(b, source) >= settings.min_bundle_load_ratio]
     if not sized:
         return None, BlockReason.TOO_SMALL
-    rested = [
-        b
-        for b in sized
-        if b.name not in cycle.moved
-        and not cycle.in_grace(b)
-        and b.moves_in_roll < MAX_MOVES_IN_ROLL  # a roll moved it its share already
-    ]
+    rested = [b for b in sized if cycle.rested(b)]
     if not rested:
         return None, BlockReason.GRACE_PERIOD
     movable = [b for b in rested if cycle.movable(b)]
@@ -366,7 +372,7 @@ def decide_moves(
         cycle, draining, drain_pace, drain_destinations
     )
     moves = [
-        _decision(cluster, window_end_ms, m, MoveReason.DRAIN, after_split.get(m.bundle.name))
+        decision_of(cluster, window_end_ms, m, MoveReason.DRAIN, after_split.get(m.bundle.name))
         for m in drained
     ]
     # During a roll's drain (its broker marked, listed or gone while it restarts), balance
@@ -389,32 +395,46 @@ def decide_moves(
         attempts: list[tuple[str, float, frozenset[str] | None]] = [
             (b, active[b] - high, settled) for b in over
         ]
-        if idle:
-            attempts += [(b, active[b] - mean, idle) for b in by_load if active[b] > mean]
-        made = False
-        for source, excess, only_to in attempts:
+        made, filling = False, None  # filling: see fill_moves (None: no fill planned)
+        target = min(idle, key=lambda b: (active[b], b)) if idle else None
+
+        # The fill first where the idle broker has room for what every broker over target
+        # must shed (the fill counts those moves); else they spread first, to any broker.
+        fill_first = target is not None and fsum(active[b] - high for b in over) <= (
+            high - active[target] + EPSILON
+        )
+        fill = (cluster, cycle, target, mean - settings.margin, high, after_split, window_end_ms)
+        if fill_first:
+            filling = _fill(*fill, moves)
+            made = bool(filling)
+        for source, excess, only_to in [] if made else attempts:
             candidate, _ = _best_move(cycle, source, excess, only_to)
             if candidate is None:
                 continue
-            bundle, dest, on_source, _, _ = candidate
-            before_src, before_dst = cycle.loads[source], cycle.loads[dest]
-            if bundle.name in after_split:
-                reason = MoveReason.SPLIT_CHILD
-            elif before_src > settings.overload_ratio + EPSILON:
-                reason = MoveReason.OVERLOADED
-            elif only_to is None:
-                reason = MoveReason.ABOVE_MEAN
-            else:
-                reason = MoveReason.IDLE_BROKER
-            after_src, after_dst = cycle.apply(bundle, source, dest)
-            move = DrainMove(
-                bundle, source, dest, on_source, before_src, before_dst, after_src, after_dst
-            )
+            bundle, dest, _, _, _ = candidate
+            reason = MoveReason.ABOVE_MEAN if only_to is None else MoveReason.IDLE_BROKER
             moves.append(
-                _decision(cluster, window_end_ms, move, reason, after_split.get(bundle.name))
+                _record(cluster, cycle, bundle, source, dest, reason, after_split, window_end_ms)
             )
             made = True
             break
+        if not made and target is not None and not fill_first:
+            filling = _fill(*fill, moves)
+            made = bool(filling)
+        if not made and idle and filling is None:  # no fill planned: one at a time
+            for source in (b for b in by_load if active[b] > mean):
+                candidate, _ = _best_move(cycle, source, active[source] - mean, idle)
+                if candidate is None:
+                    continue
+                bundle, dest, _, _, _ = candidate
+                moves.append(
+                    _record(
+                        cluster, cycle, bundle, source, dest, MoveReason.IDLE_BROKER, after_split,
+                        window_end_ms,
+                    )
+                )  # fmt: skip
+                made = True
+                break
         if not made:
             break
     active_after = cycle.active_loads()
@@ -440,31 +460,41 @@ def decide_moves(
     )
 
 
-def _decision(
-    cluster: str, window_end_ms: int, move: DrainMove, reason: MoveReason, after_split: str | None
+def _record(
+    cluster: str,
+    cycle: _Cycle,
+    bundle: BundleState,
+    source: str,
+    dest: str,
+    reason: MoveReason,
+    after_split: Mapping[str, str],
+    window_end_ms: int,
 ) -> MoveDecision:
-    bundle = move.bundle
-    return MoveDecision(
-        decision_id=move_decision_id(
-            cluster=cluster,
-            namespace=bundle.namespace,
-            bundle=bundle.bundle,
-            window_end_ms=window_end_ms,
-        ),
-        cluster=cluster,
-        namespace=bundle.namespace,
-        bundle=bundle.bundle,
-        source=move.source,
-        destination=move.destination,
-        reason=reason,
-        bundle_load_ratio=move.on_source,
-        msg_rate=bundle.msg_rate,
-        throughput_bytes=bundle.throughput_bytes,
-        sessions=bundle.sessions,
-        source_load_before=move.source_before,
-        source_load_after=move.source_after,
-        destination_load_before=move.destination_before,
-        destination_load_after=move.destination_after,
-        window_end_ms=window_end_ms,
-        after_split=after_split,
-    )
+    """Applies the move to the cycle and gives its decision; the reason is the given one
+    unless the bundle is a split's child or its source is overloaded."""
+    on_source = cycle.load_on(bundle, source)
+    before_src, before_dst = cycle.loads[source], cycle.loads[dest]
+    after_src, after_dst = cycle.apply(bundle, source, dest)
+    move = DrainMove(bundle, source, dest, on_source, before_src, before_dst, after_src, after_dst)
+    reason = reason_of(move, reason, after_split, cycle.settings)
+    return decision_of(cluster, window_end_ms, move, reason, after_split.get(bundle.name))
+
+
+def _fill(
+    cluster: str,
+    cycle: _Cycle,
+    target: str | None,
+    low: float,
+    high: float,
+    after_split: Mapping[str, str],
+    window_end_ms: int,
+    moves: list[MoveDecision],
+) -> list[DrainMove] | None:
+    """The most idle broker filled by the fewest moves that lift it (fill.py), each
+    decision appended to `moves`."""
+    assert target is not None
+    filled = fill_moves(cycle, target, low, high)
+    for m in filled or ():
+        reason = reason_of(m, MoveReason.IDLE_BROKER, after_split, cycle.settings)
+        moves.append(decision_of(cluster, window_end_ms, m, reason, after_split.get(m.bundle.name)))
+    return filled
