@@ -24,6 +24,7 @@ from operator import attrgetter
 from typing import Annotated, Final
 
 import msgspec
+import numpy as np
 
 from balancer.core.events import (
     MAX_MESSAGE_BYTES,
@@ -90,6 +91,18 @@ _BROKER_KEY: Final = f'"{OPTIONAL_FIELDS[0]}"'.encode()
 _BACKSLASH: Final = b"\\"
 _ESCAPED_KEY: Final = re.compile(rb'"[\w\\]*\\u[0-9a-fA-F]{4}[\w\\]*"\s*:')
 _BROKER_SENT: Final = attrgetter("broker_sent")
+_QUOTE: Final = ord('"')
+# From this many bytes, numpy counts a message's quotes: `bytes.count` of one byte is a
+# scalar loop (~0.7 ns a byte here), numpy's compare-and-count a vector one with ~4 us of
+# fixed cost (AMD EPYC, 2026-11-29); an envelope of 100 events is ~30 KB.
+NUMPY_COUNT_MIN_BYTES: Final = 8192
+
+
+def count_quotes(raw: bytes) -> int:
+    """`raw.count(b'"')`, by the cheaper of two exact counts."""
+    if len(raw) < NUMPY_COUNT_MIN_BYTES:
+        return raw.count(b'"')
+    return int(np.count_nonzero(np.frombuffer(raw, np.uint8) == _QUOTE))
 
 
 def decode_fast(raw: bytes) -> list[FastEvent] | None:
@@ -137,7 +150,7 @@ def decode_single_events(values: Sequence[bytes | None]) -> list[FastEvent] | No
     except _REFUSED:
         return None
     quotes, _ = _quotes_and_brokers(events, envelopes=0)
-    if joined.count(b'"') != quotes:
+    if count_quotes(joined) != quotes:
         return None
     return events
 
@@ -188,7 +201,7 @@ def _keys_unique(raw: bytes, events: list[FastEvent], *, envelope: bool) -> bool
     n = len(events)
     quotes, brokers = _quotes_and_brokers(events, envelopes=int(envelope))
     if _BACKSLASH not in raw:
-        return raw.count(b'"') == quotes
+        return count_quotes(raw) == quotes
     # A string value equal to a key name only sends the message to the slow path.
     if any(raw.count(key) != n for key in _KEYS) or raw.count(_BROKER_KEY) != brokers:
         return False
@@ -198,7 +211,9 @@ def _keys_unique(raw: bytes, events: list[FastEvent], *, envelope: bool) -> bool
 
 
 __all__ = [
+    "NUMPY_COUNT_MIN_BYTES",
     "FastEvent",
+    "count_quotes",
     "decode_fast",
     "decode_single_events",
 ]

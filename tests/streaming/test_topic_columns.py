@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -12,14 +14,16 @@ from balancer.core.buckets import java_string_hash_code, topic_bucket
 from balancer.core.hashing import topic_position
 from balancer.core.topics import InvalidTopicName, parse_topic
 from streaming.read.topic_columns import (
+    _PARTS,
     CanonicalNames,
     DedupeChoice,
+    _sliced_parts,
     full_name,
     java_hash_codes,
     topic_columns,
 )
 from streaming.shared.topic_keys import topic_hash
-from tests.streaming.test_fastparse import TOPICS, VALID_TOPICS
+from tests.streaming.test_fastparse import ENTITY, TOPICS, VALID_TOPICS
 
 
 def reference_full_name(name: str) -> str | None:
@@ -99,3 +103,43 @@ def test_java_hash_codes_known_values() -> None:
     texts = ["", "a", "hello", "polygenelubricants", "😀", ""]
     assert java_hash_codes(texts).tolist() == [0, 97, 99162322, -(2**31), 1772899, 0]
     assert java_hash_codes([]).tolist() == []
+
+
+# --- the sliced path: namespaces and bucket hashes read off the names' bytes ---------------
+
+ASCII_LOCAL = st.text(st.characters(min_codepoint=0, max_codepoint=0x7F), min_size=1, max_size=8)
+ASCII_FULL_NAMES = st.builds(
+    lambda domain, t, n, local: f"{domain}://{t}/{n}/{local}",
+    st.sampled_from(["persistent", "non-persistent"]), ENTITY, ENTITY,
+    ASCII_LOCAL | st.text("ab/\n", min_size=1, max_size=3)
+    | st.text("xyz", min_size=60, max_size=90),
+)  # fmt: skip
+
+
+def regex_parts(names: list[str]) -> tuple[list[str | None], list[int]]:
+    """What the sliced path replaces: `_PARTS` by Arrow's regex, hashes by `java_hash_codes`."""
+    parts = pc.extract_regex(pa.array(names, pa.string()), _PARTS)
+    locals_ = parts.field("local").to_pylist()
+    return parts.field("namespace").to_pylist(), java_hash_codes(locals_).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ASCII_FULL_NAMES, min_size=1, max_size=12), st.integers(0, 3))
+@example(["persistent://t/ns/" + "z" * 64, "persistent://t/ns/a"], 0)  # the widest window
+@example(["persistent://t/ns/" + "z" * 65, "persistent://t/ns/a"], 0)  # past it: per unit
+@example(["persistent://t/n/a/b", "persistent://t//"], 1)  # a slash kept in the local name
+def test_the_sliced_parts_are_the_regex_parts_for_ascii_names(names: list[str], skip: int) -> None:
+    sliced = _sliced_parts(pa.array(names, pa.string()).slice(min(skip, len(names) - 1)))
+    names = names[min(skip, len(names) - 1) :]  # an array's offset is honoured
+    assert sliced is not None  # every ASCII full name takes it
+    namespaces, codes = sliced
+    assert (namespaces.to_pylist(), codes.tolist()) == regex_parts(names)
+
+
+@pytest.mark.parametrize(
+    "names",
+    [["persistent://t/ns/ä", "persistent://t/ns/a"], ["no-scheme/a/b/c"], ["persistent://t/ns"],
+     ["persistent:/x//t/ns/a"]],
+)  # fmt: skip
+def test_names_the_sliced_path_cannot_prove_go_to_the_regex(names: list[str]) -> None:
+    assert _sliced_parts(pa.array(names, pa.string())) is None
