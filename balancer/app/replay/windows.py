@@ -49,7 +49,7 @@ from streaming.driver.rollup import topic_loads
 from streaming.read.parse import parse_records
 from streaming.shared.packing import decode_windows
 from streaming.shared.schema import CLOSED_ARROW_SCHEMA, PARSED_SPARK_SCHEMA
-from streaming.spark.job import observe_side_rows
+from streaming.spark.job import ArrowMap, observe_side_rows
 from streaming.stage.partials import TOPIC_ROWS_SCHEMA
 from streaming.stage.windows import WindowSpec, late_events, topic_windows
 
@@ -166,7 +166,7 @@ def write_batches(
     return files
 
 
-def _parse(settings: WindowSettings):  # type: ignore[no-untyped-def]
+def _parse(settings: WindowSettings) -> ArrowMap:
     """The native path's parse (`streaming.spark.job.parse_raw`), on the record's clock."""
     num_buckets, slide_ms = settings.num_buckets, settings.slide_s * 1000
     skew_ms = settings.max_future_skew_s * 1000

@@ -67,9 +67,7 @@ def test_windows_equal_a_hand_computation(spark: Any, tmp_path: Path) -> None:
     )  # fmt: skip
     counts = StreamCounts()
     windows = list(stream_windows(spark, recording(), settings, tmp_path, counts))
-    got = {
-        w.end_ms: {load.topic: load for _, _, load in w.topic_loads()} for w in windows
-    }
+    got = {w.end_ms: {load.topic: load for _, _, load in w.topic_loads()} for w in windows}
     ends = [w.end_ms for w in windows]
     assert ends == sorted(ends)
     assert BASE_MS + MIN in got and BASE_MS + 2 * MIN in got and BASE_MS + 4 * MIN in got
