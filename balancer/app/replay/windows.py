@@ -18,7 +18,7 @@ Windows close exactly as `run` closes them: the stage is the same, so a round ma
 the watermark to its `until_ms` and the window closes in the batch after the one that read
 it; without markers the watermark's lateness closes it. A micro-batch file ends after each
 round marker (the batch `run` reads when the collector keeps up: a round and its marker),
-or at `records_per_batch` records. Memory is bounded by one window: the queue between
+or at `records_per_batch` records (`markers_per_batch` joins rounds for speed). Memory is bounded by one window: the queue between
 Spark's foreachBatch and the caller holds one window, and the stage's state is on disk
 (RocksDB). Spark in batch needs the files on disk: a replay costs the recording's size in
 Parquet under its work directory while it runs (docs/operations.md#replay).
@@ -85,6 +85,11 @@ class WindowSettings:
     max_future_skew_s: int
     clusters: tuple[str, ...] = ()
     records_per_batch: int = DEFAULT_RECORDS_PER_BATCH
+    # Rounds (markers) per micro-batch: 1 is the batch `run` reads when it keeps up. More
+    # make fewer batches (each costs Spark a fixed time) and close the same windows with
+    # the same contents when every round ends with a marker (an event is late only against
+    # an earlier batch's watermark, and a round's events come before its marker).
+    markers_per_batch: int = 1
 
     @property
     def spec(self) -> WindowSpec:
@@ -129,17 +134,23 @@ class StreamCounts:
     late: int = 0
     marks: int = 0
     batches: int = 0
+    write_s: float = 0.0  # writing the micro-batch files (reading the recording included)
 
 
 def write_batches(
-    messages: Iterable[RecordedMessage], directory: Path, *, records_per_batch: int
+    messages: Iterable[RecordedMessage],
+    directory: Path,
+    *,
+    records_per_batch: int,
+    markers_per_batch: int = 1,
 ) -> int:
     """Write the messages, in order, as one Parquet file per micro-batch; the number written.
 
-    A file ends after each round marker, or at `records_per_batch` records. Files are
-    named and timed in order (the file source takes the oldest first)."""
+    A file ends after every `markers_per_batch` round markers, or at `records_per_batch`
+    records. Files are named and timed in order (the file source takes the oldest first)."""
     directory.mkdir(parents=True, exist_ok=True)
     files = 0
+    markers = 0
     rows: dict[str, list[object]] = {name: [] for name in RAW_FILE_SCHEMA.names}
 
     def flush() -> None:
@@ -159,8 +170,10 @@ def write_batches(
         rows["offset"].append(message.offset)
         rows["timestamp_ms"].append(message.timestamp_ms)
         rows["value"].append(message.value)
-        marker = message.key == MARKER_KEY or is_round_marker(message.value)
-        if marker or len(rows["value"]) >= records_per_batch:
+        if message.key == MARKER_KEY or is_round_marker(message.value):
+            markers += 1
+        if markers >= markers_per_batch or len(rows["value"]) >= records_per_batch:
+            markers = 0
             flush()
     flush()
     return files
@@ -268,8 +281,14 @@ def stream_windows(
     counts = counts if counts is not None else StreamCounts()
     files = workdir / "batches"
     started = time.monotonic()
-    written = write_batches(messages, files, records_per_batch=settings.records_per_batch)
-    log.info("replay: %d micro-batch file(s) in %.1f s", written, time.monotonic() - started)
+    written = write_batches(
+        messages,
+        files,
+        records_per_batch=settings.records_per_batch,
+        markers_per_batch=settings.markers_per_batch,
+    )
+    counts.write_s = time.monotonic() - started
+    log.info("replay: %d micro-batch file(s) in %.1f s", written, counts.write_s)
     if not written:
         return
     handoff = _Handoff(settings, counts)
