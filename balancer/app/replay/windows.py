@@ -18,10 +18,11 @@ Windows close exactly as `run` closes them: the stage is the same, so a round ma
 the watermark to its `until_ms` and the window closes in the batch after the one that read
 it; without markers the watermark's lateness closes it. A micro-batch file ends after each
 round marker (the batch `run` reads when the collector keeps up: a round and its marker),
-or at `records_per_batch` records (`markers_per_batch` joins rounds for speed). Memory is bounded by one window: the queue between
-Spark's foreachBatch and the caller holds one window, and the stage's state is on disk
-(RocksDB). Spark in batch needs the files on disk: a replay costs the recording's size in
-Parquet under its work directory while it runs (docs/operations.md#replay).
+or at `records_per_batch` records (`markers_per_batch` joins rounds for speed). Memory is
+bounded by one window: the queue between Spark's foreachBatch and the caller holds one
+window, and the stage's state is on disk (RocksDB). Spark in batch needs the files on
+disk: a replay costs the recording's size in Parquet under its work directory while it
+runs (docs/operations.md#replay).
 """
 
 from __future__ import annotations
