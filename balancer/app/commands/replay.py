@@ -132,14 +132,15 @@ def window_settings(config: BalancerConfig) -> WindowSettings:
 
 
 def open_recording(args: argparse.Namespace, config: BalancerConfig) -> Recording:
+    if not args.from_kafka:
+        if args.since is not None or args.until is not None:
+            raise ValueError("--since/--until go with --from-kafka (a directory is its range)")
+        if not args.dir.is_dir():
+            raise ValueError(f"{args.dir}: no such recording directory")
     from balancer.app.replay.recording import DirRecording, kafka_recording
 
     if args.from_kafka:
         return kafka_recording(config, since_ms=args.since, until_ms=args.until)
-    if args.since is not None or args.until is not None:
-        raise ValueError("--since/--until go with --from-kafka (a directory is its range)")
-    if not args.dir.is_dir():
-        raise ValueError(f"{args.dir}: no such recording directory")
     return DirRecording(args.dir)
 
 
@@ -197,11 +198,11 @@ def replay(
 
 
 def run(args: argparse.Namespace) -> int:
-    from balancer.ops.replay_report import render_text, to_json, write_html
-
     config = replay_config(args.config)
     names = chosen_policies(args.policies)
     recording = open_recording(args, config)
+    from balancer.ops.replay_report import render_text, to_json, write_html
+
     with work_dir(args.work_dir) as work:
         result = replay(recording, config, names, work)
     if args.html is not None:
