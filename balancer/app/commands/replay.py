@@ -154,13 +154,15 @@ def work_dir(path: Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def make_policies(names: tuple[str, ...], config: BalancerConfig, work: Path) -> list[ReplayPolicy]:
+def make_policies(
+    names: tuple[str, ...], config: BalancerConfig, work: Path, settings_from: str
+) -> list[ReplayPolicy]:
     from balancer.app.replay.pulsar_policies import pulsar_policy
 
     out: list[ReplayPolicy] = []
     for name in names:
         if name == POLICY_OURS:
-            out.append(OursPolicy(config, workdir=work / "ours"))
+            out.append(OursPolicy(config, workdir=work / "ours", settings_from=settings_from))
         else:
             out.append(pulsar_policy(name, config))
     return out
@@ -171,6 +173,7 @@ def replay(
     config: BalancerConfig,
     names: tuple[str, ...],
     work: Path,
+    settings_from: str = "the default",
 ) -> ReplayResult:
     """The replay of `recording` through the named policies (Spark started here)."""
     from balancer.app.stream_settings import stream_settings
@@ -183,7 +186,7 @@ def replay(
     )
     spark = build_spark(settings)
     counts = StreamCounts()
-    policies = make_policies(names, config, work)
+    policies = make_policies(names, config, work, settings_from)
     windows = stream_windows(
         spark, recording.stats_messages(), window_settings(config), work / "stream", counts
     )
@@ -204,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
     from balancer.ops.replay_report import render_text, to_json, write_html
 
     with work_dir(args.work_dir) as work:
-        result = replay(recording, config, names, work)
+        settings_from = "the default" if args.config is None else f"{args.config}'s"
+        result = replay(recording, config, names, work, settings_from)
     if args.html is not None:
         write_html(result, args.html)
     sys.stdout.write(to_json(result) + "\n" if wants_json(args) else render_text(result))

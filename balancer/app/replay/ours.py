@@ -163,7 +163,9 @@ class OursPolicy:
         *,
         workdir: Path | None = None,
         handle_delay_ms: int | None = None,
+        settings_from: str = "the default",
     ) -> None:
+        """`settings_from`: where the config came from, for the report (a file's path)."""
         self._tmp = None if workdir is not None else tempfile.TemporaryDirectory(prefix="ours-")
         work = workdir or Path(self._tmp.name if self._tmp else ".")
         work.mkdir(parents=True, exist_ok=True)
@@ -187,8 +189,8 @@ class OursPolicy:
         self._bundles: dict[str, BundleLoad] = {}  # `cluster/name` -> newest windowed load
         self._batch = 0
         self.description = (
-            f"pulsar-balancer's own decisions (detect, split, offload, moves) with "
-            f"{'the given' if config is not None else 'default'} settings"
+            "pulsar-balancer's own decisions (detection, splits, offloads, moves, the "
+            f"controller's limits) with {settings_from} settings"
         )
 
     def observe(self, context: RoundContext) -> None:
