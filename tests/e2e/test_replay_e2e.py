@@ -101,7 +101,10 @@ def _replay(recorded: Recorded, tmp_path: Path) -> dict[str, Any]:
     exe = Path(sys.executable).with_name("pulsar-balancer")
     done = subprocess.run(
         [str(exe), "replay", "--from-kafka", "--config", str(recorded.config),
-         "--policies", "ours", "--output", "json", "--work-dir", str(tmp_path / "work")],
+         "--policies", "ours", "--output", "json", "--work-dir", str(tmp_path / "work"),
+         # ~10 rounds a batch, as run read them here: one Spark batch per 2 s round
+         # would take ~4 s each on this machine
+         "--rounds-per-batch", "10"],
         capture_output=True, timeout=900, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]

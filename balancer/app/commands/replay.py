@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from balancer.app.commands.output import add_output_argument, wants_json
+from balancer.app.commands.output import add_output_argument, positive_int, wants_json
 from balancer.app.config import BalancerConfig, load_config
 from balancer.app.replay.engine import ReplayPolicy, run_replay
 from balancer.app.replay.ours import OursPolicy
@@ -91,6 +91,14 @@ def register(subparsers: Subparsers) -> None:
         help="where the replay keeps its micro-batch files and state (default: a temporary "
         "directory, removed after); needs about the recording's size",
     )
+    parser.add_argument(
+        "--rounds-per-batch",
+        type=positive_int,
+        default=1,
+        help="collector rounds (round markers) per micro-batch (default 1, as run reads "
+        "them when it keeps up; more is faster and closes the same windows when every round "
+        "ends with a marker: docs/operations.md#replay)",
+    )
     add_output_argument(parser)
     parser.set_defaults(handler=run)
 
@@ -119,7 +127,7 @@ def replay_config(path: Path | None) -> BalancerConfig:
     return load_config(path)
 
 
-def window_settings(config: BalancerConfig) -> WindowSettings:
+def window_settings(config: BalancerConfig, rounds_per_batch: int = 1) -> WindowSettings:
     spark = config.spark
     return WindowSettings(
         window_s=spark.window_s,
@@ -128,6 +136,7 @@ def window_settings(config: BalancerConfig) -> WindowSettings:
         num_buckets=spark.num_buckets,
         shuffle_partitions=spark.shuffle_partitions,
         max_future_skew_s=spark.max_future_skew_s,
+        markers_per_batch=rounds_per_batch,
     )
 
 
@@ -174,6 +183,7 @@ def replay(
     names: tuple[str, ...],
     work: Path,
     settings_from: str = "the default",
+    rounds_per_batch: int = 1,
 ) -> ReplayResult:
     """The replay of `recording` through the named policies (Spark started here)."""
     from balancer.app.stream_settings import stream_settings
@@ -188,7 +198,11 @@ def replay(
     counts = StreamCounts()
     policies = make_policies(names, config, work, settings_from)
     windows = stream_windows(
-        spark, recording.stats_messages(), window_settings(config), work / "stream", counts
+        spark,
+        recording.stats_messages(),
+        window_settings(config, rounds_per_batch),
+        work / "stream",
+        counts,
     )
     return run_replay(
         source=recording.description,
@@ -208,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
 
     with work_dir(args.work_dir) as work:
         settings_from = "the default" if args.config is None else f"{args.config}'s"
-        result = replay(recording, config, names, work, settings_from)
+        result = replay(recording, config, names, work, settings_from, args.rounds_per_batch)
     if args.html is not None:
         write_html(result, args.html)
     sys.stdout.write(to_json(result) + "\n" if wants_json(args) else render_text(result))
