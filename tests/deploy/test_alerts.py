@@ -112,6 +112,7 @@ def exported_names() -> set[str]:
     metrics.set_cluster_reachable("c", True)
     metrics.observe_admin_request("c", "GET", 200, 0.1)
     metrics.collector.record_poll("c", "b:8080", failure="no_broker_url", at_s=0.0)
+    metrics.collector.load_report_failed("c", "b:8080", "timeout")
     metrics.watch_writer_lease(lambda: LeaseStatus(held=True, holder="bal-0:1", detail=""))
     metrics.observe_batch(
         SimpleNamespace(
