@@ -73,10 +73,14 @@ def recorded(kafka: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                 lambda: len({s.parent for s in sim.model.splits if s.namespace == HOT}) >= 2,
                 timeout_s=400, what="the hot bundles' splits", process=process,
             )  # fmt: skip
+            wait_for(
+                lambda: "(offload status SUCCESS)" in process.text(),
+                timeout_s=300, what="the archive's offload followed", process=process,
+            )  # fmt: skip
             seen = process.batches()
             wait_for(
-                lambda: process.batches() >= seen + 6,
-                timeout_s=120, what="six more micro-batches", process=process,
+                lambda: process.batches() >= seen + 2,
+                timeout_s=120, what="two more micro-batches", process=process,
             )  # fmt: skip
         finally:
             code = process.stop()
@@ -95,7 +99,7 @@ def _replay(recorded: Recorded, tmp_path: Path) -> dict[str, Any]:
          # ~10 rounds a batch, as run read them here: one Spark batch per 2 s round
          # would take ~4 s each on this machine
          "--rounds-per-batch", "10"],
-        capture_output=True, timeout=900, check=False,
+        capture_output=True, timeout=1500, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]
     document: dict[str, Any] = json.loads(done.stdout)
@@ -108,6 +112,7 @@ def _ours(document: dict[str, Any]) -> dict[str, Any]:
     return dict(ours)
 
 
+@pytest.mark.timeout(2700)  # run until its splits and offload, then the replay: loaded machine
 def test_replay_of_a_run_reproduces_its_splits_moves_and_offloads(
     recorded: Recorded, tmp_path: Path
 ) -> None:

@@ -25,9 +25,13 @@ MIN = 60_000
 INITIAL = NamespaceBundles.initial(NS, 4)
 
 
+ARCHIVE = f"persistent://{NS}/archive"
+
+
 def topics() -> list[TopicLoad]:
-    """20 topics; those of the first bundle carry 1,000 msg/s each (over its limit)."""
-    out = []
+    """40 topics; those of the first bundle carry 1,000 msg/s each (over its limit); and an
+    archive topic of 12 GiB, over the 10 GiB offload threshold."""
+    out = [TopicLoad(ARCHIVE, hash_position(ARCHIVE), storage_size=12 << 30)]
     for i in range(40):
         name = f"persistent://{NS}/t{i}"
         position = hash_position(name)
@@ -77,6 +81,7 @@ def config(tmp_path: Path, **moves: object) -> BalancerConfig:
             "thresholds": {"defaults": {"max_msg_rate": 20_000}},
             "detection": {"hit_count_threshold": 3, "cooldown_s": 60},
             "moves": {"enabled": True, **moves},
+            "offload": {"default_threshold": "10G"},
             "controller": {
                 "journal_path": str(tmp_path / "j"),
                 "audit_log_path": str(tmp_path / "a"),
@@ -113,6 +118,9 @@ def test_ours_splits_the_hot_bundle_on_the_third_window_and_moves_off_the_hot_br
             s.subject == m.subject for s in splits
         )
     assert [w.window_end_ms for w in run.windows] == [BASE_MS + k * MIN for k in range(1, 6)]
+    # the offload, followed to SUCCESS (ours' Pulsar offloads at once), recorded once
+    offloads = [a for a in run.actions if a.kind is ActionKind.OFFLOAD]
+    assert [a.subject for a in offloads] == [ARCHIVE]
 
 
 def test_a_report_is_corrected_only_for_the_bundles_whose_owner_differs() -> None:
