@@ -149,3 +149,59 @@ def test_replay_of_a_run_reproduces_its_splits_moves_and_offloads(
 def _clusters(ours: dict[str, Any], actions: list[dict[str, Any]]) -> set[str]:
     brokers = {k.split("/", 1)[0] for w in ours["windows"] for k in w["broker_load"]}
     return brokers | {a["cluster"] for a in actions}
+
+
+RESTART = Path("conf/scenarios/broker-restart.yaml")
+
+
+@pytest.mark.timeout(2700)
+def test_replay_of_a_run_reproduces_its_moves(
+    kafka: Broker, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A restarted broker owns nothing (broker-restart.yaml) and `run` moves bundles to it;
+    the replay moves the same bundles from the same sources to the same destination."""
+    from balancer.sim import load_scenario
+    from tests.e2e import harness
+
+    tmp = tmp_path_factory.mktemp("e2e-replay-moves")
+    scenario = load_scenario(RESTART)
+    sim = PeerGroup(scenario, time_scale=TIME_SCALE).start(required_token=SECRET_TOKEN)
+    try:
+        topic = f"stats-{uuid.uuid4().hex[:8]}"
+        ensure_topics(kafka.bootstrap_servers, {topic: 4, f"{topic}-dlq": 1})
+        config = harness.write_config(
+            tmp, sim=sim, bootstrap_servers=kafka.bootstrap_servers, mode="apply",
+            stats_topic=topic, clusters=(scenario.clusters[0].name,),
+            controller={"writer_lease": {"enabled": False}}, offload=None,
+        )  # fmt: skip
+        _with_context_topic(config, topic)
+        process = BalancerProcess(config, tmp, tmp / "summary.json").start()
+        try:
+            wait_for(
+                lambda: len(sim.model.brokers.moves) >= 2,
+                timeout_s=400, what="moves to the restarted broker", process=process,
+            )  # fmt: skip
+            seen = process.batches()
+            wait_for(
+                lambda: process.batches() >= seen + 3,
+                timeout_s=180, what="three more micro-batches", process=process,
+            )  # fmt: skip
+        finally:
+            assert process.stop() == 0, process.text()[-3000:]
+        recorded = Recorded(sim, tmp, config)
+        actions = _ours(_replay(recorded, tmp))["actions"]
+        summary = json.loads((tmp / "summary.json").read_text())
+        run_moves = [
+            (f"{m['namespace']}/{m['bundle']}", m["source"], m["destination"])
+            for m in summary["moves"]
+        ]
+        replay_moves = [
+            (a["subject"], a["source_broker"], a["destination_broker"])
+            for a in actions
+            if a["kind"] == "move"
+        ]
+        assert run_moves and sorted(replay_moves) == sorted(run_moves)
+        run_splits = sorted(f"{s.namespace}/{s.parent}" for s in sim.model.splits)
+        assert sorted(a["subject"] for a in actions if a["kind"] == "split") == run_splits
+    finally:
+        sim.stop()
