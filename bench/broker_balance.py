@@ -11,7 +11,7 @@ Balancers, each called once a minute on the same cluster model (`bench.broker_cl
   decision per 60 s window, its moves in effect from the next window;
 - threshold, uniform: the modular load manager with `ThresholdShedder` (the default) or
   `UniformLoadShedder`, placement `LeastLongTermMessageRate` with bundles distributed
-  evenly (`bench.pulsar_shedders`);
+  evenly (`balancer.core.replay.pulsar_shedders`);
 - transfer: the extensible load manager's `TransferShedder` (hit count 3, 180 s cooldown).
 
 Decision cycles run at t = 60, 120, ... s; the first minute is the first window. Loads are
@@ -49,6 +49,12 @@ from balancer.core.moves.decide import decide_moves, is_balanced
 from balancer.core.moves.drain import DrainPace
 from balancer.core.moves.inputs import broker_states
 from balancer.core.moves.model import BundleState, MoveSettings, PlacementRules
+from balancer.core.replay.pulsar_shedders import (
+    ThresholdShedder,
+    TransferShedder,
+    UniformLoadShedder,
+    Unload,
+)
 from balancer.core.rollout import drain_destinations
 from bench.broker_bounds import moves_lower_bound_final_mean
 from bench.broker_cluster import (
@@ -58,7 +64,6 @@ from bench.broker_cluster import (
     shipped_scenarios,
 )
 from bench.common import header, markdown_table, print_result, scenario_files
-from bench.pulsar_shedders import ThresholdShedder, TransferShedder, UniformLoadShedder, Unload
 
 CYCLE_S = 60.0
 TWICE_WINDOW_S = 30 * 60.0

@@ -126,6 +126,16 @@ class ClusterState:
     def brokers(self) -> tuple[BrokerSpec, ...]:
         return self.scenario.brokers
 
+    # The shedders' `ClusterView` (balancer.core.replay.pulsar_shedders).
+    def broker_ids(self) -> list[str]:
+        return [b.broker for b in self.brokers]
+
+    def all_bundles(self) -> tuple[BundleSpec, ...]:
+        return self.scenario.bundles
+
+    def owner_of(self, bundle: str) -> str | None:
+        return self.owners[bundle]
+
     def bundles_of(self, broker: str) -> list[BundleSpec]:
         return [b for b in self.scenario.bundles if self.owners[b.name] == broker]
 

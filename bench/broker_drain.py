@@ -35,6 +35,7 @@ import numpy as np
 from balancer.controller.move_planning import DRAIN_IN_FLIGHT_PER_BROKER, DRAIN_MOVES_PER_MINUTE
 from balancer.core.moves.drain import DrainPace
 from balancer.core.moves.model import MoveSettings
+from balancer.core.replay.pulsar_shedders import TransferShedder, Unload
 from bench.broker_balance import Ours
 from bench.broker_cluster import (
     BrokerSpec,
@@ -44,7 +45,6 @@ from bench.broker_cluster import (
     _namespaces,
     _spread,
 )
-from bench.pulsar_shedders import TransferShedder, Unload
 
 CYCLE_S = 60.0
 NAME = "drain-one-100"

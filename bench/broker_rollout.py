@@ -3,8 +3,8 @@ and a scale in from 10 to 5, in simulated time, against Pulsar alone (its shutdo
 and placements, with or without its shedders) and, once merged, against our drain.
 
 A sibling of `bench.broker_balance`: the same cluster model (`bench.broker_cluster`), the
-same shedder models (`bench.pulsar_shedders`), decisions once a minute. What a broker that
-stops does is modelled as `balancer.sim.broker_stops` does it from Pulsar's source:
+same shedder models (`balancer.core.replay.pulsar_shedders`), decisions once a minute. What
+a broker that stops does is modelled as `balancer.sim.broker_stops` does it from Pulsar's source:
 
 - modular load manager (`BrokerService.unloadNamespaceBundlesGracefully`): every bundle it
   owns is unloaded in turn and placed by the leader's
@@ -54,6 +54,14 @@ import numpy as np
 from balancer.core import rollout
 from balancer.core.moves.decide import decide_moves, is_balanced
 from balancer.core.moves.model import MoveSettings
+from balancer.core.replay.pulsar_shedders import (
+    OVERLOAD_RATIO,
+    ModularPlacement,
+    ThresholdShedder,
+    TransferShedder,
+    UniformLoadShedder,
+    Unload,
+)
 from bench import broker_drain
 from bench.broker_balance import Ours
 from bench.broker_cluster import (
@@ -65,14 +73,6 @@ from bench.broker_cluster import (
     _spread,
 )
 from bench.common import header, markdown_table, print_result
-from bench.pulsar_shedders import (
-    OVERLOAD_RATIO,
-    ModularPlacement,
-    ThresholdShedder,
-    TransferShedder,
-    UniformLoadShedder,
-    Unload,
-)
 
 CYCLE_S = 60.0
 # ServiceConfiguration.loadBalancerAverageResourceUsageDifferenceThresholdPercentage.

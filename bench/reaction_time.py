@@ -71,17 +71,17 @@ import numpy as np
 import numpy.typing as npt
 
 from balancer.app.config import CollectorConfig, SparkConfig
-from balancer.core.bundles import BundleRange
-from balancer.core.detect import DetectionSettings, DetectorState, detect, over_threshold
+from balancer.core.detect import DetectionSettings, DetectorState, detect
 from balancer.core.load import BundleLoad
+from balancer.core.replay.pulsar_splits import HIT_COUNT_THRESHOLD as PULSAR_HIT_COUNT
+from balancer.core.replay.pulsar_splits import ExtensibleSplitStrategy
 from balancer.core.split import SplitAlgorithm, SplitOptions, compute_split
-from balancer.core.thresholds import DEFAULT_MAX_BUNDLES, Thresholds
+from balancer.core.thresholds import Thresholds
 from balancer.sim.scenarios import load_scenario, parse_scenario
 from bench.common import header, markdown_table, print_result, scenario_files
 from bench.reaction_model import (
     LIMITS,
     SETTLE_MARGIN_S,
-    NamespaceTopics,
     Sample,
     Sampler,
     Settling,
@@ -94,8 +94,6 @@ from bench.reaction_model import (
 from bench.reaction_scenarios import BUILT_IN
 
 FloatArray = npt.NDArray[np.float64]
-PULSAR_HIT_COUNT = 3  # split when over in MORE than this many consecutive checks
-PULSAR_MAX_SPLITS_PER_CYCLE = 10
 CONTROLLER_SPLITS_PER_MINUTE = 10  # per cluster (the controller's default rate limits)
 CONTROLLER_SPLITS_PER_MINUTE_PER_NAMESPACE = 3
 # Batches from the one that reads a sample (or its round's marker) to the one that emits
@@ -245,10 +243,13 @@ def run_pulsar(
     horizon_s: float,
     label: str,
 ) -> Timeline:
+    """Pulsar's extensible split strategy (`balancer.core.replay.pulsar_splits`), one per
+    cluster: the scenarios place no bundle on a broker, so a cluster is one broker's check."""
     timeline = Timeline(label)
     settling = Settling(timeline, check_interval_s)
     layouts = [ns.initial for ns in sampler.namespaces]
-    hits: dict[tuple[str, BundleRange], int] = {}
+    by_name = {ns.name: ns for ns in sampler.namespaces}
+    strategies: dict[str, ExtensibleSplitStrategy] = {}
     options = SplitOptions()  # Pulsar's defaults
     k = 0
     while True:
@@ -260,32 +261,27 @@ def run_pulsar(
         sample = Sample(t, sampler.rates(t))
         over, lone = over_state(sampler, layouts, sample)
         settling.observe(t, over, lone, before_splits=True)
+
+        def boundaries(load: BundleLoad, sample: Sample = sample) -> tuple[int, ...]:
+            full = bundle_load(by_name[load.namespace], load.bundle, [sample], 0, with_topics=True)
+            # The extensible load manager takes one boundary (issue 22254): the first.
+            return compute_split(algorithm, load.bundle, full.topics, options).boundaries[:1]
+
         for cluster in sorted({ns.cluster for ns in sampler.namespaces}):
-            ready: list[tuple[float, NamespaceTopics, BundleLoad]] = []
-            for ns in (n for n in sampler.namespaces if n.cluster == cluster):
-                for bundle in layouts[ns.index].bundles:
-                    key = (ns.name, bundle)
-                    load = bundle_load(ns, bundle, [sample], 0, with_topics=False)
-                    if not over_threshold(load, LIMITS):
-                        hits.pop(key, None)
-                        continue
-                    hits[key] = hits.get(key, 0) + 1
-                    if hits[key] > PULSAR_HIT_COUNT:
-                        ready.append((-load.msg_rate, ns, load))
-            done = 0
-            for _, ns, load in sorted(ready, key=lambda r: (r[0], r[1].name, r[2].bundle)):
-                if done >= PULSAR_MAX_SPLITS_PER_CYCLE:
-                    break
-                hits.pop((ns.name, load.bundle), None)  # the counter starts again
-                layout = layouts[ns.index]
-                if load.topic_count < 2 or layout.num_bundles >= DEFAULT_MAX_BUNDLES:
-                    continue
-                full = bundle_load(ns, load.bundle, [sample], 0, with_topics=True)
-                boundaries = compute_split(algorithm, load.bundle, full.topics, options).boundaries
-                if not boundaries:
-                    continue
-                layouts[ns.index], children = layout.split(load.bundle, boundaries[:1])
-                done += 1
+            members = [n for n in sampler.namespaces if n.cluster == cluster]
+            loads = [
+                bundle_load(ns, bundle, [sample], 0, with_topics=False)
+                for ns in members
+                for bundle in layouts[ns.index].bundles
+            ]
+            loads.sort(key=lambda b: (-b.msg_rate, b.namespace, b.bundle))
+            counts = {ns.name: layouts[ns.index].num_bundles for ns in members}
+            strategy = strategies.setdefault(cluster, ExtensibleSplitStrategy(limits=LIMITS))
+            for choice in strategy.cycle(loads, counts, boundaries):
+                ns = by_name[choice.load.namespace]
+                layouts[ns.index], children = layouts[ns.index].split(
+                    choice.load.bundle, choice.boundaries
+                )
                 record_split(timeline, t, len(children))
         if timeline.splits:
             over, lone = over_state(sampler, layouts, sample)

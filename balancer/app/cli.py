@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "balancer.app.commands.apply",
     "balancer.app.commands.drain",
     "balancer.app.commands.roll",
+    "balancer.app.commands.record",
     "balancer.app.commands.replay",
 )
 

@@ -80,6 +80,7 @@ def start_collector(
         compression_type=config.collector.compression_type,
         # Malformed topic entries go where the stream's rejected events go.
         dead_letter_topic=config.kafka.dead_letter_topic,
+        context_topic=config.kafka.context_topic,
     )
     # Brokers are listed at the start of every round, not once: a cluster down at start
     # or a broker added later is polled as soon as it answers.
@@ -100,6 +101,8 @@ def start_collector(
         max_parallel_per_cluster=config.collector.max_parallel_per_cluster,
         broker_loads=broker_loads,
         round_markers=config.collector.round_markers,
+        # The load reports read each round, for a replay: only when they are read.
+        contexts=sink if load_reports else None,
     )
     interval_s = config.collector.interval_s
     thread = threading.Thread(

@@ -1,5 +1,5 @@
-"""`kafka:` of the configuration: brokers, the stats and dead-letter topics, security and how
-the stream reads. Kept apart from `config` (already long); `BalancerConfig` nests it."""
+"""`kafka:` of the configuration: brokers, the stats, context and dead-letter topics, security
+and how the stream reads. Kept apart from `config` (already long); `BalancerConfig` nests it."""
 
 from __future__ import annotations
 
@@ -49,6 +49,9 @@ class KafkaConfig(FrozenModel):
     bootstrap_servers: tuple[str, ...] = Field(default=("127.0.0.1:9092",), min_length=1)
     stats_topic: str = Field(default="pulsar-topic-stats", min_length=1)
     dead_letter_topic: str = Field(default="pulsar-topic-stats-dlq", min_length=1)
+    # One record per collector round and cluster: the broker load reports read in it (moves
+    # on only), for the replay (`balancer.core.context_record`). Same retention as stats_topic.
+    context_topic: str = Field(default="pulsar-topic-stats-context", min_length=1)
     # Brokers marked draining (`pulsar-balancer drain`): compacted, one partition, created if
     # missing; every balancer of the peer group and every `drain` command share it.
     drain_marks_topic: str = Field(default="pulsar-balancer-drain-marks", min_length=1)
@@ -82,5 +85,16 @@ class KafkaConfig(FrozenModel):
             raise ValueError(
                 f"kafka.dead_letter_topic must differ from kafka.stats_topic "
                 f"({self.stats_topic!r}): a rejected message would be read again forever"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _context_elsewhere(self) -> Self:
+        # The stream would reject every context record as a bad event (and the replay every
+        # stats message as a bad context record).
+        if self.context_topic in (self.stats_topic, self.dead_letter_topic):
+            raise ValueError(
+                f"kafka.context_topic ({self.context_topic!r}) must differ from "
+                "kafka.stats_topic and kafka.dead_letter_topic"
             )
         return self

@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # Spark is imported when the stream starts, not with the app
 log = logging.getLogger(__name__)
 
 STATS_TOPIC_PARTITIONS = 4
+CONTEXT_TOPIC_PARTITIONS = 1
 _REFUSED = (401, 403)
 
 
@@ -205,7 +206,14 @@ class BalancerApp:
         )
         ensure_topics(
             settings.bootstrap_servers,
-            {settings.topic: STATS_TOPIC_PARTITIONS, settings.dead_letter_topic_name: 1},
+            {
+                settings.topic: STATS_TOPIC_PARTITIONS,
+                settings.dead_letter_topic_name: 1,
+                # Retention as the stats topic's (the broker's default, both created here):
+                # a replay needs both over the same range. One partition: a few records a
+                # round, read in round order.
+                self.config.kafka.context_topic: CONTEXT_TOPIC_PARTITIONS,
+            },
             client_kwargs=settings.security.client_kwargs(),
         )
         if self.lease is not None:  # joins in the background, while Spark starts

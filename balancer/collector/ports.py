@@ -1,6 +1,6 @@
 """What the collector takes and gives: a fetch's answer (`Fetched`), and the ports it reports
-to (events, dead letters, metrics, broker loads). `balancer.collector.service` runs the
-rounds over them.
+to (events, dead letters, metrics, broker loads, round contexts).
+`balancer.collector.service` runs the rounds over them.
 """
 
 from __future__ import annotations
@@ -107,6 +107,13 @@ class BrokerLoadOut(Protocol):
         report: BrokerLoadReport | None,
         owned_bundles: frozenset[str],
     ) -> None: ...
+
+
+class ContextOut(Protocol):
+    """Where each round's context record goes (`KafkaEventSink.publish_context`: the
+    `kafka.context_topic`). May raise: the collector counts and logs it."""
+
+    def publish_context(self, *, key: bytes, value: bytes, timestamp_ms: int) -> None: ...
 
 
 class EventSink(Protocol):

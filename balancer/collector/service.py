@@ -14,7 +14,10 @@ until the next poll is due); it never stops or delays the others. An empty answe
 broker before its first stats update) is "no data yet", and V1 namespace keys and the V2
 heartbeat `pulsar/<host:port>` are skipped: both are counted, neither is a failure. Clock
 and sleep are injected. With `round_markers`, rounds start on the interval's grid of the
-wall clock and each ends with a round marker (`balancer.core.round_marker`).
+wall clock and each ends with a round marker (`balancer.core.round_marker`). With
+`contexts` (given when load reports are read: moves on), each round then publishes one
+context record per cluster whose load reports it read (`balancer.core.context_record`),
+after its stats and marker; a failed publish is counted and logged, never raised.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from balancer.collector.failures import PollFailure, classify
 from balancer.collector.ports import (
     BrokerLoadOut,
     CollectorMetricsSink,
+    ContextOut,
     DeadLetterOut,
     EventSink,
     Fetch,
@@ -45,6 +49,8 @@ from balancer.collector.rounds import (
     round_wait_s,
 )
 from balancer.collector.targets import BrokerDirectory, BrokerLister, Target
+from balancer.core.broker_load import BrokerLoadReport
+from balancer.core.context_record import context_key, encode_context
 from balancer.core.envelopes import (
     DEFAULT_ENVELOPE_MAX_BYTES,
     DEFAULT_ENVELOPE_MAX_EVENTS,
@@ -53,6 +59,7 @@ from balancer.core.envelopes import (
     pack,
 )
 from balancer.core.events import TopicStatsEvent
+from balancer.core.replay.recording import RoundContext
 from balancer.core.round_marker import MARKER_KEY, encode_round_marker
 
 log = logging.getLogger(__name__)
@@ -85,6 +92,9 @@ class CollectorCounts:
     partial: dict[str, bool] = field(default_factory=dict)
     # cluster -> its last failure or answer said 401/403 (cleared by an answer read)
     unauthorized: dict[str, bool] = field(default_factory=dict)
+    contexts: int = 0  # context records handed to the context topic (`contexts`)
+    # cluster -> context records that could not be handed over (logged each time)
+    context_failures: Counter[str] = field(default_factory=Counter)
 
 
 class Collector:
@@ -105,11 +115,14 @@ class Collector:
         max_parallel_per_cluster: int = DEFAULT_MAX_PARALLEL_PER_CLUSTER,
         broker_loads: BrokerLoadOut | None = None,
         round_markers: bool = False,
+        contexts: ContextOut | None = None,
     ) -> None:
         """`targets`: what to poll at first; `broker_listers`: clusters whose brokers are
         listed again every round (`BrokerDirectory`). `round_deadline_s`: how long a round
         waits for answers (default: `run`'s interval). `round_markers`: `run` aligns its
-        rounds and marks each complete (the config's `collector.round_markers`)."""
+        rounds and marks each complete (the config's `collector.round_markers`). `contexts`:
+        where each round's context record goes, one per cluster whose load reports were read
+        (given only when they are read: moves on)."""
         if envelope_max_events < 0:
             raise ValueError("envelope_max_events must be >= 0 (0 or 1: one event per message)")
         if envelope_max_bytes <= RECORD_OVERHEAD_BYTES:
@@ -129,6 +142,9 @@ class Collector:
         self.dead_letters = dead_letters
         self.broker_loads = broker_loads
         self.round_markers = round_markers
+        self.contexts = contexts
+        # cluster -> broker -> the load report read this round (contexts only)
+        self._round_reports: dict[str, dict[str, BrokerLoadReport]] = {}
         self._logged_rejects: set[tuple[str, str]] = set()  # (cluster, topic) logged once
         self._rounds: RoundRunner[Iterable[tuple[str, TopicStatsSample]] | Fetched] = RoundRunner(
             fetch,
@@ -215,6 +231,8 @@ class Collector:
                 rejected_entries=rejected,
             )
         self._note_read(target, result.poll_ms)
+        if self.contexts is not None and fetched.broker_load is not None:
+            self._keep_report(target, fetched)
         if self.broker_loads is not None and target.broker is not None:
             self.broker_loads.record_poll(
                 target.cluster,
@@ -230,6 +248,45 @@ class Collector:
         self.counts.events += len(events) - oversized
         self.counts.last_success_ms[target.cluster] = result.poll_ms
         return True
+
+    def _keep_report(self, target: Target, fetched: Fetched) -> None:
+        report = fetched.broker_load
+        if report is None or target.broker is None:
+            return
+        if not report.bundles and fetched.owned_bundles:
+            # The metrics route (extensible load manager) lists no bundles: those the
+            # broker reported topics of in the same answer stand in (the same set as the
+            # modular report's: LocalBrokerData.updateBundleData keeps its bundle stats' keys).
+            report = replace(report, bundles=tuple(sorted(fetched.owned_bundles)))
+        self._round_reports.setdefault(target.cluster, {})[target.broker] = report
+
+    def _publish_contexts(self, round_ms: int) -> None:
+        """One context record per cluster whose load reports were read this round. A
+        failure is counted and logged, never raised: the round's stats are out already."""
+        reports, self._round_reports = self._round_reports, {}
+        if self.contexts is None:
+            return
+        for cluster, by_broker in sorted(reports.items()):
+            context = RoundContext(
+                cluster=cluster,
+                round_ms=round_ms,
+                reports=tuple(by_broker[b] for b in sorted(by_broker)),
+            )
+            try:
+                self.contexts.publish_context(
+                    key=context_key(cluster), value=encode_context(context), timestamp_ms=round_ms
+                )
+            except Exception as exc:  # Kafka away, a report not finite: the next round tries
+                self.counts.context_failures[cluster] += 1
+                log.warning(
+                    "collector: the context record of %s for round %d was not published "
+                    "(%s); counted, the replay will miss this round's load reports",
+                    cluster,
+                    round_ms,
+                    _describe(exc),
+                )
+                continue
+            self.counts.contexts += 1
 
     def _note_failure(
         self, target: Target, reason: PollFailure, error: BaseException | None
@@ -368,6 +425,7 @@ class Collector:
         self._should_stop = should_stop
         rounds = 0
         next_ms = 0  # with round markers: when the next round starts (epoch ms)
+        interval_ms = max(1, round(interval_s * 1000))
         while not should_stop() and (max_polls is None or rounds < max_polls):
             started = self.monotonic()
             next_poll = started + interval_s
@@ -380,6 +438,9 @@ class Collector:
                 # length then holds one round (the first round starts at once).
                 next_ms = next_round_ms(now_ms, interval_s)
                 next_poll = started + (next_ms - now_ms) / 1000
+            # The round's time on the interval's grid: the window its events fall in.
+            round_ms = self.clock_ms() // interval_ms * interval_ms
+            self._round_reports = {}  # what `poll_once` read outside `run` is no round's
             failed = self.poll_once(deadline_s=round_s)
             rounds += 1
             while failed and not should_stop() and self.monotonic() + retry_s < next_poll:
@@ -396,6 +457,8 @@ class Collector:
                 # answer is dropped) and the next round's events are stamped from `next_ms`.
                 self.sink.send(key=MARKER_KEY, value=encode_round_marker(next_ms), events=0)
                 self.counts.markers += 1
+            # After the stats and the marker: a slow or failing context never delays them.
+            self._publish_contexts(round_ms)
             if max_polls is not None and rounds >= max_polls:
                 break
             remaining = next_poll - self.monotonic()

@@ -1,4 +1,5 @@
-"""The collector's Kafka side: events to the stats topic, with every send's result checked."""
+"""The collector's Kafka side: events to the stats topic, with every send's result checked;
+rejected topic entries to the dead-letter topic, round contexts to the context topic."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ class SinkCounts:
     dropped: int = 0
     rebuilds: int = 0
     dead_letters_lost: int = 0  # rejected topic entries Kafka did not take (logged)
+    contexts_lost: int = 0  # context records handed over that Kafka did not take (logged)
 
 
 # Builds a KafkaProducer: idempotent or not.
@@ -79,6 +81,7 @@ class KafkaEventSink:
         self.producer: KafkaProducer | None = producer
         self.topic = topic
         self.dead_letter_topic: str | None = None  # where `dead_letter` sends
+        self.context_topic: str | None = None  # where `publish_context` sends
         self.idempotent = bool(getattr(producer, "config", {}).get("enable_idempotence", False))
         self.counts = SinkCounts()
         self._factory = factory
@@ -106,6 +109,7 @@ class KafkaEventSink:
         max_message_bytes: int = DEFAULT_ENVELOPE_MAX_BYTES,
         compression_type: str | None = None,
         dead_letter_topic: str | None = None,
+        context_topic: str | None = None,
     ) -> KafkaEventSink:
         from kafka import KafkaProducer
 
@@ -142,7 +146,27 @@ class KafkaEventSink:
         if sink is None:
             sink = cls(build(False), topic, factory=rebuild, listener=listener)
         sink.dead_letter_topic = dead_letter_topic
+        sink.context_topic = context_topic
         return sink
+
+    def publish_context(self, *, key: bytes, value: bytes, timestamp_ms: int) -> None:
+        """Send a round's context record to `context_topic`, stamped with the round's time
+        (the replay reads the rounds in that order). Raises when it cannot be handed over
+        (no producer now, no metadata within max_block_ms, larger than the producer's
+        max_request_size): the collector counts and logs it. A delivery that fails later
+        is counted in `counts.contexts_lost` and logged."""
+        if self.context_topic is None:
+            raise RuntimeError("no context topic set")
+        producer = self._current_producer()
+        if producer is None:  # discarded after a failure, rebuilt after its backoff
+            raise ConnectionError("no Kafka producer (being rebuilt after a failure)")
+        future = producer.send(self.context_topic, key=key, value=value, timestamp_ms=timestamp_ms)
+        future.add_errback(self._lose_context)
+
+    def _lose_context(self, exc: Exception) -> None:
+        with self._lock:
+            self.counts.contexts_lost += 1
+        log.warning("collector: a context record was not delivered: %s", _describe(exc))
 
     def dead_letter(
         self, *, key: bytes, value: bytes, headers: Sequence[tuple[str, bytes]]

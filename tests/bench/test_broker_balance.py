@@ -12,9 +12,9 @@ import pytest
 
 from balancer.core.broker_load import BrokerCapacity
 from balancer.core.moves.model import MoveSettings
+from balancer.core.replay.pulsar_shedders import ThresholdShedder, TransferShedder
 from bench.broker_balance import BALANCERS, PULSAR, Ours, run_one
 from bench.broker_cluster import BrokerSpec, ClusterState, built_in_scenarios
-from bench.pulsar_shedders import ThresholdShedder, TransferShedder
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,17 +1,22 @@
 """Models of Pulsar's load shedders with their default settings, and of the modular load
-manager's placement of an unloaded bundle, for `bench.broker_balance`.
+manager's placement of an unloaded bundle: for the replay's Pulsar policies
+(`balancer.core.replay.pulsar_policies`) and the broker benchmarks (`bench.broker_balance`,
+`bench.broker_rollout`, `bench.broker_drain`), which see a cluster through `ClusterView`.
 
 Written from the contract (`../shared/reference/pulsar-contract.md`, "Moving bundles
 between brokers") and checked against apache/pulsar's source (classes named per rule).
 Each model is called once per shedding cycle (`loadBalancerSheddingIntervalMinutes` = 1)
-and returns its unloads, (bundle, source, destination); the bench applies them at once.
+and returns its unloads, (bundle, source, destination); the caller applies them at once.
 
 What the leader sees: the brokers' load reports as of the cycle (a broker writes its report
 within 5 s of a > 10 % change: `loadBalancerReportUpdateMinIntervalMillis`,
-`loadBalancerReportUpdateThresholdPercentage`). Bundle long-term rates equal their rates
-(the scenarios' loads are steady, and `TimeAverageMessageData` keeps 1000 samples).
-Every shedder's history starts at the brokers' loads at t = 0 (generous to Pulsar: no
-warm-up from an empty history).
+`loadBalancerReportUpdateThresholdPercentage`). A bundle's rates in the view stand for its
+long-term rates too (the benchmarks' loads are steady, and `TimeAverageMessageData` keeps
+1000 samples; the replay gives the window's rates: kinder to Pulsar on a rising load).
+Every shedder's history starts at the brokers' loads of its first cycle (generous to Pulsar:
+no warm-up from an empty history).
+
+Purely computational, with no side effects (the placement's random tie-break is seeded).
 """
 
 from __future__ import annotations
@@ -19,13 +24,59 @@ from __future__ import annotations
 import math
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from bench.broker_cluster import MB, BundleSpec, ClusterState
+MB = 1024.0 * 1024.0
 
 GRACE_PERIOD_S = 30 * 60.0  # loadBalancerSheddingGracePeriodMinutes
 OVERLOAD_RATIO = 0.85  # loadBalancerBrokerOverloadedThresholdPercentage
 HISTORY = 0.9  # loadBalancerHistoryResourcePercentage
+
+
+class Rates(Protocol):
+    """A load's msg rate and throughput (a broker's or a bundle's)."""
+
+    @property
+    def msg_rate(self) -> float: ...  # msg/s, in + out
+
+    @property
+    def throughput_bytes(self) -> float: ...  # bytes/s, in + out
+
+
+class ShedBundle(Protocol):
+    """A bundle as a shedder sees it in its owner's load report."""
+
+    @property
+    def name(self) -> str: ...  # tenant/ns/0x.._0x..
+
+    @property
+    def namespace(self) -> str: ...  # tenant/ns
+
+    @property
+    def rates(self) -> Rates: ...
+
+
+class ClusterView(Protocol):
+    """The leader's view of one cluster in a cycle: its brokers' load reports and who owns
+    which bundle (`bench.broker_cluster.ClusterState`, the replay's `LayoutView`)."""
+
+    def broker_ids(self) -> Sequence[str]: ...
+
+    def all_bundles(self) -> Sequence[ShedBundle]: ...
+
+    def owner_of(self, bundle: str) -> str | None: ...
+
+    def bundles_of(self, broker: str) -> Sequence[ShedBundle]: ...
+
+    def loads(self) -> Mapping[str, float]: ...  # broker -> weighted max resource usage
+
+    def broker_rates(self) -> Mapping[str, Rates]: ...
+
+    def allowed_brokers(self, namespace: str) -> set[str]: ...
+
+    def has_policy(self, namespace: str) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +100,7 @@ class ModularPlacement:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
 
-    def select(self, state: ClusterState, bundle: BundleSpec) -> str | None:
+    def select(self, state: ClusterView, bundle: ShedBundle) -> str | None:
         allowed = state.allowed_brokers(bundle.namespace)
         candidates = sorted(allowed)
         if not candidates:
@@ -57,8 +108,8 @@ class ModularPlacement:
         # removeMostServicingBrokersForNamespace: keep the brokers with the fewest bundles of
         # the bundle's namespace.
         counts = {b: 0 for b in candidates}
-        for other in state.scenario.bundles:
-            owner = state.owners[other.name]
+        for other in state.all_bundles():
+            owner = state.owner_of(other.name)
             if other.namespace == bundle.namespace and owner in counts:
                 counts[owner] += 1
         least = min(counts.values())
@@ -69,7 +120,7 @@ class ModularPlacement:
             choice = self._least_long_term_msg_rate(state, candidates)
         return choice
 
-    def _least_long_term_msg_rate(self, state: ClusterState, candidates: list[str]) -> str | None:
+    def _least_long_term_msg_rate(self, state: ClusterView, candidates: list[str]) -> str | None:
         if not candidates:
             return None
         loads = state.loads()
@@ -97,14 +148,14 @@ class _Modular(ABC):
     def __post_init__(self) -> None:
         self.placement = ModularPlacement(self.seed)
 
-    def cycle(self, state: ClusterState, now_s: float) -> list[Unload]:
-        if len(state.brokers) <= 1:
+    def cycle(self, state: ClusterView, now_s: float) -> list[Unload]:
+        if len(state.broker_ids()) <= 1:
             return []
         self.recently_unloaded = {
             b: t for b, t in self.recently_unloaded.items() if now_s - t < GRACE_PERIOD_S
         }
         selected = self.find_bundles(state, now_s)
-        by_name = {b.name: b for b in state.scenario.bundles}
+        by_name = {b.name: b for b in state.all_bundles()}
         unloads = []
         for name, broker in selected:
             bundle = by_name[name]
@@ -118,7 +169,7 @@ class _Modular(ABC):
         return unloads
 
     @abstractmethod
-    def find_bundles(self, state: ClusterState, now_s: float) -> list[tuple[str, str]]:
+    def find_bundles(self, state: ClusterView, now_s: float) -> list[tuple[str, str]]:
         """The strategy's (bundle, owner) pairs to unload this cycle (ThresholdShedder or
         UniformLoadShedder below)."""
 
@@ -136,7 +187,7 @@ class ThresholdShedder(_Modular):
     min_throughput_bytes: float = 10 * MB
     avg_usage: dict[str, float] = field(default_factory=dict)
 
-    def find_bundles(self, state: ClusterState, now_s: float) -> list[tuple[str, str]]:
+    def find_bundles(self, state: ClusterView, now_s: float) -> list[tuple[str, str]]:
         loads = state.loads()
         for broker, load in loads.items():
             # History starts at the t = 0 load (see the module doc).
@@ -177,7 +228,7 @@ class UniformLoadShedder(_Modular):
     throughput. Nothing under 1000 msg/s (`minUnloadMessage`) or 1 MB/s
     (`minUnloadMessageThroughput`), nor from a broker with one bundle."""
 
-    def find_bundles(self, state: ClusterState, now_s: float) -> list[tuple[str, str]]:
+    def find_bundles(self, state: ClusterView, now_s: float) -> list[tuple[str, str]]:
         rates = state.broker_rates()
         order = sorted(rates)
         max_rate_broker = max(order, key=lambda b: rates[b].msg_rate)
@@ -195,12 +246,12 @@ class UniformLoadShedder(_Modular):
         if rate_exceeded:
             broker, required, minimum = max_rate_broker, int((max_rate - min_rate) * 0.2), 1000
 
-            def value(b: BundleSpec) -> float:
+            def value(b: ShedBundle) -> float:
                 return b.rates.msg_rate
         else:
             broker, required, minimum = max_tp_broker, int((max_tp - min_tp) * 0.2), int(MB)
 
-            def value(b: BundleSpec) -> float:
+            def value(b: ShedBundle) -> float:
                 return b.rates.throughput_bytes
 
         owned = state.bundles_of(broker)
@@ -250,7 +301,7 @@ class TransferShedder:
     recently_unloaded: dict[str, float] = field(default_factory=dict)
     recently_unloaded_brokers: dict[str, float] = field(default_factory=dict)
 
-    def _update_ema(self, state: ClusterState) -> None:
+    def _update_ema(self, state: ClusterView) -> None:
         loads = state.loads()
         rates = state.broker_rates()
         keep = HISTORY**self.ticks_per_cycle
@@ -261,7 +312,7 @@ class TransferShedder:
                 self.throughput_ema.get(broker, tp) * keep + (1 - keep) * tp
             )
 
-    def cycle(self, state: ClusterState, now_s: float) -> list[Unload]:
+    def cycle(self, state: ClusterView, now_s: float) -> list[Unload]:
         self._update_ema(state)
         self.recently_unloaded = {
             b: t for b, t in self.recently_unloaded.items() if now_s - t < GRACE_PERIOD_S
