@@ -20,7 +20,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,21 +41,6 @@ NAME = "replay"
 _NO_CLUSTER = {"name": "replay", "admin_url": "http://127.0.0.1:9"}
 
 
-def parse_time(text: str) -> int:
-    """`--since`/`--until`: ISO 8601 (UTC unless it says otherwise) or epoch milliseconds."""
-    if text.isdigit():
-        return int(text)
-    try:
-        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is no time: ISO 8601 (2026-11-23T08:00:00Z) or epoch milliseconds"
-        ) from None
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return int(at.timestamp() * 1000)
-
-
 def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         NAME,
@@ -72,8 +56,10 @@ def register(subparsers: Subparsers) -> None:
         action="store_true",
         help="read the config's stats and context topics (kafka.stats_topic, context_topic)",
     )
-    parser.add_argument("--since", type=parse_time, help="--from-kafka: from this time")
-    parser.add_argument("--until", type=parse_time, help="--from-kafka: up to this time")
+    parser.add_argument(
+        "--since", help="--from-kafka: from this time (ISO 8601, UTC unless it says; or epoch ms)"
+    )
+    parser.add_argument("--until", help="--from-kafka: up to this time (the same forms)")
     parser.add_argument(
         "--config",
         type=Path,
@@ -146,10 +132,13 @@ def open_recording(args: argparse.Namespace, config: BalancerConfig) -> Recordin
             raise ValueError("--since/--until go with --from-kafka (a directory is its range)")
         if not args.dir.is_dir():
             raise ValueError(f"{args.dir}: no such recording directory")
+    from balancer.app.commands.record import parse_time
     from balancer.app.replay.recording import DirRecording, kafka_recording
 
     if args.from_kafka:
-        return kafka_recording(config, since_ms=args.since, until_ms=args.until)
+        since_ms = None if args.since is None else parse_time(args.since, "--since")
+        until_ms = None if args.until is None else parse_time(args.until, "--until")
+        return kafka_recording(config, since_ms=since_ms, until_ms=until_ms)
     return DirRecording(args.dir)
 
 
@@ -166,14 +155,12 @@ def work_dir(path: Path | None) -> Iterator[Path]:
 def make_policies(
     names: tuple[str, ...], config: BalancerConfig, work: Path, settings_from: str
 ) -> list[ReplayPolicy]:
-    from balancer.app.replay.pulsar_policies import pulsar_policy
+    from balancer.app.replay.pulsar_policies import pulsar_replay_policies
 
     out: list[ReplayPolicy] = []
-    for name in names:
-        if name == POLICY_OURS:
-            out.append(OursPolicy(config, workdir=work / "ours", settings_from=settings_from))
-        else:
-            out.append(pulsar_policy(name, config))
+    if POLICY_OURS in names:
+        out.append(OursPolicy(config, workdir=work / "ours", settings_from=settings_from))
+    out.extend(pulsar_replay_policies([n for n in names if n != POLICY_OURS], config))
     return out
 
 
@@ -218,11 +205,16 @@ def run(args: argparse.Namespace) -> int:
     config = replay_config(args.config)
     names = chosen_policies(args.policies)
     recording = open_recording(args, config)
+    from kafka.errors import KafkaError
+
     from balancer.ops.replay_report import render_text, to_json, write_html
 
     with work_dir(args.work_dir) as work:
         settings_from = "the default" if args.config is None else f"{args.config}'s"
-        result = replay(recording, config, names, work, settings_from, args.rounds_per_batch)
+        try:
+            result = replay(recording, config, names, work, settings_from, args.rounds_per_batch)
+        except KafkaError as exc:  # one line, exit 2 (the CLI's bad-input rule)
+            raise ValueError(f"Kafka: {exc}") from None
     if args.html is not None:
         write_html(result, args.html)
     sys.stdout.write(to_json(result) + "\n" if wants_json(args) else render_text(result))
