@@ -10,7 +10,9 @@ Prints the phases' times, samples per second, the driver's peak RSS (VmHWM) and 
 count; ends with `RESULT <json>`.
 
     python -m bench.replay                       # 5,000 topics x 30 rounds (150k samples)
-    python -m bench.replay --topics 100000 --rounds 1440    # the issue's target (a day)
+    python -m bench.replay --topics 100000 --rounds 1440 --rounds-per-batch 60  # a day
+
+Every policy runs (ours and Pulsar's three) unless `--ours-only`.
 
 The generation of the recording runs inside the first phase (writing the micro-batch
 files): its share is printed beside it.
@@ -29,6 +31,7 @@ from pathlib import Path
 from balancer.app.config import BalancerConfig
 from balancer.app.replay.engine import ReplayPolicy, run_replay
 from balancer.app.replay.ours import OursPolicy
+from balancer.app.replay.pulsar_policies import PULSAR_POLICIES, pulsar_replay_policies
 from balancer.app.replay.windows import (
     ClosedWindow,
     StreamCounts,
@@ -119,6 +122,7 @@ def main() -> None:
         "--rounds-per-batch", type=int, default=1, help="markers per micro-batch (default 1)"
     )
     parser.add_argument("--work-dir", type=Path, help="default: a temporary directory")
+    parser.add_argument("--ours-only", action="store_true", help="not Pulsar's policies")
     args = parser.parse_args()
 
     from balancer.app.stream_settings import stream_settings
@@ -146,6 +150,8 @@ def main() -> None:
         )  # fmt: skip
         counts = StreamCounts()
         policies: list[ReplayPolicy] = [OursPolicy(config, workdir=work / "ours")]
+        if not args.ours_only:
+            policies += pulsar_replay_policies(PULSAR_POLICIES, config)
         started = time.monotonic()
         generated = 0.0
 
