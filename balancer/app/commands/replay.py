@@ -206,8 +206,10 @@ def run(args: argparse.Namespace) -> int:
     names = chosen_policies(args.policies)
     recording = open_recording(args, config)
     from kafka.errors import KafkaError
+    from pyspark.errors import PySparkException
 
     from balancer.ops.replay_report import render_text, to_json, write_html
+    from streaming.spark.errors import root_cause
 
     with work_dir(args.work_dir) as work:
         settings_from = "the default" if args.config is None else f"{args.config}'s"
@@ -215,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
             result = replay(recording, config, names, work, settings_from, args.rounds_per_batch)
         except KafkaError as exc:  # one line, exit 2 (the CLI's bad-input rule)
             raise ValueError(f"Kafka: {exc}") from None
+        except PySparkException as exc:  # the job's root cause, in one line
+            raise ValueError(f"the replay's Spark job failed: {root_cause(str(exc))}") from None
     if args.html is not None:
         write_html(result, args.html)
     sys.stdout.write(to_json(result) + "\n" if wants_json(args) else render_text(result))
