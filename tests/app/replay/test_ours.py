@@ -4,11 +4,12 @@ an overloaded broker to the idle one; event time is its clock (no wall clock).""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from balancer.app.config import BalancerConfig
 from balancer.app.replay.engine import run_replay
-from balancer.app.replay.ours import OursPolicy, corrected_report
+from balancer.app.replay.ours import OursPolicy, corrected_report, cpu_costs
 from balancer.app.replay.windows import ClosedWindow, StreamCounts
 from balancer.core.broker_load import BrokerLoadReport, Resource, ResourceUsage
 from balancer.core.bundles import BundleRange, NamespaceBundles
@@ -129,7 +130,17 @@ def test_a_report_is_corrected_only_for_the_bundles_whose_owner_differs() -> Non
     assert corrected_report(rep, frozenset(rep.bundles), {}) is rep
     moved = BundleLoad("c1", NS, BundleRange.parse("0x40000000_0x80000000"), 0,
                        msg_rate_in=500.0, msg_rate_out=500.0)  # fmt: skip
-    after = corrected_report(rep, owned, {"t/ns/0x40000000_0x80000000": moved})
+    loads = {"t/ns/0x40000000_0x80000000": moved}
+    idle = replace(report("b2:8080", [], 0, 5.0), msg_rate_in=0.0, msg_rate_out=0.0)
+    costs = cpu_costs([rep, idle])  # b2 carried nothing
+    assert costs == {"b1:8080": 50.0 / 2000.0, "": 50.0 / 2000.0}
+    after = corrected_report(rep, owned, loads, costs=costs)
     assert after.bundles == ("t/ns/0x00000000_0x40000000",)
     assert (after.msg_rate_in, after.msg_rate_out) == (500.0, 500.0)
-    assert after.resources[Resource.CPU].usage == 25.0  # half the message rate left
+    assert after.resources[Resource.CPU].usage == 25.0  # its 1,000 msg/s at its own cost
+    # the broker that owned nothing gains them at the cost of the broker that carried them
+    gained = corrected_report(
+        idle, frozenset(loads), loads, recorded_owners={"t/ns/0x40000000_0x80000000": "b1:8080"},
+        costs=costs,
+    )  # fmt: skip
+    assert gained.resources[Resource.CPU].usage == 5.0 + 25.0
