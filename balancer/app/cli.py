@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "balancer.app.commands.drain",
     "balancer.app.commands.roll",
     "balancer.app.commands.record",
+    "balancer.app.commands.replay",
 )
 
 EXIT_USAGE = 2

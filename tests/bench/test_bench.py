@@ -304,3 +304,17 @@ def test_slow_cluster_smoke() -> None:
     assert [r["east_latency_s"] for r in runs] == [0.0, 30.0]
     assert all(r["exit_code"] == 0 and r["time_to_split_s"] > 0 for r in runs)
     assert set(result["medians"]) == {"west_polls_per_minute", "time_to_split_s"}
+
+
+@pytest.mark.spark
+def test_replay_on_a_tiny_recording() -> None:
+    # 200 topics, 4 rounds of 60 s: 3 windows close (the last needs a later batch).
+    out, result = run_bench(
+        "replay", "--topics", "200", "--rounds", "4", "--envelope", "50",
+        "--rounds-per-batch", "2", timeout_s=600,
+    )  # fmt: skip
+    assert result["samples"] == 800
+    assert result["windows"] >= 3
+    assert result["batches"] >= 2
+    assert result["driver_peak_rss_mib"] > 0
+    assert "at this rate, 144M samples" in out

@@ -1,0 +1,144 @@
+"""The replay engine: a recording's closed windows through every policy, into a `ReplayResult`.
+
+The windows come from the stream's own code in batch (`balancer.app.replay.windows`), in
+event-time order. Each policy keeps its own layout and is handed, per closed window, first
+the recorded rounds (load reports, owners) up to the time it handles the window, then the
+window itself; it returns the actions it took and the window as its layout carried it.
+Policies never see each other's layouts, so one policy's splits and moves change nothing
+for another.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from balancer.app.replay.windows import ClosedWindow, StreamCounts
+from balancer.core.replay.recording import RoundContext
+from balancer.core.replay.result import PolicyRun, ReplayAction, ReplayResult, WindowSample
+
+log = logging.getLogger(__name__)
+
+
+class ReplayPolicy(Protocol):
+    """A policy as the engine drives it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    def observe(self, context: RoundContext) -> None:
+        """A recorded round (its load reports and owners), before the windows it precedes."""
+
+    def handle_at_ms(self, window_end_ms: int) -> int:
+        """When (event time) the policy handles the window ending at `window_end_ms`: the
+        rounds recorded up to then are observed first."""
+        ...
+
+    def step(self, window: ClosedWindow) -> tuple[list[ReplayAction], WindowSample]:
+        """Handle one closed window: the actions taken, and the window as its layout
+        carried it."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class _Run:
+    policy: ReplayPolicy
+    actions: list[ReplayAction] = field(default_factory=list)
+    windows: list[WindowSample] = field(default_factory=list)
+
+
+class _Contexts:
+    """The recorded rounds, handed out in time order up to a time."""
+
+    def __init__(self, contexts: Iterable[RoundContext]) -> None:
+        self._it: Iterator[RoundContext] = iter(contexts)
+        self._next: RoundContext | None = next(self._it, None)
+        self.clusters: set[str] = set()
+        self.rounds = 0
+
+    def until(self, at_ms: int) -> list[RoundContext]:
+        out = []
+        while self._next is not None and self._next.round_ms <= at_ms:
+            out.append(self._next)
+            self.clusters.add(self._next.cluster)
+            self._next = next(self._it, None)
+        self.rounds += len(out)
+        return out
+
+
+def _gaps(empty_ends: Sequence[int], window_ms: int) -> tuple[tuple[int, int], ...]:
+    """Runs of windows no topic reported in, as (first end, last end)."""
+    runs: list[tuple[int, int]] = []
+    for end in empty_ends:
+        if runs and end - runs[-1][1] <= window_ms:
+            runs[-1] = (runs[-1][0], end)
+        else:
+            runs.append((end, end))
+    return tuple(runs)
+
+
+def run_replay(
+    *,
+    source: str,
+    windows: Iterable[ClosedWindow],
+    contexts: Iterable[RoundContext],
+    policies: Sequence[ReplayPolicy],
+    counts: StreamCounts,
+    window_s: int,
+) -> ReplayResult:
+    """Drive every policy over every closed window; the result of the whole replay.
+
+    `counts` is filled by the windows' stream as it runs (read once the windows are done)."""
+    runs = [_Run(p) for p in policies]
+    rounds = _Contexts(contexts)
+    clusters: set[str] = set()
+    topics: set[tuple[str, str]] = set()
+    empty: list[int] = []
+    first_ms = last_ms = 0
+    for window in windows:
+        first_ms = first_ms or window.end_ms
+        last_ms = window.end_ms
+        handle_ms = max(p.handle_at_ms(window.end_ms) for p in policies) if policies else 0
+        for context in rounds.until(handle_ms):
+            for run in runs:
+                run.policy.observe(context)
+        if window.topics:
+            for cluster, _, load in window.topic_loads():
+                clusters.add(cluster)
+                topics.add((cluster, load.topic))
+        else:
+            empty.append(window.end_ms)
+        for run in runs:
+            actions, sample = run.policy.step(window)
+            run.actions.extend(actions)
+            run.windows.append(sample)
+    for run in runs:
+        run.policy.close()
+    return ReplayResult(
+        source=source,
+        start_ms=first_ms,
+        end_ms=last_ms,
+        window_s=window_s,
+        clusters=tuple(sorted(clusters | rounds.clusters)),
+        topics=len(topics),
+        samples=counts.samples,
+        samples_rejected=dict(counts.rejected),
+        samples_late=counts.late,
+        runs=tuple(
+            PolicyRun(
+                policy=run.policy.name,
+                description=run.policy.description,
+                actions=tuple(run.actions),
+                windows=tuple(run.windows),
+            )
+            for run in runs
+        ),
+        gaps_ms=_gaps(empty, window_s * 1000),
+    )

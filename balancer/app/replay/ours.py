@@ -1,0 +1,329 @@
+"""`ours`: the balancer's own decision code, fed each closed window as `run` feeds it.
+
+Nothing of `run`'s decision path is copied: the handler is `run`'s own
+(`balancer.app.controller_wiring.build_handler` from the config: detection, split, offload,
+the move planner, the controller's allow/deny lists, rate limits, breaker, journal,
+cooldowns and grace periods), and each window's `BatchReport` is made by `run`'s own
+foreachBatch code (`streaming.driver.batch.BatchProcessor.report`: the bundle roll-up with
+the layouts in force, the per-topic rows of the bundles near a limit, the offload
+candidates) over the window's closed rows held in memory (`MemoryClosedWindows`). What
+differs is what it talks to and when:
+
+- Pulsar is `ReplayAdmin` over `ours`' own layout (`balancer.app.replay.ours_admin`);
+- the clock is the recording's event time: a window is handled at its end plus
+  `handle_delay_ms` (by default half a slide: `run` handles a window a batch or two after
+  its round's marker, within the next slide), so cooldowns, grace periods and rate limits
+  count event time;
+- the broker board (the move planner's broker loads) is fed the recorded load reports of
+  each round, corrected for the bundles whose owner in `ours`' layout differs from the
+  recorded one (`corrected_report`, the same rules as `balancer.core.replay.layout` corrects
+  the other policies' reports by): where the layouts agree, the planner reads exactly the
+  reports `run` read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from balancer.app.config import BalancerConfig
+from balancer.app.controller_wiring import broker_board, build_handler
+from balancer.app.replay.ours_admin import OursLayout, ReplayAdmin
+from balancer.app.replay.windows import ClosedWindow
+from balancer.controller.broker_board import BrokerLoadBoard
+from balancer.controller.outcome import Outcome
+from balancer.core.broker_load import BrokerLoadReport, Resource
+from balancer.core.decisions import DecisionKind, OffloadDecision, SplitDecision
+from balancer.core.limits import max_ratio
+from balancer.core.load import BundleLoad
+from balancer.core.moves.model import MoveDecision
+from balancer.core.replay.recording import RoundContext
+from balancer.core.replay.result import POLICY_OURS, ActionKind, ReplayAction, WindowSample
+from balancer.core.results import ActionResult
+from streaming.driver.batch import BatchObservations, BatchProcessor
+from streaming.driver.closed_windows import HEAD_COLUMNS, ClosedWindows, Task
+from streaming.driver.deadletters import DeadLetter
+from streaming.stage.windows import WindowSpec
+
+_DONE = (ActionResult.APPLIED, ActionResult.LANDED_ELSEWHERE)
+
+
+class ReplayClock:
+    """The controller's clock, set to event time by the replay (never the wall clock)."""
+
+    def __init__(self) -> None:
+        self._ms = 0
+
+    def set(self, now_ms: int) -> None:
+        self._ms = max(self._ms, now_ms)  # a clock never goes back
+
+    def now_ms(self) -> int:
+        return self._ms
+
+    def monotonic(self) -> float:
+        return self._ms / 1000
+
+
+class _NoDeadLetters:
+    """A replay writes no dead letters: the stream counts them by reason."""
+
+    def write(self, batch_id: int, letters: Sequence[DeadLetter]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class MemoryClosedWindows(ClosedWindows):
+    """One window's closed rows, held in memory, read by `run`'s driver code."""
+
+    def __init__(self, rows: pa.Table) -> None:
+        self._rows = rows
+
+    def heads(self) -> pa.Table:
+        return self._rows.select(list(HEAD_COLUMNS))
+
+    def _run(self, window_end_ms: int, task: Task, schema: pa.Schema) -> pa.Table:
+        rows = self._rows.filter(pc.equal(self._rows.column("window_end"), window_end_ms))
+        batches = list(task(iter(rows.to_batches())))
+        if not batches:
+            return schema.empty_table()
+        return pa.Table.from_batches(batches).cast(schema)
+
+
+# LinuxBrokerHostUsageImpl samples the NIC in Kbit/s: bytes/s x 8 / 1000 (as
+# balancer.core.replay.layout corrects the other policies' reports).
+KBIT_PER_BYTE = 8.0 / 1000.0
+
+
+def cpu_costs(reports: Sequence[BrokerLoadReport]) -> dict[str, float]:
+    """Per broker, cpu (percent of a core) per msg/s in + out it carried in the round; under
+    "" the cluster's average, for a broker that carried nothing."""
+    costs: dict[str, float] = {}
+    cpu_total = rate_total = 0.0
+    for r in reports:
+        cpu = r.resources.get(Resource.CPU)
+        rate = r.msg_rate_in + r.msg_rate_out
+        if cpu is not None and rate > 0:
+            costs[r.broker] = cpu.usage / rate
+            cpu_total += cpu.usage
+            rate_total += rate
+    costs[""] = cpu_total / rate_total if rate_total else 0.0
+    return costs
+
+
+def corrected_report(
+    report: BrokerLoadReport,
+    owned: frozenset[str],
+    loads: Mapping[str, BundleLoad],
+    *,
+    recorded_owners: Mapping[str, str] | None = None,
+    costs: Mapping[str, float] | None = None,
+) -> BrokerLoadReport:
+    """The recorded report as the broker would give it owning `owned`: the rates and
+    bandwidth of the bundles it lost or gained in `ours`' layout (their newest windowed
+    loads) taken out or added, and their cpu at the cost per msg/s of the broker that
+    carried them in the recording (`costs`, `cpu_costs`; a bundle it lost at its own cost).
+    Unchanged when the broker owns what it owned in the recording."""
+    recorded = frozenset(report.bundles)
+    if owned == recorded:
+        return report
+    owners, cost = recorded_owners or {}, costs or {}
+    gained = [(n, loads[n]) for n in owned - recorded if n in loads]
+    lost = [loads[n] for n in recorded - owned if n in loads]
+
+    def delta(field: str) -> float:
+        gained_sum: float = sum(getattr(b, field) for _, b in gained)
+        lost_sum: float = sum(getattr(b, field) for b in lost)
+        return gained_sum - lost_sum
+
+    def cost_of(broker: str | None) -> float:
+        return cost.get(broker or "", cost.get("", 0.0))
+
+    cpu_delta = sum(b.msg_rate * cost_of(owners.get(n)) for n, b in gained) - sum(
+        b.msg_rate * cost_of(report.broker) for b in lost
+    )
+    resources = dict(report.resources)
+    for resource, added in (
+        (Resource.BANDWIDTH_IN, delta("msg_throughput_in") * KBIT_PER_BYTE),
+        (Resource.BANDWIDTH_OUT, delta("msg_throughput_out") * KBIT_PER_BYTE),
+        (Resource.CPU, cpu_delta),
+    ):
+        if resource in resources:
+            usage = resources[resource]
+            resources[resource] = replace(usage, usage=max(0.0, usage.usage + added))
+    return replace(
+        report, bundles=tuple(sorted(owned)), num_bundles=len(owned), resources=resources,
+        msg_rate_in=max(0.0, report.msg_rate_in + delta("msg_rate_in")),
+        msg_rate_out=max(0.0, report.msg_rate_out + delta("msg_rate_out")),
+        msg_throughput_in=max(0.0, report.msg_throughput_in + delta("msg_throughput_in")),
+        msg_throughput_out=max(0.0, report.msg_throughput_out + delta("msg_throughput_out")),
+    )  # fmt: skip
+
+
+def replay_config(config: BalancerConfig, workdir: Path) -> BalancerConfig:
+    """`run`'s config for the replay: applying (to `ours`' own layout), with its journal
+    and audit log in the replay's work directory."""
+    controller = config.controller.model_copy(
+        update={
+            "mode": "apply",
+            "journal_path": workdir / "journal.sqlite3",
+            "audit_log_path": workdir / "audit.jsonl",
+        }
+    )
+    return config.model_copy(update={"controller": controller})
+
+
+class OursPolicy:
+    """`ours` as a replay policy: `observe` each recorded round, `step` each closed window."""
+
+    name = POLICY_OURS
+
+    def __init__(
+        self,
+        config: BalancerConfig,
+        *,
+        workdir: Path | None = None,
+        handle_delay_ms: int | None = None,
+        settings_from: str = "the default",
+    ) -> None:
+        """`settings_from`: where the config came from, for the report (a file's path)."""
+        self._tmp = None if workdir is not None else tempfile.TemporaryDirectory(prefix="ours-")
+        work = workdir or Path(self._tmp.name if self._tmp else ".")
+        work.mkdir(parents=True, exist_ok=True)
+        self.config = replay_config(config, work)
+        spark = config.spark
+        self.spec = WindowSpec(spark.window_s, spark.slide_s, spark.watermark_s)
+        self.handle_delay_ms = (
+            handle_delay_ms if handle_delay_ms is not None else spark.slide_s * 500
+        )
+        self.layout = OursLayout()
+        self.admin = ReplayAdmin(self.layout)
+        self.clock = ReplayClock()
+        self.board: BrokerLoadBoard | None = broker_board(self.config)
+        self.handler = build_handler(self.config, self.admin, clock=self.clock, board=self.board)
+        self._outcomes: list[Outcome] = []
+        self.handler.controller.add_listener(lambda outcome: self._outcomes.append(outcome))
+        self.processor = BatchProcessor(
+            spec=self.spec, handler=self.handler, layouts=self.handler.layouts,
+            dead_letters=_NoDeadLetters(), clock_ms=self.clock.now_ms,
+        )  # fmt: skip
+        self._bundles: dict[str, BundleLoad] = {}  # `cluster/name` -> newest windowed load
+        self._batch = 0
+        self.description = (
+            "pulsar-balancer's own decisions (detection, splits, offloads, moves, the "
+            f"controller's limits) with {settings_from} settings"
+        )
+
+    def observe(self, context: RoundContext) -> None:
+        """A recorded round: `ours`' layout learns new namespaces and brokers, and the board
+        gets each broker's report as it would read with `ours`' owners."""
+        self.layout.observe(context)
+        if self.board is None:
+            return
+        loads = {
+            name.split("/", 1)[1]: load
+            for name, load in self._bundles.items()
+            if name.startswith(f"{context.cluster}/")
+        }
+        owners = {name: r.broker for r in context.reports for name in r.bundles}
+        costs = cpu_costs(context.reports)
+        for report in context.reports:
+            owned = self.layout.owned(context.cluster, report.broker)
+            fixed = corrected_report(report, owned, loads, recorded_owners=owners, costs=costs)
+            self.board.record_poll(
+                context.cluster, report.broker, poll_ms=context.round_ms, report=fixed,
+                owned_bundles=owned,
+            )  # fmt: skip
+
+    def handle_at_ms(self, window_end_ms: int) -> int:
+        return window_end_ms + self.handle_delay_ms
+
+    def step(self, window: ClosedWindow) -> tuple[list[ReplayAction], WindowSample]:
+        """`run`'s handling of one closed window; the actions applied to `ours`' layout."""
+        self.clock.set(self.handle_at_ms(window.end_ms))
+        self._batch += 1
+        if window.topics:
+            observed = BatchObservations((), (), window.end_ms, window.end_ms)
+            report = self.processor.report(
+                self._batch, MemoryClosedWindows(window.rows), observed, time.monotonic()
+            )
+            for bundle in report.bundles:
+                self._bundles[f"{bundle.cluster}/{bundle.namespace}/{bundle.bundle}"] = bundle
+            for _, topic in report.large_topics:
+                self.layout.bookkeeper_bytes.setdefault(
+                    topic.topic, topic.storage_size - topic.offloaded_storage_size
+                )
+            self.handler.handle(report)
+        outcomes, self._outcomes = self._outcomes, []
+        actions = [a for o in outcomes if (a := self._action(o)) is not None]
+        return actions, self._sample(window.end_ms)
+
+    def _action(self, outcome: Outcome) -> ReplayAction | None:
+        decision = outcome.decision
+        if decision is None or outcome.result not in _DONE:
+            return None
+        at_ms = self.clock.now_ms()
+        if isinstance(decision, SplitDecision):
+            points = [decision.bundle.lower, *decision.boundaries, decision.bundle.upper]
+            children = tuple(f"0x{lo:08x}_0x{hi:08x}" for lo, hi in itertools.pairwise(points))
+            load = self._bundles.get(f"{decision.cluster}/{decision.namespace}/{decision.bundle}")
+            unloaded = bool(outcome.pulsar.get("unload", self.config.controller.unload_after_split))
+            if decision.unload_children is not None:
+                unloaded = decision.unload_children
+            return ReplayAction(
+                at_ms=at_ms, cluster=decision.cluster, kind=ActionKind.SPLIT,
+                subject=decision.bundle.key(decision.namespace), children=children,
+                sessions_moved=load.session_count if (load and unloaded) else 0,
+                reason=decision.reason.value,
+            )  # fmt: skip
+        if isinstance(decision, MoveDecision):
+            destination = decision.destination
+            if outcome.result is ActionResult.LANDED_ELSEWHERE:
+                found = self.layout.owners.get(
+                    (decision.cluster, decision.bundle.key(decision.namespace))
+                )
+                destination = found or destination
+            return ReplayAction(
+                at_ms=at_ms, cluster=decision.cluster, kind=ActionKind.MOVE,
+                subject=decision.bundle.key(decision.namespace), source_broker=decision.source,
+                destination_broker=destination,
+                sessions_moved=outcome.sessions_moved or decision.sessions,
+                reason=decision.reason.value,
+            )  # fmt: skip
+        if isinstance(decision, OffloadDecision) and outcome.kind is DecisionKind.OFFLOAD:
+            return ReplayAction(
+                at_ms=at_ms, cluster=decision.cluster, kind=ActionKind.OFFLOAD,
+                subject=decision.topic, reason=outcome.reason,
+            )  # fmt: skip
+        return None
+
+    def _sample(self, window_end_ms: int) -> WindowSample:
+        loads: dict[str, float] = {}
+        mover = self.handler.mover
+        if mover is not None:
+            for cluster, cluster_loads in mover.last_loads.items():
+                for broker in cluster_loads.brokers:
+                    loads[f"{cluster}/{broker.broker}"] = broker.load_ratio
+        over: dict[str, float] = {}
+        thresholds = self.handler.thresholds
+        for name, bundle in self._bundles.items():
+            if bundle.window_end_ms != window_end_ms:
+                continue
+            ratio = max_ratio(bundle, thresholds.policy_for(bundle.namespace).limits)
+            if ratio >= 1.0:
+                over[name] = ratio
+        bundles = sum(layout.num_bundles for layout in self.layout.layouts.values())
+        return WindowSample(window_end_ms, loads, over, bundles)
+
+    def close(self) -> None:
+        self.handler.close(wait_s=1.0)
+        if self._tmp is not None:
+            self._tmp.cleanup()

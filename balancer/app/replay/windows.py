@@ -1,0 +1,330 @@
+"""A recording's stats messages through the stream's own code, in batch: closed windows.
+
+`run` reads the stats topic with the Kafka source, parses every record in its read tasks
+(`streaming.read.parse`), keeps each PIP-157 bucket's open windows in the stateful stage
+(`streaming.stage.windows.topic_windows`) and, in foreachBatch, reads what closed. The
+replay runs the same plan with one change of source and one of sink:
+
+- **source**: the recorded messages are written, in their order, to Parquet files of raw
+  rows `(partition, offset, value)` (`write_batches`), one file per micro-batch, and read
+  back as a file stream with `Trigger.AvailableNow` and `maxFilesPerTrigger` 1; the rows are
+  parsed by the native path's `mapInArrow` over `parse_records` (the read task's rules,
+  `streaming.spark.job.parse_raw`'s code) and the side rows observed as `run` observes them;
+- **sink**: every window a batch closes is read whole (every bucket's close, every part:
+  the per-topic rows and the known topics), not only the newest window's near-limit rows
+  `run` asks for, and handed to the caller one window at a time, oldest first.
+
+Windows close exactly as `run` closes them: the stage is the same, so a round marker moves
+the watermark to its `until_ms` and the window closes in the batch after the one that read
+it; without markers the watermark's lateness closes it. A micro-batch file ends after each
+round marker (the batch `run` reads when the collector keeps up: a round and its marker),
+or at `records_per_batch` records (`markers_per_batch` joins rounds for speed). Memory is
+bounded by one window: the queue between Spark's foreachBatch and the caller holds one
+window, and the stage's state is on disk (RocksDB). Spark in batch needs the files on
+disk: a replay costs the recording's size in Parquet under its work directory while it
+runs (docs/operations.md#replay).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from balancer.core.load import TopicLoad
+from balancer.core.replay.recording import RecordedMessage
+from balancer.core.round_marker import MARKER_KEY, is_round_marker
+from streaming.driver.batch import BatchObservations
+from streaming.driver.rollup import topic_loads
+from streaming.read.parse import parse_records
+from streaming.shared.packing import decode_windows
+from streaming.shared.schema import CLOSED_ARROW_SCHEMA, PARSED_SPARK_SCHEMA
+from streaming.spark.job import ArrowMap, observe_side_rows
+from streaming.stage.partials import TOPIC_ROWS_SCHEMA
+from streaming.stage.windows import WindowSpec, late_events, topic_windows
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+# The raw rows a micro-batch file holds: the Kafka record's coordinates, its timestamp (the
+# parse's clock for `timestamp_in_future`: the read task's wall clock when `run` read it was
+# about that) and its value.
+RAW_FILE_SCHEMA = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp_ms", pa.int64()),
+        ("value", pa.binary()),
+    ]
+)
+DEFAULT_RECORDS_PER_BATCH = 20_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowSettings:
+    """The stream settings a replay windows with: `run`'s (`StreamSettings`' window fields)."""
+
+    window_s: int
+    slide_s: int
+    watermark_s: int
+    num_buckets: int
+    shuffle_partitions: int
+    max_future_skew_s: int
+    clusters: tuple[str, ...] = ()
+    records_per_batch: int = DEFAULT_RECORDS_PER_BATCH
+    # Rounds (markers) per micro-batch: 1 is the batch `run` reads when it keeps up. More
+    # make fewer batches (each costs Spark a fixed time) and close the same windows with
+    # the same contents when every round ends with a marker (an event is late only against
+    # an earlier batch's watermark, and a round's events come before its marker).
+    markers_per_batch: int = 1
+
+    @property
+    def spec(self) -> WindowSpec:
+        return WindowSpec(self.window_s, self.slide_s, self.watermark_s)
+
+
+@dataclass(frozen=True)
+class ClosedWindow:
+    """One closed event-time window, every bucket's close of it (CLOSED_ARROW_SCHEMA rows,
+    the rows `run`'s foreachBatch reads), with its per-topic loads on demand."""
+
+    end_ms: int
+    rows: pa.Table
+
+    @property
+    def topics(self) -> int:
+        """Topics that reported in the window (0: only the known topics' fill-in closes)."""
+        return int(pc.sum(self.rows.column("topics")).as_py() or 0)
+
+    def topic_table(self) -> pa.Table:
+        """The window's per-topic rows (TOPIC_ROWS_SCHEMA), all buckets."""
+        payloads = [p for p in self.rows.column("payload").to_pylist() if p is not None]
+        if not payloads:
+            return TOPIC_ROWS_SCHEMA.empty_table()
+        table = decode_windows(payloads)
+        return table.select(TOPIC_ROWS_SCHEMA.names).cast(TOPIC_ROWS_SCHEMA)
+
+    def topic_loads(self) -> list[tuple[str, str, TopicLoad]]:
+        """(cluster, namespace, load) of every topic that reported, in (cluster, namespace,
+        position, topic) order: the rows `run` hands its handler, for every bundle."""
+        table = self.topic_table()
+        return topic_loads(table) if table.num_rows else []
+
+
+@dataclass
+class StreamCounts:
+    """What the stream read, as `run`'s batch reports count it."""
+
+    messages: int = 0
+    samples: int = 0  # valid topic samples
+    rejected: Counter[str] = field(default_factory=Counter)  # reason -> samples
+    late: int = 0
+    marks: int = 0
+    batches: int = 0
+    write_s: float = 0.0  # writing the micro-batch files (reading the recording included)
+
+
+def write_batches(
+    messages: Iterable[RecordedMessage],
+    directory: Path,
+    *,
+    records_per_batch: int,
+    markers_per_batch: int = 1,
+) -> int:
+    """Write the messages, in order, as one Parquet file per micro-batch; the number written.
+
+    A file ends after every `markers_per_batch` round markers, or at `records_per_batch`
+    records. Files are named and timed in order (the file source takes the oldest first)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files = 0
+    markers = 0
+    rows: dict[str, list[object]] = {name: [] for name in RAW_FILE_SCHEMA.names}
+
+    def flush() -> None:
+        nonlocal files
+        if not rows["value"]:
+            return
+        path = directory / f"batch-{files:08d}.parquet"
+        pq.write_table(pa.table(rows, schema=RAW_FILE_SCHEMA), path, compression="zstd")
+        # The file source orders files by modification time: one second apart each.
+        os.utime(path, (1_000_000_000 + files, 1_000_000_000 + files))
+        files += 1
+        for column in rows.values():
+            column.clear()
+
+    for message in messages:
+        rows["partition"].append(message.partition)
+        rows["offset"].append(message.offset)
+        rows["timestamp_ms"].append(message.timestamp_ms)
+        rows["value"].append(message.value)
+        if message.key == MARKER_KEY or is_round_marker(message.value):
+            markers += 1
+        if markers >= markers_per_batch or len(rows["value"]) >= records_per_batch:
+            markers = 0
+            flush()
+    flush()
+    return files
+
+
+def _parse(settings: WindowSettings) -> ArrowMap:
+    """The native path's parse (`streaming.spark.job.parse_raw`), on the record's clock."""
+    num_buckets, slide_ms = settings.num_buckets, settings.slide_s * 1000
+    skew_ms = settings.max_future_skew_s * 1000
+    known = frozenset(settings.clusters) or None
+
+    def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            stamps = batch.column("timestamp_ms")
+            now_ms = int(pc.max(stamps).as_py() or 0) if len(stamps) else None
+            yield from parse_records(
+                batch.column("value").to_pylist(), batch.column("partition").to_pylist(),
+                batch.column("offset").to_pylist(), num_buckets=num_buckets, slide_ms=slide_ms,
+                now_ms=now_ms or None, max_future_skew_ms=skew_ms, clusters=known,
+            )  # fmt: skip
+
+    return parse
+
+
+def build_replay_pipeline(spark: SparkSession, files: Path, settings: WindowSettings) -> DataFrame:
+    """The stream's plan over the micro-batch files: parse, observe, windows."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    raw = (
+        spark.readStream.schema(from_arrow_schema(RAW_FILE_SCHEMA))
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(files))
+    )
+    parsed = observe_side_rows(raw.mapInArrow(_parse(settings), PARSED_SPARK_SCHEMA))
+    return topic_windows(
+        parsed,
+        settings.spec,
+        num_buckets=settings.num_buckets,
+        shuffle_partitions=settings.shuffle_partitions,
+    )
+
+
+_DONE = object()
+
+
+class _Handoff:
+    """foreachBatch: each closed window of the batch, oldest first, into a one-window queue."""
+
+    def __init__(self, settings: WindowSettings, counts: StreamCounts) -> None:
+        self.spec = settings.spec
+        self.counts = counts
+        self.out: queue.Queue[object] = queue.Queue(maxsize=1)
+        self.query: StreamingQuery | None = None
+        self.stopping = threading.Event()
+        self.attached = threading.Event()
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        df = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            heads = df.select("window_end").toArrow()  # runs the batch
+            if not self.attached.wait(timeout=60) or self.query is None:
+                raise RuntimeError("replay query handle not available")
+            self._count(BatchObservations.of_query(self.query))
+            for end_ms in sorted(set(heads.column("window_end").to_pylist())):
+                rows = df.filter(F.col("window_end") == F.lit(end_ms)).toArrow()
+                window = ClosedWindow(int(end_ms), rows.select(CLOSED_ARROW_SCHEMA.names))
+                self._put(window)
+        finally:
+            df.unpersist()
+
+    def _count(self, observed: BatchObservations) -> None:
+        pane_events: Counter[int] = Counter()
+        for summary in observed.summaries:
+            self.counts.messages += summary.messages
+            self.counts.samples += summary.events
+            self.counts.marks += summary.marks
+            self.counts.rejected.update(summary.rejected)
+            pane_events.update(summary.pane_events)
+        self.counts.late += late_events(pane_events, observed.late_watermark_ms, self.spec)
+        self.counts.batches += 1
+
+    def _put(self, item: object) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.out.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
+
+def stream_windows(
+    spark: SparkSession,
+    messages: Iterable[RecordedMessage],
+    settings: WindowSettings,
+    workdir: Path,
+    counts: StreamCounts | None = None,
+) -> Iterator[ClosedWindow]:
+    """Every window the stream closes over `messages`, oldest first, as `run` closes them.
+
+    `workdir` holds the micro-batch files and the checkpoint (empty it after). `counts`
+    is filled as batches run (samples, rejects by reason, late samples)."""
+    counts = counts if counts is not None else StreamCounts()
+    files = workdir / "batches"
+    started = time.monotonic()
+    written = write_batches(
+        messages,
+        files,
+        records_per_batch=settings.records_per_batch,
+        markers_per_batch=settings.markers_per_batch,
+    )
+    counts.write_s = time.monotonic() - started
+    log.info("replay: %d micro-batch file(s) in %.1f s", written, counts.write_s)
+    if not written:
+        return
+    handoff = _Handoff(settings, counts)
+    query = (
+        build_replay_pipeline(spark, files, settings)
+        .writeStream.outputMode("append")
+        .foreachBatch(handoff)
+        .option("checkpointLocation", str(workdir / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    handoff.query = query
+    handoff.attached.set()
+    failure: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            query.awaitTermination()
+        except BaseException as exc:  # the query's failure, raised to the caller below
+            failure.append(exc)
+        handoff._put(_DONE)
+
+    waiter = threading.Thread(target=wait, name="replay-windows", daemon=True)
+    waiter.start()
+    try:
+        while True:
+            item = handoff.out.get()
+            if item is _DONE:
+                break
+            assert isinstance(item, ClosedWindow)
+            yield item
+    finally:
+        handoff.stopping.set()
+        if query.isActive:
+            query.stop()
+        waiter.join(timeout=60)
+    if failure:
+        raise failure[0]

@@ -1,0 +1,209 @@
+"""Benchmark: a replay of a recording (issue 44's target: a day of 100,000 topics at Pulsar's
+60 s stats period, 144M topic samples, replays in at most 10 minutes on one 2-core machine,
+memory bounded by the topics of one window, not the recording's length).
+
+Generates a recording as the collector writes one (envelopes of `--envelope` events keyed by
+namespace, a round marker after each round, and each round's load reports as context),
+streams it into `balancer.app.replay.windows.stream_windows` (the stream's own code in
+batch, Spark) and steps the policies on every closed window (`balancer.app.replay.engine`).
+Prints the phases' times, samples per second, the driver's peak RSS (VmHWM) and the windows'
+count; ends with `RESULT <json>`.
+
+    python -m bench.replay                       # 5,000 topics x 30 rounds (150k samples)
+    python -m bench.replay --topics 100000 --rounds 1440 --rounds-per-batch 60  # a day
+
+Every policy runs (ours and Pulsar's three) unless `--ours-only`.
+
+The generation of the recording runs inside the first phase (writing the micro-batch
+files): its share is printed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from balancer.app.config import BalancerConfig
+from balancer.app.replay.engine import ReplayPolicy, run_replay
+from balancer.app.replay.ours import OursPolicy
+from balancer.app.replay.pulsar_policies import PULSAR_POLICIES, pulsar_replay_policies
+from balancer.app.replay.windows import (
+    ClosedWindow,
+    StreamCounts,
+    WindowSettings,
+    stream_windows,
+)
+from balancer.core.broker_load import BrokerLoadReport, Resource, ResourceUsage
+from balancer.core.bundles import NamespaceBundles
+from balancer.core.replay.recording import RecordedMessage, RoundContext
+from balancer.core.round_marker import MARKER_KEY, encode_round_marker
+from bench.common import header, machine, print_result
+
+START_MS = 1_790_000_040_000  # on the minute
+TOPICS_PER_NAMESPACE = 1_000
+BROKERS = 4
+
+
+def _vm_hwm_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def namespaces(topics: int) -> list[str]:
+    return [f"bench/ns-{k}" for k in range(max(1, -(-topics // TOPICS_PER_NAMESPACE)))]
+
+
+def messages(topics: int, rounds: int, interval_s: int, envelope: int) -> Iterator[RecordedMessage]:
+    """The stats topic: each round's events in envelopes per namespace, then its marker."""
+    offset = 0
+    names = namespaces(topics)
+    for r in range(rounds):
+        at = START_MS + r * interval_s * 1000
+        for k, ns in enumerate(names):
+            count = min(TOPICS_PER_NAMESPACE, topics - k * TOPICS_PER_NAMESPACE)
+            for first in range(0, count, envelope):
+                events = ",".join(
+                    f'{{"cluster":"c1","topic":"persistent://{ns}/t{i}","timestamp_ms":{at + 5},'
+                    f'"msgRateIn":{10.0 + (i + r) % 7},"msgRateOut":{20.0 + i % 5},'
+                    f'"msgThroughputIn":{1000.0 + i},"msgThroughputOut":{2000.0 + i},'
+                    f'"storageSize":{1000 * i},"backlogSize":0,"offloadedStorageSize":0,'
+                    f'"producerCount":1,"consumerCount":2}}'
+                    for i in range(first, min(count, first + envelope))
+                )
+                value = f'{{"events":[{events}]}}'.encode()
+                yield RecordedMessage(k % 4, offset, at + 500, ns.encode(), value)
+                offset += 1
+        until = at + interval_s * 1000
+        yield RecordedMessage(0, offset, at + 900, MARKER_KEY, encode_round_marker(until))
+        offset += 1
+
+
+def contexts(topics: int, rounds: int, interval_s: int) -> Iterator[RoundContext]:
+    """Each round's load reports: the bundles dealt round-robin over the brokers."""
+    owned: dict[str, list[str]] = {f"b{b}:8080": [] for b in range(BROKERS)}
+    brokers = sorted(owned)
+    n = 0
+    for ns in namespaces(topics):
+        for bundle in NamespaceBundles.initial(ns, 4).bundles:
+            owned[brokers[n % BROKERS]].append(bundle.key(ns))
+            n += 1
+    for r in range(rounds):
+        at = START_MS + r * interval_s * 1000
+        reports = tuple(
+            BrokerLoadReport(
+                cluster="c1",
+                broker=b,
+                timestamp_ms=at,
+                resources={Resource.CPU: ResourceUsage(30.0 + 10 * i + r % 5, 100.0)},
+                bundles=tuple(owned[b]),
+                msg_rate_in=1000.0,
+                msg_rate_out=2000.0,
+            )
+            for i, b in enumerate(brokers)
+        )
+        yield RoundContext("c1", at, reports)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topics", type=int, default=5_000)
+    parser.add_argument("--rounds", type=int, default=30, help="rounds (windows) recorded")
+    parser.add_argument("--interval-s", type=int, default=60)
+    parser.add_argument("--envelope", type=int, default=500)
+    parser.add_argument("--records-per-batch", type=int, default=20_000)
+    parser.add_argument(
+        "--rounds-per-batch", type=int, default=1, help="markers per micro-batch (default 1)"
+    )
+    parser.add_argument("--work-dir", type=Path, help="default: a temporary directory")
+    parser.add_argument("--ours-only", action="store_true", help="not Pulsar's policies")
+    args = parser.parse_args()
+
+    from balancer.app.stream_settings import stream_settings
+    from streaming.spark.job import build_spark
+
+    config = BalancerConfig.model_validate(
+        {
+            "clusters": [{"name": "c1", "admin_url": "http://127.0.0.1:9"}],
+            "spark": {"window_s": args.interval_s, "slide_s": args.interval_s},
+            "collector": {"interval_s": args.interval_s},
+        }
+    )
+    print(header("replay"))
+    with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
+        work = args.work_dir or Path(tmp)
+        spark = build_spark(stream_settings(config))
+        spark.sparkContext.setLogLevel("ERROR")
+        settings = WindowSettings(
+            window_s=args.interval_s, slide_s=args.interval_s, watermark_s=args.interval_s,
+            num_buckets=config.spark.num_buckets,
+            shuffle_partitions=config.spark.shuffle_partitions,
+            max_future_skew_s=config.spark.max_future_skew_s,
+            records_per_batch=args.records_per_batch,
+            markers_per_batch=args.rounds_per_batch,
+        )  # fmt: skip
+        counts = StreamCounts()
+        policies: list[ReplayPolicy] = [OursPolicy(config, workdir=work / "ours")]
+        if not args.ours_only:
+            policies += pulsar_replay_policies(PULSAR_POLICIES, config)
+        started = time.monotonic()
+        generated = 0.0
+
+        def timed() -> Iterator[RecordedMessage]:
+            nonlocal generated
+            it = messages(args.topics, args.rounds, args.interval_s, args.envelope)
+            while True:
+                t0 = time.monotonic()
+                message = next(it, None)
+                generated += time.monotonic() - t0
+                if message is None:
+                    return
+                yield message
+
+        first_window: list[float] = []
+
+        def windows() -> Iterator[ClosedWindow]:
+            for window in stream_windows(spark, timed(), settings, work / "stream", counts):
+                if not first_window:
+                    first_window.append(time.monotonic() - started)
+                yield window
+
+        result = run_replay(
+            source="bench", windows=windows(), contexts=contexts(args.topics, args.rounds,
+            args.interval_s), policies=policies, counts=counts, window_s=args.interval_s,
+        )  # fmt: skip
+        total_s = time.monotonic() - started
+        spark.stop()
+    samples = counts.samples
+    windows_out = len(result.runs[0].windows) if result.runs else 0
+    write_s = first_window[0] if first_window else total_s
+    figures = {
+        "topics": args.topics,
+        "rounds": args.rounds,
+        "samples": samples,
+        "windows": windows_out,
+        "total_s": round(total_s, 1),
+        "write_files_s": round(counts.write_s, 1),  # the recording's generation included
+        "first_window_s": round(write_s, 1),
+        "batches": counts.batches,
+        "generation_s": round(generated, 1),
+        "samples_per_s": round(samples / total_s) if total_s else 0,
+        "driver_peak_rss_mib": round(_vm_hwm_mib()),
+        "actions": {r.policy: len(r.actions) for r in result.runs},
+    }
+    for key, value in figures.items():
+        print(f"{key}: {json.dumps(value)}")
+    target_s = total_s * (144_000_000 / samples) if samples else None
+    print(f"at this rate, 144M samples: {target_s:,.0f} s" if target_s else "no samples")
+    figures["rounds_per_batch"] = args.rounds_per_batch
+    print_result({"bench": "replay", "machine": machine().__dict__, **figures})
+
+
+if __name__ == "__main__":
+    main()

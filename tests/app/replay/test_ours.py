@@ -1,0 +1,146 @@
+"""`ours` steps `run`'s own handler on closed windows: it splits a hot bundle after the hit
+count, in its own layout, with the boundaries `run`'s split code chooses, and moves load off
+an overloaded broker to the idle one; event time is its clock (no wall clock)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from balancer.app.config import BalancerConfig
+from balancer.app.replay.engine import run_replay
+from balancer.app.replay.ours import OursPolicy, corrected_report, cpu_costs
+from balancer.app.replay.windows import ClosedWindow, StreamCounts
+from balancer.core.broker_load import BrokerLoadReport, Resource, ResourceUsage
+from balancer.core.bundles import BundleRange, NamespaceBundles
+from balancer.core.hashing import hash_position
+from balancer.core.load import BundleLoad, TopicLoad
+from balancer.core.replay.recording import RoundContext
+from balancer.core.replay.result import ActionKind
+from tests.streaming.local_stage import LocalStage
+from tests.streaming.rollup_reference import TopicWindow
+
+NS = "t/ns"
+BASE_MS = 1_700_000_040_000
+MIN = 60_000
+INITIAL = NamespaceBundles.initial(NS, 4)
+
+
+ARCHIVE = f"persistent://{NS}/archive"
+
+
+def topics() -> list[TopicLoad]:
+    """40 topics; those of the first bundle carry 1,000 msg/s each (over its limit); and an
+    archive topic of 12 GiB, over the 10 GiB offload threshold."""
+    out = [TopicLoad(ARCHIVE, hash_position(ARCHIVE), storage_size=12 << 30)]
+    for i in range(40):
+        name = f"persistent://{NS}/t{i}"
+        position = hash_position(name)
+        hot = INITIAL.find(position) == INITIAL.bundles[0]
+        rate = 1_000.0 if hot else 10.0
+        out.append(TopicLoad(name, position, msg_rate_in=rate, msg_rate_out=rate,
+                             producer_count=1, consumer_count=1))  # fmt: skip
+    return out
+
+
+def windows(count: int) -> list[ClosedWindow]:
+    stage = LocalStage(window_ms=MIN, slide_ms=MIN, known_ttl_ms=3 * MIN)
+    out = []
+    for k in range(1, count + 1):
+        end = BASE_MS + k * MIN
+        rows = stage.close(
+            (hash_position(t.topic) % 4, TopicWindow("c1", NS, end, t)) for t in topics()
+        )
+        out.append(ClosedWindow(end, rows))
+    return out
+
+
+def report(broker: str, bundles: list[str], at_ms: int, cpu: float) -> BrokerLoadReport:
+    return BrokerLoadReport(
+        cluster="c1", broker=broker, timestamp_ms=at_ms,
+        resources={Resource.CPU: ResourceUsage(cpu, 100.0)}, bundles=tuple(bundles),
+        msg_rate_in=1000.0, msg_rate_out=1000.0,
+    )  # fmt: skip
+
+
+def contexts(count: int) -> list[RoundContext]:
+    names = [b.key(NS) for b in INITIAL.bundles]
+    out = []
+    for k in range(0, count + 1):
+        at = BASE_MS + k * MIN
+        out.append(RoundContext("c1", at, (
+            report("b1:8080", names, at, 95.0),
+            report("b2:8080", [], at, 5.0),
+        )))  # fmt: skip
+    return out
+
+
+def config(tmp_path: Path, **moves: object) -> BalancerConfig:
+    return BalancerConfig.model_validate(
+        {
+            "clusters": [{"name": "c1", "admin_url": "http://127.0.0.1:9"}],
+            "thresholds": {"defaults": {"max_msg_rate": 20_000}},
+            "detection": {"hit_count_threshold": 3, "cooldown_s": 60},
+            "moves": {"enabled": True, **moves},
+            "offload": {"default_threshold": "10G"},
+            "controller": {
+                "journal_path": str(tmp_path / "j"),
+                "audit_log_path": str(tmp_path / "a"),
+            },
+        }
+    )
+
+
+def test_ours_splits_the_hot_bundle_on_the_third_window_and_moves_off_the_hot_broker(
+    tmp_path: Path,
+) -> None:
+    ours = OursPolicy(config(tmp_path), workdir=tmp_path / "ours")
+    result = run_replay(
+        source="test", windows=windows(5), contexts=contexts(6), policies=[ours],
+        counts=StreamCounts(), window_s=60,
+    )  # fmt: skip
+    (run,) = result.runs
+    splits = [a for a in run.actions if a.kind is ActionKind.SPLIT]
+    assert splits, run.actions
+    first = splits[0]
+    assert first.subject == INITIAL.bundles[0].key(NS)
+    # the third window over the limit (hit count 3), handled half a slide after its end
+    assert first.at_ms == BASE_MS + 3 * MIN + 30_000
+    assert len(first.children) >= 2
+    layout = ours.layout.layouts[("c1", NS)]
+    for child in first.children:
+        assert layout.has(BundleRange.parse(child))
+    moves = [a for a in run.actions if a.kind is ActionKind.MOVE]
+    assert moves and all(
+        (m.source_broker, m.destination_broker) == ("b1:8080", "b2:8080") for m in moves
+    )
+    for m in moves:  # each moved bundle is owned by its destination in ours' layout
+        assert ours.layout.owners[("c1", m.subject)] == "b2:8080" or any(
+            s.subject == m.subject for s in splits
+        )
+    assert [w.window_end_ms for w in run.windows] == [BASE_MS + k * MIN for k in range(1, 6)]
+    # the offload, followed to SUCCESS (ours' Pulsar offloads at once), recorded once
+    offloads = [a for a in run.actions if a.kind is ActionKind.OFFLOAD]
+    assert [a.subject for a in offloads] == [ARCHIVE]
+
+
+def test_a_report_is_corrected_only_for_the_bundles_whose_owner_differs() -> None:
+    rep = report("b1:8080", ["t/ns/0x00000000_0x40000000", "t/ns/0x40000000_0x80000000"], 0, 50.0)
+    owned = frozenset({"t/ns/0x00000000_0x40000000"})
+    assert corrected_report(rep, frozenset(rep.bundles), {}) is rep
+    moved = BundleLoad("c1", NS, BundleRange.parse("0x40000000_0x80000000"), 0,
+                       msg_rate_in=500.0, msg_rate_out=500.0)  # fmt: skip
+    loads = {"t/ns/0x40000000_0x80000000": moved}
+    idle = replace(report("b2:8080", [], 0, 5.0), msg_rate_in=0.0, msg_rate_out=0.0)
+    costs = cpu_costs([rep, idle])  # b2 carried nothing
+    assert costs == {"b1:8080": 50.0 / 2000.0, "": 50.0 / 2000.0}
+    after = corrected_report(rep, owned, loads, costs=costs)
+    assert after.bundles == ("t/ns/0x00000000_0x40000000",)
+    assert (after.msg_rate_in, after.msg_rate_out) == (500.0, 500.0)
+    assert after.resources[Resource.CPU].usage == 25.0  # its 1,000 msg/s at its own cost
+    # the broker that owned nothing gains them at the cost of the broker that carried them
+    gained = corrected_report(
+        idle, frozenset(loads), loads, recorded_owners={"t/ns/0x40000000_0x80000000": "b1:8080"},
+        costs=costs,
+    )  # fmt: skip
+    assert gained.resources[Resource.CPU].usage == 5.0 + 25.0

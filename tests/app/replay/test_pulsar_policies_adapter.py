@@ -1,0 +1,49 @@
+"""Pulsar's policies driven by the engine: each window built once for all of them, every
+topic with the recorded owner of its bundle as its broker; each policy on its own layout."""
+
+from __future__ import annotations
+
+from balancer.app.config import BalancerConfig
+from balancer.app.replay.engine import run_replay
+from balancer.app.replay.pulsar_policies import SharedWindows, pulsar_replay_policies
+from balancer.app.replay.windows import StreamCounts
+from tests.app.replay.test_ours import BASE_MS, INITIAL, MIN, NS, contexts, windows
+
+
+def config() -> BalancerConfig:
+    return BalancerConfig.model_validate(
+        {"clusters": [{"name": "c1", "admin_url": "http://127.0.0.1:9"}]}
+    )
+
+
+def test_a_window_is_built_once_with_the_recorded_owners_as_brokers() -> None:
+    shared = SharedWindows()
+    for ctx in contexts(2):
+        shared.observe(ctx)
+    (window, *_) = windows(1)
+    built = shared.of(window)
+    assert shared.of(window) is built  # the second policy reads the same
+    topics = built.namespaces[("c1", NS)].topics
+    assert topics and {t.broker for t in topics} == {"b1:8080"}  # b1 owns every bundle
+    assert built.contexts["c1"].round_ms == BASE_MS + MIN  # the newest round by the end
+
+
+def test_pulsar_policies_see_every_window_with_the_recorded_loads() -> None:
+    policies = pulsar_replay_policies(
+        ["pulsar-modular-threshold", "pulsar-extensible-transfer"], config()
+    )
+    result = run_replay(
+        source="test", windows=windows(5), contexts=contexts(6), policies=policies,
+        counts=StreamCounts(), window_s=60,
+    )  # fmt: skip
+    assert [r.policy for r in result.runs] == [
+        "pulsar-modular-threshold", "pulsar-extensible-transfer",
+    ]  # fmt: skip
+    for run in result.runs:
+        assert [w.window_end_ms for w in run.windows] == [BASE_MS + k * MIN for k in range(1, 6)]
+        first = run.windows[0]
+        # the recorded reports, as long as the policy's layout equals the recording's
+        assert first.broker_load["c1/b1:8080"] == 0.95
+        assert first.bundles == INITIAL.num_bundles
+    first, second = policies
+    assert first.layout is not second.layout  # each changes its own
