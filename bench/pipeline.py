@@ -89,6 +89,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--shuffle-partitions", type=int, default=SPARK.shuffle_partitions)
+    p.add_argument(
+        "--jvm-options", default=SPARK.jvm_options,
+        help="the JVMs' options (config spark.jvm_options; '' for the JVM's defaults: A/B)",
+    )  # fmt: skip
     p.add_argument("--window-s", type=int, default=SPARK.window_s, help="window length (config)")
     p.add_argument("--slide-s", type=int, default=SPARK.slide_s, help="window slide (config)")
     p.add_argument("--watermark-s", type=int, default=SPARK.watermark_s, help="lateness (config)")
@@ -382,6 +386,7 @@ def _run_job_in(work: str, bootstrap: str, topic: str, args: argparse.Namespace)
         trigger_interval_s=float(SPARK.trigger_interval_s),  # unused: AvailableNow
         max_future_skew_s=SPARK.max_future_skew_s,
         shuffle_partitions=args.shuffle_partitions,
+        jvm_options=args.jvm_options,
         window_s=args.window_s,
         slide_s=args.slide_s,
         watermark_s=args.watermark_s,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from balancer.app.config import SparkConfig
 from tests.kafka_broker import Broker, kafka_broker
 
 # Fixture -> the marker a test that uses it carries.
@@ -48,6 +49,7 @@ def spark() -> Iterator[Any]:
         spark_master=os.environ.get("TEST_SPARK_MASTER", "local[2]"),
         num_buckets=4,
         shuffle_partitions=2,
+        jvm_options=SparkConfig().jvm_options,
         max_offsets_per_trigger=None,
         trigger_interval_s=30.0,
         max_future_skew_s=600,

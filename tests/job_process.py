@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from balancer.app.config import SparkConfig
 from streaming.driver.jsonl_reports import read_reports
 from tests.kafka_broker import Broker
 from tests.stream_events import BASE_MS, encode, event, expected_windows
@@ -63,6 +64,7 @@ def start_job(
         "--master", master,
         "--num-buckets", "4",
         "--shuffle-partitions", "2",
+        f"--jvm-options={SparkConfig().jvm_options}",  # "=": the value starts with "-"
         "--max-future-skew-s", "600",
         "--max-offsets-per-trigger", str(max_offsets_per_trigger),
         "--trigger-interval-s", "0.2",

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from balancer.app.config import SparkConfig
 from balancer.core.bundles import NamespaceBundles
 from balancer.core.hashing import hash_position
 from streaming.spark.job import StreamSettings
@@ -67,6 +68,7 @@ def local_settings(
         "spark_master": "local[2]",
         "num_buckets": 4,
         "shuffle_partitions": 2,
+        "jvm_options": SparkConfig().jvm_options,
         "max_offsets_per_trigger": None,
         "trigger_interval_s": 30.0,
         "max_future_skew_s": 600,

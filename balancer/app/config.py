@@ -112,6 +112,10 @@ class SparkConfig(_Model):
     num_buckets: int = Field(default=4, ge=1, le=4096)
     # One task per core holds its buckets: each task of the stage costs a fixed time per batch.
     shuffle_partitions: int = Field(default=2, ge=1)
+    # The JVMs' options (driver and executors). C1 only: C2 kept compiling in steady batches
+    # (46 % of the JVM's CPU over minutes of a 500,000-topic stream); C1's code costs no more
+    # here (docs/decisions.md#the-jvm-compiles-with-c1-only). "" leaves the JVM's defaults.
+    jvm_options: str = "-XX:TieredStopAtLevel=1"
 
     @field_validator("master")
     @classmethod

@@ -51,6 +51,7 @@ def stream_settings(config: BalancerConfig, *, loopback: bool = True) -> StreamS
         max_future_skew_s=spark.max_future_skew_s,
         num_buckets=spark.num_buckets,
         shuffle_partitions=spark.shuffle_partitions,
+        jvm_options=spark.jvm_options,
         clusters=tuple(c.name for c in config.clusters),
         # Progress bars would garble the live view and the logs.
         extra_spark_conf=(("spark.ui.showConsoleProgress", "false"),),

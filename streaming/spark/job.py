@@ -69,6 +69,9 @@ class StreamSettings:
     # per batch in the stateful operator, so a few per shuffle partition (docs/pipeline.md).
     num_buckets: int
     shuffle_partitions: int
+    # The JVMs' options, driver and executors ("": the JVM's defaults). Set before the JVM
+    # starts: a session the builder creates (local mode, or a client-mode driver).
+    jvm_options: str
     # Events stamped further ahead of the read task's wall clock are dead-lettered
     # (timestamp_in_future).
     max_future_skew_s: int
@@ -148,6 +151,11 @@ def spark_conf(settings: StreamSettings) -> list[tuple[str, str]]:
     # transformWithState (the window stage) runs on RocksDB only.
     conf += [("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)]
     conf += list(ROCKSDB_TUNING)
+    if settings.jvm_options:
+        conf += [
+            ("spark.driver.extraJavaOptions", settings.jvm_options),
+            ("spark.executor.extraJavaOptions", settings.jvm_options),
+        ]
     return conf + list(settings.extra_spark_conf)
 
 

@@ -60,6 +60,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--shuffle-partitions", type=int, required=True, help="state partitions (config: 2)"
     )
+    p.add_argument(
+        "--jvm-options", required=True,
+        help="the JVMs' options, '' for none (config: -XX:TieredStopAtLevel=1)",
+    )  # fmt: skip
     p.add_argument("--topics-for-all", action="store_true", help="reports carry every topic")
     p.add_argument("--available-now", action="store_true", help="process what is there, stop")
     return p.parse_args(argv)
@@ -83,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark_master=args.master,
         num_buckets=args.num_buckets,
         shuffle_partitions=args.shuffle_partitions,
+        jvm_options=args.jvm_options,
         max_future_skew_s=args.max_future_skew_s,
     )
     spark = build_spark(settings)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from balancer.app.cli import main
-from balancer.app.config import BalancerConfig, ConfigError
+from balancer.app.config import BalancerConfig, ConfigError, SparkConfig
 from balancer.app.stream_settings import stream_settings
 from streaming.spark.job import StreamConfigError, StreamSettings, read_native_raw
 from streaming.spark.kafka_connector import CONNECTOR_JARS, connector_problem, spark_jars_dir
@@ -75,6 +75,7 @@ def test_the_stream_settings_refuse_an_unknown_source() -> None:
             spark_master="local[2]",
             num_buckets=4,
             shuffle_partitions=2,
+            jvm_options=SparkConfig().jvm_options,
             max_future_skew_s=600,
             kafka_source="spark",  # type: ignore[arg-type]
         )
@@ -149,6 +150,7 @@ def test_the_native_reader_refuses_to_start_without_the_connector(
         spark_master="local[2]",
         num_buckets=4,
         shuffle_partitions=2,
+        jvm_options=SparkConfig().jvm_options,
         max_future_skew_s=600,
         kafka_source="native",
     )

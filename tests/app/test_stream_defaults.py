@@ -32,6 +32,7 @@ SETTING_OF_FIELD = {
     "num_buckets": "num_buckets",
     "shuffle_partitions": "shuffle_partitions",
     "spark_master": "master",
+    "jvm_options": "jvm_options",
 }
 # SourceOptions fields that `StreamSettings.source_options` fills from those settings.
 SOURCE_FIELDS = ("num_buckets", "pane_ms", "max_future_skew_ms", "max_offsets_per_trigger")
@@ -40,7 +41,7 @@ STANDALONE_OPTIONS = {
     "--window-s": "120", "--slide-s": "60", "--watermark-s": "60",
     "--trigger-interval-s": "30", "--max-offsets-per-trigger": "none",
     "--max-future-skew-s": "600", "--master": "local[2]", "--num-buckets": "4",
-    "--shuffle-partitions": "2",
+    "--shuffle-partitions": "2", "--jvm-options": "-XX:TieredStopAtLevel=1",
 }  # fmt: skip
 STANDALONE_REQUIRED = ["--bootstrap", "h:1", "--topic", "t", "--checkpoint", "c", "--reports", "r"]
 
@@ -73,13 +74,14 @@ def test_the_source_options_declare_no_default_of_their_own() -> None:
 def test_the_standalone_runner_declares_no_default_of_its_own(
     option: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    given = [item for name, value in STANDALONE_OPTIONS.items() if name != option
-             for item in (name, value)]  # fmt: skip
+    # `--name=value`: a value starting with '-' (the JVM's options) is no option of its own.
+    given = [f"{name}={value}" for name, value in STANDALONE_OPTIONS.items() if name != option]
     with pytest.raises(SystemExit):
         parse_args([*STANDALONE_REQUIRED, *given])
     assert option in capsys.readouterr().err  # argparse names the missing option
-    args = parse_args([*STANDALONE_REQUIRED, *(i for kv in STANDALONE_OPTIONS.items() for i in kv)])
+    args = parse_args([*STANDALONE_REQUIRED, *(f"{k}={v}" for k, v in STANDALONE_OPTIONS.items())])
     assert (args.num_buckets, args.shuffle_partitions, args.max_offsets_per_trigger) == (4, 2, None)
+    assert args.jvm_options == SparkConfig().jvm_options
 
 
 def test_run_streams_with_the_configs_defaults() -> None:

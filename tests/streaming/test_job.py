@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from balancer.app.config import SparkConfig
 from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.hashing import hash_position
 from balancer.core.report import StaticLayouts
@@ -113,6 +114,7 @@ def scenario(kafka: Broker, spark: Any, tmp_path_factory: pytest.TempPathFactory
         spark_master="local[2]",
         num_buckets=4,
         shuffle_partitions=2,
+        jvm_options=SparkConfig().jvm_options,
         max_offsets_per_trigger=None,
         trigger_interval_s=30.0,
         max_future_skew_s=600,

@@ -18,7 +18,7 @@ def settings(**kwargs: object) -> StreamSettings:
         "bootstrap_servers": "127.0.0.1:9092", "topic": "stats", "checkpoint_dir": "/tmp/ck",
         "window_s": 120, "slide_s": 60, "watermark_s": 60, "max_offsets_per_trigger": None,
         "trigger_interval_s": 30.0, "spark_master": "local[*]", "num_buckets": 4,
-        "shuffle_partitions": 4, "max_future_skew_s": 600,
+        "shuffle_partitions": 4, "max_future_skew_s": 600, "jvm_options": "-XX:TieredStopAtLevel=1",
         **kwargs,
     }  # fmt: skip
     return StreamSettings(**values)  # type: ignore[arg-type]
@@ -45,6 +45,21 @@ def test_no_row_checksum_on_the_shuffle_of_packs() -> None:
 def test_python_workers_fork_from_the_jobs_daemon() -> None:
     conf = effective(spark_conf(settings()))
     assert conf["spark.python.daemon.module"] == "streaming.spark.daemon"
+
+
+def test_the_jvms_start_with_the_configured_options_or_their_own_defaults() -> None:
+    conf = effective(spark_conf(settings(jvm_options="-XX:TieredStopAtLevel=1 -Xss4m")))
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -Xss4m"
+    assert conf["spark.executor.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -Xss4m"
+    none = effective(spark_conf(settings(jvm_options="")))
+    assert "spark.driver.extraJavaOptions" not in none
+    assert "spark.executor.extraJavaOptions" not in none
+    # A setting given as an extra Spark setting still wins (A/B runs: `--spark-conf`).
+    extra = (("spark.driver.extraJavaOptions", ""),)
+    assert (
+        effective(spark_conf(settings(extra_spark_conf=extra)))["spark.driver.extraJavaOptions"]
+        == ""
+    )
 
 
 def test_extra_settings_override_the_defaults_and_loopback_binds_to_127_0_0_1() -> None:
