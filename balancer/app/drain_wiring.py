@@ -22,7 +22,7 @@ from typing import Literal
 from balancer.app.config import BalancerConfig
 from balancer.app.lease_wiring import lease_identity
 from balancer.app.stream_settings import kafka_security
-from balancer.controller.ports import PulsarConfigPort
+from balancer.controller.ports import DynamicConfigPort
 from balancer.controller.rollout import finish_rollout
 from balancer.core.drain_marks import DrainMark, restart_rule
 from balancer.core.rollout_record import roll_complete, roll_moves_count_since
@@ -72,7 +72,7 @@ class DrainMarksView:
         refresh_s: float = MARKS_REFRESH_S,
         monotonic: Callable[[], float] = time.monotonic,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-        config_admin: PulsarConfigPort | None = None,
+        config_admin: DynamicConfigPort | None = None,
     ) -> None:
         """`config_admin`: Pulsar's dynamic configuration, to finish a roll whose brokers
         have all restarted (`roll_complete`) when no `roll finish` came (None: never)."""
@@ -230,7 +230,7 @@ def drain_marks_view(
         listed_brokers=list_brokers,
         may_write=lease_held or (lambda: True),
         # Never in dry-run: the balancer then changes nothing on Pulsar.
-        config_admin=admin if isinstance(admin, PulsarConfigPort) and not dry_run else None,
+        config_admin=admin if isinstance(admin, DynamicConfigPort) and not dry_run else None,
     )
 
 

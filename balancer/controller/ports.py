@@ -68,6 +68,17 @@ class PulsarConfigPort(Protocol):
     def set_dynamic_configuration(self, cluster: str, name: str, value: str) -> None: ...
 
 
+@runtime_checkable
+class DynamicConfigPort(PulsarConfigPort, Protocol):
+    """What a rolling restart needs besides: which keys are overridden in the configuration
+    store (`GET .../configuration/values`) and removing an override (`DELETE
+    .../configuration/{name}`), so a switch that came from broker.conf is left that way."""
+
+    def dynamic_configuration(self, cluster: str) -> Mapping[str, str]: ...
+
+    def delete_dynamic_configuration(self, cluster: str, name: str) -> None: ...
+
+
 class WriterLease(Protocol):
     """Whether this process may act on Pulsar now (`balancer.kafka.lease` holds one on Kafka).
 

@@ -2,9 +2,11 @@
 `cluster/@rollout` (no broker id has no port, so it never collides with a mark's key).
 
 `pulsar-balancer roll start` writes it BEFORE it pauses Pulsar's shedder and auto-split, with
-the values they had (`paused`): whoever finishes the roll (`roll finish`, in this process
-or any later one, after a crash too) restores exactly those. While its state is `rolling`,
-the balancer sends each drain's bundles by the restart order (`balancer.core.rollout`).
+the values they had (`paused`) and which of them no dynamic override set (`unset`: they came
+from broker.conf): whoever finishes the roll (`roll finish`, in this process or any later
+one, after a crash too) restores exactly those, deleting the pause's override of an unset
+one. While its state is `rolling`, the balancer sends each drain's bundles by the restart
+order (`balancer.core.rollout`).
 
 Pure: records are decoded and encoded here, every time is passed in.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal, TypedDict, cast
+from typing import Literal, NotRequired, TypedDict, cast
 
 from balancer.core.drain_marks import (
     MAX_BY_CHARS,
@@ -37,6 +39,9 @@ class RolloutRecord(TypedDict):
     state: RolloutState
     order: list[str]  # broker ids, the first to restart first
     paused: dict[str, str]  # dynamic configuration name -> the value to restore
+    # Of `paused`, those no override set at the start (broker.conf's): restored by deleting
+    # the override. Absent in records written before 2026-11-29: restored by value.
+    unset: NotRequired[list[str]]
     started_by: str
     started_at_ms: int
     by: str  # who made the last change
@@ -53,6 +58,7 @@ class Rollout:
     started_at_ms: int = 0
     by: str = "unknown"
     at_ms: int = 0
+    unset: tuple[str, ...] = ()  # of `paused`: no override at the start (see RolloutRecord)
 
     @property
     def key(self) -> str:
@@ -69,6 +75,7 @@ class Rollout:
             state=self.state,
             order=list(self.order),
             paused=dict(self.paused),
+            unset=list(self.unset),
             started_by=self.started_by,
             started_at_ms=self.started_at_ms,
             by=self.by,
@@ -88,14 +95,24 @@ def is_rollout_key(key: bytes | None) -> bool:
 
 
 def new_rollout(
-    cluster: str, order: tuple[str, ...], paused: Mapping[str, str], *, by: str, at_ms: int
+    cluster: str,
+    order: tuple[str, ...],
+    paused: Mapping[str, str],
+    *,
+    by: str,
+    at_ms: int,
+    unset: Iterable[str] = (),
 ) -> Rollout:
-    """A rollout started now by `by`; `paused`: the values to restore at its finish."""
+    """A rollout started now by `by`; `paused`: the values to restore at its finish, `unset`:
+    those of them that no dynamic override set (restored by deleting the override)."""
     if not cluster or "/" in cluster:
         raise BadMarkError(f"cluster {cluster!r} is not a cluster name")
     by = by[:MAX_BY_CHARS] or "unknown"
     order = tuple(_check_broker(b) for b in order)
-    return Rollout(cluster, "rolling", order, dict(paused), by, at_ms, by, at_ms)
+    unset_names = tuple(sorted(set(unset)))
+    if not set(unset_names) <= set(paused):
+        raise BadMarkError(f"unset names {unset_names} not all among the paused {sorted(paused)}")
+    return Rollout(cluster, "rolling", order, dict(paused), by, at_ms, by, at_ms, unset_names)
 
 
 def finished(rollout: Rollout, *, by: str, at_ms: int) -> Rollout:
@@ -181,6 +198,9 @@ def decode_rollout(key: bytes | None, value: bytes | None) -> Rollout:
         isinstance(k, str) and isinstance(v, str) and v for k, v in paused.items()
     ):
         raise BadMarkError("paused must map configuration names to non-empty strings")
+    unset = body.get("unset", [])
+    if not isinstance(unset, list) or not all(isinstance(n, str) and n in paused for n in unset):
+        raise BadMarkError("unset must list names among the paused ones")
     texts = {}
     for name in ("cluster", "started_by", "by"):
         value_of = body.get(name)
@@ -202,6 +222,7 @@ def decode_rollout(key: bytes | None, value: bytes | None) -> Rollout:
         started_at_ms=times["started_at_ms"],
         by=texts["by"][:MAX_BY_CHARS],
         at_ms=times["at_ms"],
+        unset=tuple(sorted(set(unset))),
     )
     if key is None or key.decode(errors="replace") != rollout.key:
         raise BadMarkError(f"key {key!r} does not name the value's {rollout.key!r}")

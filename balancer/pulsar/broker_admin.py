@@ -374,6 +374,22 @@ class BrokerAdmin(ClusterReads):
             )
         )
 
+    def delete_dynamic_configuration(self, cluster: str, name: str) -> None:
+        """`DELETE /admin/v2/brokers/configuration/{name}` (`BrokersBase.
+        deleteDynamicConfiguration`): the override leaves the configuration store and every
+        broker goes back to its broker.conf value; 204. PreconditionFailedError (412) for a
+        setting that is not dynamic."""
+        valid_name(cluster, "cluster name")
+        valid_name(name, "configuration name")
+        self._t.send(
+            Call(
+                "DELETE",
+                f"/admin/v2/brokers/configuration/{enc(name)}",
+                "/admin/v2/brokers/configuration/{name}",
+                cluster=cluster,
+            )
+        )
+
     def isolation_policies(self, cluster: str) -> tuple[IsolationPolicy, ...]:
         """`GET /admin/v2/clusters/{cluster}/namespaceIsolationPolicies`; () when none were
         ever set (Pulsar's 404 "NamespaceIsolationPolicies for cluster ... does not exist")."""

@@ -126,6 +126,14 @@ def _set_config(m: SimModel, r: Request) -> Response:
     return Response(200)
 
 
+def _delete_config(m: SimModel, r: Request) -> Response:
+    (name,) = r.params
+    with m.lock:
+        m.brokers.delete_dynamic(r.cluster, name)
+    # BrokersBase.deleteDynamicConfiguration returns void: 204.
+    return Response(204)
+
+
 def _isolation_policies(m: SimModel, r: Request) -> Response:
     with m.lock:
         return Response(200, m.brokers.isolation_policies(r.params[0]))
@@ -189,6 +197,7 @@ ROUTES: list[tuple[str, str, str, Handler]] = [
     ("GET", "/admin/v2/brokers/configuration/runtime", "runtime_config", _runtime_config),
     ("GET", "/admin/v2/brokers/configuration/values", "config_values", _config_values),
     ("POST", rf"/admin/v2/brokers/configuration/{_SEG}/{_SEG}", "set_config", _set_config),
+    ("DELETE", rf"/admin/v2/brokers/configuration/{_SEG}", "delete_config", _delete_config),
     (
         "GET",
         rf"/admin/v2/brokers/{_SEG}/{_SEG}/ownedNamespaces",

@@ -116,7 +116,7 @@ class ConfigChange:
     time_ms: int
     cluster: str
     name: str
-    value: str
+    value: str | None  # None: the override was deleted
 
 
 class BrokerFleet:
@@ -452,6 +452,16 @@ class BrokerFleet:
             raise SimError(412, "Cannot update non-dynamic configuration")
         self.dynamic[cluster][name] = value
         self.config_changes.append(ConfigChange(self.model.now_ms(), cluster, name, value))
+
+    def delete_dynamic(self, cluster: str, name: str) -> None:
+        """BrokersBase.deleteDynamicConfigurationOnZk: 412 "Can't update non-dynamic
+        configuration" for a name that is not dynamic; else the key leaves the map (a key
+        not in it is no error: `old.remove(configName)`)."""
+        known = set(DYNAMIC_CONFIG_DEFAULTS) | set(self.specs[cluster].dynamic_config)
+        if name not in known:
+            raise SimError(412, " Can't update non-dynamic configuration")
+        self.dynamic[cluster].pop(name, None)
+        self.config_changes.append(ConfigChange(self.model.now_ms(), cluster, name, None))
 
     # ----- placement rules -----------------------------------------------------------------
 

@@ -98,6 +98,27 @@ def test_a_switch_that_was_off_stays_off_after_the_roll(
     assert _switches(admin) == ("false", "true")
 
 
+def test_a_switch_from_broker_conf_is_left_without_an_override_after_the_roll(
+    config: Path, admin: PulsarPeerGroup, kafka: Broker, topic: str
+) -> None:
+    # Neither switch overridden (broker.conf's values): the finish deletes the overrides the
+    # pause made (`BrokersBase.deleteDynamicConfiguration`), so a later change of broker.conf
+    # applies again; the switch the operator had overridden keeps its override.
+    admin.set_dynamic_configuration("a", SPLIT, "true")
+    assert admin.dynamic_configuration("a") == {SPLIT: "true"}
+    order = ",".join(admin.list_brokers("a"))
+    assert main(["roll", "start", "--config", str(config), "--order", order]) == 0
+    with _store(kafka, topic) as store:
+        rollout = store.rollout("a")
+        assert rollout is not None and rollout.unset == (SHED,)
+    assert admin.dynamic_configuration("a") == {SHED: "false", SPLIT: "false"}
+    assert main(["roll", "finish", "--config", str(config)]) == 0
+    assert admin.dynamic_configuration("a") == {SPLIT: "true"}
+    assert _switches(admin) == ("true", "true")
+    assert main(["roll", "finish", "--config", str(config)]) == 0  # nothing left to do
+    assert admin.dynamic_configuration("a") == {SPLIT: "true"}
+
+
 def test_the_default_order_needs_ordinals_and_a_broker_must_be_listed(
     config: Path, admin: PulsarPeerGroup, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -118,6 +139,12 @@ class _CrashAfterFirstWrite:
 
     def runtime_configuration(self, cluster: str) -> Mapping[str, str]:
         return self.admin.runtime_configuration(cluster)
+
+    def dynamic_configuration(self, cluster: str) -> Mapping[str, str]:
+        return self.admin.dynamic_configuration(cluster)
+
+    def delete_dynamic_configuration(self, cluster: str, name: str) -> None:
+        self.admin.delete_dynamic_configuration(cluster, name)
 
     def set_dynamic_configuration(self, cluster: str, name: str, value: str) -> None:
         if self.writes == 1:

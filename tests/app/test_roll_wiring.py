@@ -27,12 +27,21 @@ class Config:
 
     def __init__(self) -> None:
         self.values = {SHED: "true", SPLIT: "true"}
+        self.overridden: set[str] = set()  # keys set in the configuration store
 
     def runtime_configuration(self, cluster: str) -> Mapping[str, str]:
         return dict(self.values)
 
     def set_dynamic_configuration(self, cluster: str, name: str, value: str) -> None:
         self.values[name] = value
+        self.overridden.add(name)
+
+    def dynamic_configuration(self, cluster: str) -> Mapping[str, str]:
+        return {name: self.values[name] for name in self.overridden}
+
+    def delete_dynamic_configuration(self, cluster: str, name: str) -> None:
+        self.overridden.discard(name)
+        self.values[name] = "true"  # broker.conf's (Pulsar's default)
 
 
 def _view(store: KafkaDrainMarks, config: Config, *, holder: bool) -> DrainMarksView:

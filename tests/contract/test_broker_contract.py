@@ -271,3 +271,9 @@ def test_dynamic_configuration(target: ContractTarget, client: PulsarPeerGroup) 
     assert client.dynamic_configuration(target.cluster)["loadBalancerSheddingEnabled"] == current
     with pytest.raises(PreconditionFailedError):
         client.set_dynamic_configuration(target.cluster, "brokerServicePort", "6650")
+    # `roll finish` deletes an override the pause made (BrokersBase.deleteDynamicConfiguration):
+    # the key leaves the store, the broker's own value applies again.
+    client.delete_dynamic_configuration(target.cluster, "loadBalancerSheddingEnabled")
+    assert "loadBalancerSheddingEnabled" not in client.dynamic_configuration(target.cluster)
+    with pytest.raises(PreconditionFailedError):
+        client.delete_dynamic_configuration(target.cluster, "brokerServicePort")

@@ -31,6 +31,18 @@ def test_a_rollout_round_trips_and_its_key_is_no_marks() -> None:
     assert decode_rollout(*done.encode()).state == "finished"
 
 
+def test_the_switches_from_broker_conf_round_trip_and_an_older_record_has_none() -> None:
+    rollout = new_rollout(
+        "east", ORDER, PAUSED, by="ops", at_ms=7, unset=["loadBalancerSheddingEnabled"]
+    )
+    key, value = rollout.encode()
+    assert decode_rollout(key, value).unset == ("loadBalancerSheddingEnabled",)
+    older = {k: v for k, v in json.loads(value).items() if k != "unset"}  # before 2026-11-29
+    assert decode_rollout(key, json.dumps(older).encode()).unset == ()
+    with pytest.raises(BadMarkError, match="not all among the paused"):
+        new_rollout("east", ORDER, PAUSED, by="ops", at_ms=7, unset=["brokerServicePort"])
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
@@ -39,6 +51,8 @@ def test_a_rollout_round_trips_and_its_key_is_no_marks() -> None:
         ({"paused": {"x": ""}}, "paused must"),
         ({"started_at_ms": -1}, "started_at_ms"),
         ({"kind": "mark"}, "kind 'rollout'"),
+        ({"unset": ["loadBalancerAutoBundleSplitEnabled"]}, "unset must"),
+        ({"unset": "loadBalancerSheddingEnabled"}, "unset must"),
     ],
 )
 def test_a_bad_rollout_record_is_refused_with_its_reason(

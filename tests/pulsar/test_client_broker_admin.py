@@ -153,6 +153,11 @@ def test_dynamic_configuration(group: RunningPeerGroup, client: PulsarPeerGroup)
     assert client.dynamic_configuration("a") == {"loadBalancerSheddingEnabled": "false"}
     with pytest.raises(PreconditionFailedError):
         client.set_dynamic_configuration("a", "brokerServicePort", "1")
+    client.delete_dynamic_configuration("a", "loadBalancerSheddingEnabled")
+    assert client.dynamic_configuration("a") == {}
+    assert client.runtime_configuration("a")["loadBalancerSheddingEnabled"] == "true"
+    with pytest.raises(PreconditionFailedError):
+        client.delete_dynamic_configuration("a", "brokerServicePort")
 
 
 def test_placement_rules_when_none_are_set(client: PulsarPeerGroup) -> None:

@@ -225,8 +225,20 @@ def test_dynamic_configuration(group: RunningPeerGroup, http: httpx.Client) -> N
     assert http.get(f"{other}/values").json() == {"loadBalancerSheddingEnabled": "false"}
     r = http.post(f"{base}/brokerServicePort/1")
     assert r.status_code == 412 and "non-dynamic" in r.json()["reason"]
+    # BrokersBase.deleteDynamicConfiguration: 204, the broker's own value again; a key
+    # without an override is no error; a key that is not dynamic is 412.
+    assert http.delete(f"{base}/loadBalancerSheddingEnabled").status_code == 204
+    assert http.get(f"{other}/values").json() == {}
+    assert http.get(f"{other}/runtime").json()["loadBalancerSheddingEnabled"] == "true"
+    assert http.delete(f"{base}/loadBalancerSheddingEnabled").status_code == 204
+    r = http.delete(f"{base}/brokerServicePort")
+    assert r.status_code == 412 and "non-dynamic" in r.json()["reason"]
     changes = http.get(f"{group.admin_urls['a']}/sim/v1/config-changes").json()
-    assert [(c["name"], c["value"]) for c in changes] == [("loadBalancerSheddingEnabled", "false")]
+    assert [(c["name"], c["value"]) for c in changes] == [
+        ("loadBalancerSheddingEnabled", "false"),
+        ("loadBalancerSheddingEnabled", None),
+        ("loadBalancerSheddingEnabled", None),
+    ]
 
 
 def test_no_isolation_policy_is_404_no_failure_domain_is_empty_no_group_is_204(

@@ -37,6 +37,7 @@ from balancer.app.config import load_config
 from balancer.app.drain_wiring import build_drain_marks, who_am_i
 from balancer.controller.rollout import finish_rollout, start_rollout
 from balancer.core.rollout import statefulset_order
+from balancer.core.rollout_record import Rollout
 from balancer.kafka.drain_marks import DrainMarksUnavailableError
 from balancer.pulsar.errors import PulsarAdminError
 
@@ -92,11 +93,14 @@ def roll_command(args: argparse.Namespace) -> int:
                         print(f"{cluster}: {rollout.state} (started by {rollout.started_by} at "
                               f"{_when(rollout.started_at_ms)}; last change by {rollout.by} at "
                               f"{_when(rollout.at_ms)})\n  order: {', '.join(rollout.order)}\n"
-                              f"  to restore: {rollout.paused}")  # fmt: skip
+                              f"  to restore: {_restore_text(rollout)}")  # fmt: skip
                     return EXIT_DONE
                 if args.action == "finish":
                     done = finish_rollout(store, admin, cluster, by=by, now_ms=now_ms)
-                    said = "no roll in progress" if done is None else f"restored {done.paused}"
+                    said = (
+                        "no roll in progress" if done is None
+                        else f"restored {_restore_text(done)}"
+                    )  # fmt: skip
                     print(f"{cluster}: roll finished: {said}", file=sys.stderr)
                     return EXIT_DONE
                 listed = admin.list_brokers(cluster)
@@ -114,9 +118,17 @@ def roll_command(args: argparse.Namespace) -> int:
                                                  now_ms=now_ms)  # fmt: skip
                 said = "started" if started else "already in progress"
                 print(f"{cluster}: roll {said}; order {', '.join(rollout.order)}; paused "
-                      f"{', '.join(rollout.paused)} (to restore: {rollout.paused})",
+                      f"{', '.join(rollout.paused)} (to restore: {_restore_text(rollout)})",
                       file=sys.stderr)  # fmt: skip
                 return EXIT_DONE
     except (DrainMarksUnavailableError, PulsarAdminError, KafkaError) as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _restore_text(rollout: Rollout) -> str:
+    """What the finish puts back: a value, or broker.conf's (the pause's override deleted)."""
+    return ", ".join(
+        f"{name}={value}" + (" (broker.conf's: override deleted)" if name in rollout.unset else "")
+        for name, value in sorted(rollout.paused.items())
+    )
