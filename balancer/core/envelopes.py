@@ -163,7 +163,7 @@ def arrow_envelopes(
 
     try:
         value: bytes | None = encode_envelope(events)
-    except (ValueError, TypeError):  # a text Arrow cannot hold (a lone surrogate escape)
+    except (ValueError, TypeError, ArithmeticError):  # a lone surrogate, an int over 2^63
         value = None
     if value is not None and len(value) <= budget:
         yield Message(key, value, len(events))
@@ -174,8 +174,8 @@ def arrow_envelopes(
     elif value is not None:
         yield Oversized(events[0], record_bytes(key, value))
     else:
-        # As JSON the event reaches the stream, which rejects it with its reason
-        # (bad_encoding) and dead-letters it: not lost without a trace here.
+        # An event Arrow cannot hold goes as JSON: the stream rejects it with its reason
+        # (bad_encoding, wrong_type) and dead-letters it, as it would from the JSON format.
         yield from pack(events, max_events=1, max_bytes=budget + record_bytes(key, b""))
 
 
