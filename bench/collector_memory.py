@@ -4,11 +4,11 @@ broker answer (258 MB) peaks at 1.2 GiB in the collector, which no document stat
 Builds broker-stats/topics answers in Pulsar's shape (each topic's stats as the simulator
 writes them: one publisher, one subscription with one consumer, ~1.3 KB a topic), serves
 them from 127.0.0.1, and for each size runs one collector round in a fresh Python process
-(the real admin client, `Collector`, envelopes; the Kafka sink replaced by one that counts)
-polling `--brokers` brokers of one cluster at once, i.e. as many answers in memory
-together as `collector.max_parallel_per_cluster` allows. Prints the answer's size and the
-process's peak RSS (`VmHWM`: `ru_maxrss` would count the parent's size from before the
-exec) over its RSS before the round. Ends with `RESULT <json>`.
+(the real admin client, `Collector`, envelopes in `--envelope-format`, Arrow by default; the
+Kafka sink replaced by one that counts) polling `--brokers` brokers of one cluster at once,
+i.e. as many answers in memory together as `collector.max_parallel_per_cluster` allows.
+Prints the answer's size and the process's peak RSS (`VmHWM`: `ru_maxrss` would count the
+parent's size from before the exec) over its RSS before the round. Ends with `RESULT <json>`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from balancer.core.envelopes import DEFAULT_ENVELOPE_FORMAT, ENVELOPE_FORMATS, EnvelopeFormat
 from bench.common import header, machine, markdown_table, print_result
 
 NAMESPACES = 100
@@ -109,8 +110,9 @@ def answer(topics: int) -> bytes:
     return json.dumps(body).encode()
 
 
-def child(url: str, brokers: int) -> None:
+def child(url: str, brokers: int, envelope_format: EnvelopeFormat) -> None:
     """One collector round over `brokers` brokers (all `url`), then the peak RSS in MiB."""
+    import balancer.core.arrow_envelope  # noqa: F401  pyarrow: in the baseline, not the round
     from balancer.collector.admin import admin_fetch
     from balancer.collector.service import Collector
     from balancer.collector.targets import Target
@@ -131,7 +133,11 @@ def child(url: str, brokers: int) -> None:
     with PulsarPeerGroup([ClusterEndpoint("east", url)]) as admin:
         targets = [Target("east", f"{url}/b{i}") for i in range(brokers)]
         collector = Collector(
-            targets=targets, fetch=admin_fetch(admin), sink=sink, max_parallel_per_cluster=brokers
+            targets=targets,
+            fetch=admin_fetch(admin),
+            sink=sink,
+            max_parallel_per_cluster=brokers,
+            envelope_format=envelope_format,
         )
         failed = collector.poll_once()
     peak_kib = _status_kib("VmHWM")
@@ -181,13 +187,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--brokers", type=int, nargs="+", default=[1, 2], help="answers fetched at once (1 2)"
     )
+    parser.add_argument(
+        "--envelope-format",
+        choices=ENVELOPE_FORMATS,
+        default=DEFAULT_ENVELOPE_FORMAT,
+        help=f"what the collector sends (collector.envelope_format; {DEFAULT_ENVELOPE_FORMAT})",
+    )
     parser.add_argument("--child", nargs=2, metavar=("URL", "BROKERS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child[0], int(args.child[1]))
+        child(args.child[0], int(args.child[1]), args.envelope_format)
         return 0
     print(header("Collector memory per broker-stats answer"))
-    print(f"machine: {machine().describe()}")
+    print(f"machine: {machine().describe()}; envelopes: {args.envelope_format}")
     rows: list[list[object]] = []
     results: list[dict[str, Any]] = []
     for topics in args.topics:
@@ -207,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "--child",
                             url,
                             str(brokers),
+                            "--envelope-format",
+                            args.envelope_format,
                         ],
                         check=True,
                         capture_output=True,
@@ -252,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows,
         )
     )
-    print_result({"runs": results})
+    print_result({"envelope_format": args.envelope_format, "runs": results})
     return 0
 
 

@@ -3,11 +3,11 @@
 memory bounded by the topics of one window, not the recording's length).
 
 Generates a recording as the collector writes one (envelopes of `--envelope` events keyed by
-namespace, a round marker after each round, and each round's load reports as context),
-streams it into `balancer.app.replay.windows.stream_windows` (the stream's own code in
-batch, Spark) and steps the policies on every closed window (`balancer.app.replay.engine`).
-Prints the phases' times, samples per second, the driver's peak RSS (VmHWM) and the windows'
-count; ends with `RESULT <json>`.
+namespace, Arrow unless `--envelope-format json`, a round marker after each round, and each
+round's load reports as context), streams it into `balancer.app.replay.windows.stream_windows`
+(the stream's own code in batch, Spark) and steps the policies on every closed window
+(`balancer.app.replay.engine`). Prints the phases' times, samples per second, the driver's
+peak RSS (VmHWM) and the windows' count; ends with `RESULT <json>`.
 
     python -m bench.replay                       # 5,000 topics x 30 rounds (150k samples)
     python -m bench.replay --topics 100000 --rounds 1440 --rounds-per-batch 60  # a day
@@ -38,8 +38,11 @@ from balancer.app.replay.windows import (
     WindowSettings,
     stream_windows,
 )
+from balancer.core.arrow_envelope import encode_envelope
 from balancer.core.broker_load import BrokerLoadReport, Resource, ResourceUsage
 from balancer.core.bundles import NamespaceBundles
+from balancer.core.envelopes import DEFAULT_ENVELOPE_FORMAT, ENVELOPE_FORMATS, EnvelopeFormat
+from balancer.core.events import TopicStatsEvent
 from balancer.core.replay.recording import RecordedMessage, RoundContext
 from balancer.core.round_marker import MARKER_KEY, encode_round_marker
 from bench.common import header, machine, print_result
@@ -60,8 +63,15 @@ def namespaces(topics: int) -> list[str]:
     return [f"bench/ns-{k}" for k in range(max(1, -(-topics // TOPICS_PER_NAMESPACE)))]
 
 
-def messages(topics: int, rounds: int, interval_s: int, envelope: int) -> Iterator[RecordedMessage]:
-    """The stats topic: each round's events in envelopes per namespace, then its marker."""
+def messages(
+    topics: int,
+    rounds: int,
+    interval_s: int,
+    envelope: int,
+    envelope_format: EnvelopeFormat = DEFAULT_ENVELOPE_FORMAT,
+) -> Iterator[RecordedMessage]:
+    """The stats topic: each round's events in envelopes per namespace (Arrow or JSON, as the
+    collector's `envelope_format`), then its marker."""
     offset = 0
     names = namespaces(topics)
     for r in range(rounds):
@@ -69,20 +79,46 @@ def messages(topics: int, rounds: int, interval_s: int, envelope: int) -> Iterat
         for k, ns in enumerate(names):
             count = min(TOPICS_PER_NAMESPACE, topics - k * TOPICS_PER_NAMESPACE)
             for first in range(0, count, envelope):
-                events = ",".join(
-                    f'{{"cluster":"c1","topic":"persistent://{ns}/t{i}","timestamp_ms":{at + 5},'
-                    f'"msgRateIn":{10.0 + (i + r) % 7},"msgRateOut":{20.0 + i % 5},'
-                    f'"msgThroughputIn":{1000.0 + i},"msgThroughputOut":{2000.0 + i},'
-                    f'"storageSize":{1000 * i},"backlogSize":0,"offloadedStorageSize":0,'
-                    f'"producerCount":1,"consumerCount":2}}'
-                    for i in range(first, min(count, first + envelope))
-                )
-                value = f'{{"events":[{events}]}}'.encode()
+                chunk = range(first, min(count, first + envelope))
+                if envelope_format == "arrow":
+                    value = encode_envelope([_event(ns, i, r, at) for i in chunk])
+                else:
+                    value = _json_envelope(ns, chunk, r, at)
                 yield RecordedMessage(k % 4, offset, at + 500, ns.encode(), value)
                 offset += 1
         until = at + interval_s * 1000
         yield RecordedMessage(0, offset, at + 900, MARKER_KEY, encode_round_marker(until))
         offset += 1
+
+
+def _event(ns: str, i: int, r: int, at: int) -> TopicStatsEvent:
+    return TopicStatsEvent(
+        cluster="c1",
+        topic=f"persistent://{ns}/t{i}",
+        timestamp_ms=at + 5,
+        msgRateIn=10.0 + (i + r) % 7,
+        msgRateOut=20.0 + i % 5,
+        msgThroughputIn=1000.0 + i,
+        msgThroughputOut=2000.0 + i,
+        storageSize=1000 * i,
+        backlogSize=0,
+        offloadedStorageSize=0,
+        producerCount=1,
+        consumerCount=2,
+    )
+
+
+def _json_envelope(ns: str, chunk: range, r: int, at: int) -> bytes:
+    # The same events as `_event`'s, written directly (json.dumps per event is slower).
+    events = ",".join(
+        f'{{"cluster":"c1","topic":"persistent://{ns}/t{i}","timestamp_ms":{at + 5},'
+        f'"msgRateIn":{10.0 + (i + r) % 7},"msgRateOut":{20.0 + i % 5},'
+        f'"msgThroughputIn":{1000.0 + i},"msgThroughputOut":{2000.0 + i},'
+        f'"storageSize":{1000 * i},"backlogSize":0,"offloadedStorageSize":0,'
+        f'"producerCount":1,"consumerCount":2}}'
+        for i in chunk
+    )
+    return f'{{"events":[{events}]}}'.encode()
 
 
 def contexts(topics: int, rounds: int, interval_s: int) -> Iterator[RoundContext]:
@@ -117,6 +153,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30, help="rounds (windows) recorded")
     parser.add_argument("--interval-s", type=int, default=60)
     parser.add_argument("--envelope", type=int, default=500)
+    parser.add_argument(
+        "--envelope-format",
+        choices=ENVELOPE_FORMATS,
+        default=DEFAULT_ENVELOPE_FORMAT,
+        help=f"the envelopes recorded (collector.envelope_format; {DEFAULT_ENVELOPE_FORMAT})",
+    )
     parser.add_argument("--records-per-batch", type=int, default=20_000)
     parser.add_argument(
         "--rounds-per-batch", type=int, default=1, help="markers per micro-batch (default 1)"
@@ -157,7 +199,9 @@ def main() -> None:
 
         def timed() -> Iterator[RecordedMessage]:
             nonlocal generated
-            it = messages(args.topics, args.rounds, args.interval_s, args.envelope)
+            it = messages(
+                args.topics, args.rounds, args.interval_s, args.envelope, args.envelope_format
+            )
             while True:
                 t0 = time.monotonic()
                 message = next(it, None)
@@ -186,6 +230,7 @@ def main() -> None:
     figures = {
         "topics": args.topics,
         "rounds": args.rounds,
+        "envelope_format": args.envelope_format,
         "samples": samples,
         "windows": windows_out,
         "total_s": round(total_s, 1),

@@ -95,6 +95,7 @@ def start_collector(
         sink=sink,
         envelope_max_events=config.collector.envelope_max_events,
         envelope_max_bytes=config.collector.envelope_max_bytes,
+        envelope_format=config.collector.envelope_format,
         metrics=metrics,
         dead_letters=sink,
         broker_listers=listers,

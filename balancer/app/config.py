@@ -24,7 +24,12 @@ from balancer.app.lease_config import WriterLeaseConfig
 from balancer.app.moves_config import MovesConfig
 from balancer.collector.rounds import DEFAULT_MAX_PARALLEL_PER_CLUSTER
 from balancer.core.detect import DetectionSettings
-from balancer.core.envelopes import DEFAULT_ENVELOPE_MAX_BYTES, DEFAULT_ENVELOPE_MAX_EVENTS
+from balancer.core.envelopes import (
+    DEFAULT_ENVELOPE_FORMAT,
+    DEFAULT_ENVELOPE_MAX_BYTES,
+    DEFAULT_ENVELOPE_MAX_EVENTS,
+    EnvelopeFormat,
+)
 from balancer.core.events import MAX_MESSAGE_BYTES
 from balancer.core.limits import (
     DEFAULT_MAX_BANDWIDTH_MBYTES,
@@ -176,9 +181,14 @@ class CollectorConfig(_Model):
     # watermark (docs/pipeline.md#when-a-window-closes). Only with one collector writing the
     # stats topic: a marker speaks for every cluster.
     round_markers: bool = True
-    # Events per Kafka message, as {"events": [...]} keyed by namespace; 0 or 1: one event per
+    # Events per Kafka message, an envelope keyed by namespace; 0 or 1: one JSON event per
     # message keyed by topic. Why 500: balancer.core.envelopes.DEFAULT_ENVELOPE_MAX_EVENTS.
     envelope_max_events: int = Field(default=DEFAULT_ENVELOPE_MAX_EVENTS, ge=0)
+    # What an envelope is: an Arrow IPC stream, whose columns the stream reads for a fraction
+    # of the CPU the same events cost in JSON (the read tasks were ~70 % of the stream's CPU:
+    # docs/decisions.md#the-collector-sends-arrow-envelopes-issue-42), or {"events": [...]}
+    # for other consumers of the stats topic. The stream reads both.
+    envelope_format: EnvelopeFormat = DEFAULT_ENVELOPE_FORMAT
     # No message (key, value and Kafka's framing) larger: keep it at most the stats topic's
     # max.message.bytes. At least one long event; at most what the stream accepts.
     envelope_max_bytes: int = Field(

@@ -4,9 +4,10 @@ Each round asks every target (each broker of each cluster, listed again every ro
 cluster's admin URL: `balancer.collector.targets`) for `GET /admin/v2/broker-stats/topics`,
 all at once and to a deadline (`balancer.collector.rounds`), turns each topic's stats into
 a `TopicStatsEvent` whose event time is the poll time of that broker, and sends them to a
-Kafka topic in envelopes `{"events": [...]}` keyed by the namespace (at most
-`envelope_max_events` events and `envelope_max_bytes` bytes each), or one event per
-message keyed by the topic name (`envelope_max_events` 0 or 1). No message is ever larger
+Kafka topic in envelopes keyed by the namespace (at most `envelope_max_events` events and
+`envelope_max_bytes` bytes each; Arrow IPC streams, or `{"events": [...]}` with
+`envelope_format` "json": `balancer.core.envelopes`), or one JSON event per message keyed
+by the topic name (`envelope_max_events` 0 or 1). No message is ever larger
 than `envelope_max_bytes`: an envelope that would be is cut, and an event too large on its
 own is not sent but counted (`oversized`) and logged once per topic. A target that fails
 is counted by cluster, broker and reason (`PollFailure`) and retried (after `retry_s`,
@@ -52,9 +53,12 @@ from balancer.collector.targets import BrokerDirectory, BrokerLister, Target
 from balancer.core.broker_load import BrokerLoadReport
 from balancer.core.context_record import context_key, encode_context
 from balancer.core.envelopes import (
+    DEFAULT_ENVELOPE_FORMAT,
     DEFAULT_ENVELOPE_MAX_BYTES,
     DEFAULT_ENVELOPE_MAX_EVENTS,
+    ENVELOPE_FORMATS,
     RECORD_OVERHEAD_BYTES,
+    EnvelopeFormat,
     Oversized,
     pack,
 )
@@ -108,6 +112,7 @@ class Collector:
         monotonic: Callable[[], float] = time.monotonic,
         envelope_max_events: int = DEFAULT_ENVELOPE_MAX_EVENTS,
         envelope_max_bytes: int = DEFAULT_ENVELOPE_MAX_BYTES,
+        envelope_format: EnvelopeFormat = DEFAULT_ENVELOPE_FORMAT,
         metrics: CollectorMetricsSink | None = None,
         dead_letters: DeadLetterOut | None = None,
         broker_listers: Mapping[str, BrokerLister] | None = None,
@@ -127,6 +132,8 @@ class Collector:
             raise ValueError("envelope_max_events must be >= 0 (0 or 1: one event per message)")
         if envelope_max_bytes <= RECORD_OVERHEAD_BYTES:
             raise ValueError(f"envelope_max_bytes must be > {RECORD_OVERHEAD_BYTES}")
+        if envelope_format not in ENVELOPE_FORMATS:
+            raise ValueError(f"envelope_format must be one of {', '.join(ENVELOPE_FORMATS)}")
         if round_deadline_s is not None and round_deadline_s <= 0:
             raise ValueError("round_deadline_s must be > 0")
         self.directory = BrokerDirectory(targets, broker_listers)
@@ -136,6 +143,7 @@ class Collector:
         self.monotonic = monotonic
         self.envelope_max_events = envelope_max_events
         self.envelope_max_bytes = envelope_max_bytes
+        self.envelope_format: EnvelopeFormat = envelope_format
         self.round_deadline_s = round_deadline_s
         self.counts = CollectorCounts()
         self.metrics = metrics
@@ -382,7 +390,10 @@ class Collector:
         """Send `events` as messages within the caps; returns the events too large to send."""
         oversized = 0
         for item in pack(
-            events, max_events=self.envelope_max_events, max_bytes=self.envelope_max_bytes
+            events,
+            max_events=self.envelope_max_events,
+            max_bytes=self.envelope_max_bytes,
+            envelope_format=self.envelope_format,
         ):
             if isinstance(item, Oversized):
                 self._note_oversized(cluster, item.event, item.size_bytes)

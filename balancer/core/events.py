@@ -5,8 +5,9 @@ validates every Kafka message) and the CLI. Field names are Pulsar's own so a co
 pass stats through. Validation never raises for bad input: it returns a `Rejection` with a
 reason from a fixed set (bounded, so it can label a metric) and a human-readable detail.
 
-Two wire formats are accepted: one JSON object per message, or a batched envelope
-`{"events": [ {...}, ... ]}` carrying many topics' stats in one Kafka message.
+Three wire formats are accepted: one JSON object per message, a batched envelope
+`{"events": [ {...}, ... ]}` carrying many topics' stats in one Kafka message, or an Arrow
+envelope of the same events (`balancer.core.arrow_envelope`; its first byte is 0xFF).
 
 Purely computational, with no side effects; the current time is passed in when wanted.
 """
@@ -66,6 +67,10 @@ class RejectReason(StrEnum):
     DUPLICATE_KEY = "duplicate_key"
     RATE_TOO_HIGH = "rate_too_high"
     UNKNOWN_CLUSTER = "unknown_cluster"
+    # A message starting like an Arrow IPC stream that is not an Arrow envelope of a version
+    # this reader knows (balancer.core.arrow_envelope): unreadable, another schema, not
+    # exactly one batch, compressed inside, or bytes after the stream's end.
+    BAD_ARROW = "bad_arrow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +242,8 @@ def parse_message(
     max_future_skew_ms: int = DEFAULT_MAX_FUTURE_SKEW_MS,
     clusters: frozenset[str] | None = None,
 ) -> list[TopicStatsEvent | Rejection]:
-    """Decode one Kafka message: a single event or a `{"events": [...]}` envelope.
+    """Decode one Kafka message: a single event, a `{"events": [...]}` envelope or an Arrow
+    envelope (`balancer.core.arrow_envelope`).
 
     Returns one result per event found (one Rejection for an undecodable message). A
     duplicate key rejects its object: the whole message when it is the envelope's.
@@ -247,6 +253,17 @@ def parse_message(
         data = bytes(raw)
         if len(data) > MAX_MESSAGE_BYTES:
             return [_reject(RejectReason.TOO_LARGE, f"message of {len(data)} bytes is too large")]
+        if data[:4] == b"\xff\xff\xff\xff":
+            # Imported here: arrow_envelope builds on this module (and pyarrow loads only
+            # for readers that meet an Arrow envelope).
+            from balancer.core import arrow_envelope
+
+            batch = arrow_envelope.decode_envelope(data)
+            if isinstance(batch, Rejection):
+                return [batch]
+            return arrow_envelope.envelope_events(
+                batch, now_ms=now_ms, max_future_skew_ms=max_future_skew_ms, clusters=clusters
+            )
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -389,6 +389,16 @@ def test_the_collector_sends_envelopes_by_default_under_a_1_mib_cap(tmp_path: Pa
     assert (example.envelope_max_events, example.envelope_max_bytes) == (500, 1048576)
 
 
+def test_the_collector_sends_arrow_envelopes_by_default(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, MINIMAL)).collector.envelope_format == "arrow"
+    assert load_config(EXAMPLE).collector.envelope_format == "arrow"
+    as_json = load_config(write(tmp_path, with_("collector.envelope_format", "json"))).collector
+    assert as_json.envelope_format == "json"
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, with_("collector.envelope_format", "avro")))
+    assert "  collector.envelope_format: " in str(info.value) and "'arrow'" in str(info.value)
+
+
 def test_the_collector_compresses_with_lz4_by_default(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, MINIMAL)).collector.compression_type == "lz4"
     assert load_config(EXAMPLE).collector.compression == "lz4"

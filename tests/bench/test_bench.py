@@ -15,6 +15,10 @@ from typing import Any
 
 import pytest
 
+from balancer.core.arrow_envelope import is_arrow_envelope
+from balancer.core.events import parse_message
+from balancer.core.round_marker import is_round_marker
+
 ROOT = Path(__file__).resolve().parents[2]
 ALGORITHMS = {
     "balanced_flow_divide",
@@ -284,6 +288,7 @@ def test_the_slide_check_is_the_short_setting_at_500k_topics() -> None:
 
 def test_collector_memory_smoke() -> None:
     _, result = run_bench("collector_memory", "--topics", "2000", "--brokers", "1", "2")
+    assert result["envelope_format"] == "arrow"  # what the collector sends by default
     runs = result["runs"]
     assert [(r["topics"], r["brokers"], r["events"]) for r in runs] == [
         (2000, 1, 2000),
@@ -306,6 +311,18 @@ def test_slow_cluster_smoke() -> None:
     assert set(result["medians"]) == {"west_polls_per_minute", "time_to_split_s"}
 
 
+def test_the_replay_bench_records_the_same_events_in_arrow_and_json() -> None:
+    from bench.replay import messages
+
+    arrow = list(messages(30, 2, 60, 7, "arrow"))
+    json_ = list(messages(30, 2, 60, 7, "json"))
+    assert [(m.key, m.offset) for m in arrow] == [(m.key, m.offset) for m in json_]
+    assert sum(is_arrow_envelope(m.value) for m in arrow) == len(arrow) - 2  # 2 markers
+    assert [parse_message(m.value) for m in arrow if is_arrow_envelope(m.value)] == [
+        parse_message(m.value) for m in json_ if not is_round_marker(m.value)
+    ]
+
+
 @pytest.mark.spark
 def test_replay_on_a_tiny_recording() -> None:
     # 200 topics, 4 rounds of 60 s: 3 windows close (the last needs a later batch).
@@ -313,7 +330,7 @@ def test_replay_on_a_tiny_recording() -> None:
         "replay", "--topics", "200", "--rounds", "4", "--envelope", "50",
         "--rounds-per-batch", "2", timeout_s=600,
     )  # fmt: skip
-    assert result["samples"] == 800
+    assert result["samples"] == 800 and result["envelope_format"] == "arrow"
     assert result["windows"] >= 3
     assert result["batches"] >= 2
     assert result["driver_peak_rss_mib"] > 0

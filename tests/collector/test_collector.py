@@ -18,6 +18,8 @@ from balancer.collector.admin import admin_fetch
 from balancer.collector.service import Collector
 from balancer.collector.sink import KafkaEventSink
 from balancer.collector.targets import Target, targets_for
+from balancer.core.arrow_envelope import is_arrow_envelope
+from balancer.core.envelopes import EnvelopeFormat
 from balancer.core.events import TopicStatsEvent, parse_message
 from balancer.core.round_marker import MARKER_KEY, is_round_marker
 from balancer.ops.collector_metrics import CollectorMetrics
@@ -126,8 +128,11 @@ def test_a_down_cluster_is_counted_and_retried_without_stopping_the_others(
     assert clusters == set(sim.admin_urls)
 
 
-def test_batched_envelopes_carry_every_event(sim: RunningPeerGroup, kafka: Broker) -> None:
-    topic = kafka.new_topic(prefix="collect-env")
+@pytest.mark.parametrize("envelope_format", ["arrow", "json"])
+def test_batched_envelopes_carry_every_event(
+    sim: RunningPeerGroup, kafka: Broker, envelope_format: EnvelopeFormat
+) -> None:
+    topic = kafka.new_topic(prefix=f"collect-env-{envelope_format}")
     sink = KafkaEventSink.connect(bootstrap_servers=[kafka.bootstrap_servers], topic=topic)
     with _peer_group(sim.admin_urls) as pg:
         collector = Collector(
@@ -135,11 +140,13 @@ def test_batched_envelopes_carry_every_event(sim: RunningPeerGroup, kafka: Broke
             fetch=admin_fetch(pg),
             sink=sink,
             envelope_max_events=50,
+            envelope_format=envelope_format,
         )
         collector.poll_once()
     sink.close()
     records = kafka.read_all(topic)
-    assert all(len(json.loads(r.value)["events"]) <= 50 for r in records)
+    assert all(len(parse_message(r.value)) <= 50 for r in records)
+    assert all(is_arrow_envelope(r.value) == (envelope_format == "arrow") for r in records)
     events = _events(kafka, topic)
     assert len(records) < len(events)
     assert {(e.cluster, e.topic) for _, e in events} == _expected_topics(sim)
@@ -186,7 +193,8 @@ def test_collect_command_polls_once_into_kafka(
     assert [r.key for r in markers] == [MARKER_KEY]  # its one round ends with its marker
     records = [r for r in records if r not in markers]
     assert len(records) < len(events)
-    assert all(len(json.loads(r.value)["events"]) <= 500 for r in records)
+    assert all(is_arrow_envelope(r.value) for r in records)  # collector.envelope_format
+    assert all(len(parse_message(r.value)) <= 500 for r in records)
     assert all(key == e.namespace.encode() for key, e in events)
     err = capsys.readouterr().err
     assert "failed fetches: none" in err and "no data yet: none" in err
@@ -218,6 +226,14 @@ def test_collect_command_refuses_an_envelope_cap_under_one_event(
 def test_the_compression_flag_overrides_the_config(flag: str | None, codec: str | None) -> None:
     flags = argparse.Namespace(envelope=None, envelope_max_bytes=None, compression=flag)
     assert _with_flags(CollectorConfig(), flags).compression_type == codec
+
+
+@pytest.mark.parametrize(("flag", "fmt"), [(None, "arrow"), ("json", "json"), ("arrow", "arrow")])
+def test_the_envelope_format_flag_overrides_the_config(flag: str | None, fmt: str) -> None:
+    flags = argparse.Namespace(envelope_format=flag)
+    assert _with_flags(CollectorConfig(), flags).envelope_format == fmt
+    with pytest.raises(ValueError, match="envelope_format"):
+        _with_flags(CollectorConfig(), argparse.Namespace(envelope_format="avro"))
 
 
 def test_target_broker_is_host_and_port() -> None:

@@ -1,5 +1,5 @@
-"""The collector sends envelopes by default, never a message over its byte cap, and counts
-(and logs once) the events too large to send."""
+"""The collector sends Arrow envelopes by default (JSON ones when configured), never a
+message over its byte cap, and counts (and logs once) the events too large to send."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from prometheus_client import CollectorRegistry
 from balancer.collector.ports import Fetch, Fetched
 from balancer.collector.service import Collector
 from balancer.collector.targets import Target
-from balancer.core.envelopes import DEFAULT_ENVELOPE_MAX_BYTES, record_bytes
+from balancer.core.arrow_envelope import is_arrow_envelope
+from balancer.core.envelopes import DEFAULT_ENVELOPE_MAX_BYTES, EnvelopeFormat, record_bytes
 from balancer.core.events import TopicStatsEvent, parse_message
 from balancer.ops.collector_metrics import CollectorMetrics
 
@@ -69,7 +70,7 @@ def fetch_of(names: list[str]) -> Fetch:
     return lambda target: Fetched(samples=[(t, Sample(float(i))) for i, t in enumerate(names)])
 
 
-def test_by_default_the_collector_sends_envelopes_of_500_keyed_by_namespace() -> None:
+def test_by_default_the_collector_sends_arrow_envelopes_of_500_keyed_by_namespace() -> None:
     names = topics("acme/orders", 1100) + topics("acme/audit", 7)
     sink = Sink()
     collector = Collector(targets=[Target("east")], fetch=fetch_of(names), sink=sink)
@@ -80,9 +81,68 @@ def test_by_default_the_collector_sends_envelopes_of_500_keyed_by_namespace() ->
         (b"acme/orders", 100),
         (b"acme/audit", 7),
     ]
+    assert all(is_arrow_envelope(v) for _, v, _ in sink.sent)
     assert [e.topic for e in sink.events()] == names
     assert collector.counts.messages == 4 and collector.counts.events == len(names)
     assert all(record_bytes(k, v) <= DEFAULT_ENVELOPE_MAX_BYTES for k, v, _ in sink.sent)
+
+
+class Varied:
+    """A sample whose every field differs from the others' (what a broker reports)."""
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+    def to_event(
+        self, *, cluster: str, topic: str, timestamp_ms: int, broker: str | None = None
+    ) -> TopicStatsEvent:
+        i = self.i
+        return TopicStatsEvent(
+            cluster=cluster,
+            topic=topic,
+            timestamp_ms=timestamp_ms,
+            msgRateIn=i / 3,
+            msgRateOut=1e-300 * i,
+            msgThroughputIn=1e15 + i / 7,
+            msgThroughputOut=0.1 * i,
+            storageSize=2**62 + i,
+            backlogSize=i * 1_000_003,
+            offloadedStorageSize=i % 2,
+            producerCount=i % 5,
+            consumerCount=i,
+            broker=broker,
+        )
+
+
+@pytest.mark.parametrize("envelope_format", ["arrow", "json"])
+@pytest.mark.parametrize("envelope_max_events", [1, 7, 500])
+def test_the_collectors_messages_decode_to_exactly_the_events_it_read(
+    envelope_format: EnvelopeFormat, envelope_max_events: int
+) -> None:
+    names = [*topics("acme/orders", 40), "persistent://acme/uni/tópic-ü", *topics("b/x", 1)]
+    sink = Sink()
+    # A broker's own address (its events name it) and the admin URL (no broker: null).
+    targets = [Target("east", "http://10.0.0.7:8080"), Target("west")]
+    polled_ms = 1_767_225_600_123
+    collector = Collector(
+        targets=targets,
+        fetch=lambda target: Fetched(samples=[(t, Varied(i)) for i, t in enumerate(names)]),
+        sink=sink,
+        clock_ms=lambda: polled_ms,
+        envelope_max_events=envelope_max_events,
+        envelope_format=envelope_format,
+    )
+    assert collector.poll_once() == []
+    expected = {
+        Varied(i).to_event(cluster=t.cluster, topic=name, timestamp_ms=polled_ms, broker=t.broker)
+        for t in targets
+        for i, name in enumerate(names)
+    }
+    got = sink.events()
+    assert len(got) == len(expected) and set(got) == expected  # through parse_message
+    enveloped = envelope_max_events > 1 and envelope_format == "arrow"
+    assert all(is_arrow_envelope(v) == enveloped for _, v, _ in sink.sent)
+    assert sum(n for _, _, n in sink.sent) == len(expected) == collector.counts.events
 
 
 class Answers:
@@ -107,9 +167,10 @@ class Answers:
         pass
 
 
+@pytest.mark.parametrize("envelope_format", ["arrow", "json"])
 @pytest.mark.parametrize("envelope_max_events", [1, 500])
 def test_an_event_too_large_for_a_message_is_counted_logged_once_and_not_sent(
-    envelope_max_events: int, caplog: pytest.LogCaptureFixture
+    envelope_max_events: int, envelope_format: EnvelopeFormat, caplog: pytest.LogCaptureFixture
 ) -> None:
     long_name = "persistent://acme/orders/" + "x" * 5000
     names = [*topics("acme/orders", 3), long_name]
@@ -121,6 +182,7 @@ def test_an_event_too_large_for_a_message_is_counted_logged_once_and_not_sent(
         sink=sink,
         envelope_max_events=envelope_max_events,
         envelope_max_bytes=4096,
+        envelope_format=envelope_format,
         metrics=answers,
     )
     with caplog.at_level(logging.WARNING, logger="balancer.collector.service"):
@@ -152,3 +214,13 @@ def test_oversized_events_are_a_metric_per_cluster() -> None:
 def test_a_cap_below_the_record_framing_is_refused() -> None:
     with pytest.raises(ValueError, match="envelope_max_bytes"):
         Collector(targets=[Target("east")], fetch=fetch_of([]), sink=Sink(), envelope_max_bytes=128)
+
+
+def test_an_unknown_envelope_format_is_refused() -> None:
+    with pytest.raises(ValueError, match="envelope_format"):
+        Collector(
+            targets=[Target("east")],
+            fetch=fetch_of([]),
+            sink=Sink(),
+            envelope_format="avro",  # type: ignore[arg-type]
+        )

@@ -35,6 +35,7 @@ from balancer.collector.admin import (
 )
 from balancer.collector.service import Collector
 from balancer.collector.sink import KafkaEventSink
+from balancer.core.envelopes import ENVELOPE_FORMATS
 from balancer.ops.collector_metrics import CollectorMetrics
 from balancer.ops.health import HealthServer
 
@@ -81,7 +82,7 @@ def register(subparsers: Subparsers) -> None:
         "--envelope",
         type=int,
         metavar="N",
-        help="send up to N events per message as {'events': [...]}; 0 or 1: one per message "
+        help="send up to N events per message (an envelope); 0 or 1: one JSON event each "
         f"(default: collector.envelope_max_events, {_DEFAULTS.envelope_max_events})",
     )
     parser.add_argument(
@@ -90,6 +91,12 @@ def register(subparsers: Subparsers) -> None:
         metavar="BYTES",
         help="no message larger, Kafka's framing included (default: "
         f"collector.envelope_max_bytes, {_DEFAULTS.envelope_max_bytes})",
+    )
+    parser.add_argument(
+        "--envelope-format",
+        choices=ENVELOPE_FORMATS,
+        help="an envelope as an Arrow IPC stream or as {'events': [...]} (default: "
+        f"collector.envelope_format, {_DEFAULTS.envelope_format})",
     )
     parser.add_argument(
         "--compression",
@@ -125,10 +132,11 @@ def _with_flags(config: CollectorConfig, args: argparse.Namespace) -> CollectorC
     flags = {
         "envelope": "envelope_max_events",
         "envelope_max_bytes": "envelope_max_bytes",
+        "envelope_format": "envelope_format",
         "compression": "compression",
     }
     for flag, key in flags.items():
-        if getattr(args, flag) is not None:
+        if getattr(args, flag, None) is not None:
             values[key] = getattr(args, flag)
     try:
         return CollectorConfig.model_validate(values)
@@ -199,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
         sink=sink,
         envelope_max_events=collector_config.envelope_max_events,
         envelope_max_bytes=collector_config.envelope_max_bytes,
+        envelope_format=collector_config.envelope_format,
         metrics=metrics,
         dead_letters=sink,
         broker_listers=listers,

@@ -20,7 +20,9 @@ from balancer.app.commands.record import parse_time
 from balancer.app.replay.recording import DirRecording, KafkaRecording
 from balancer.app.replay.recording_dir import FORMAT_VERSION, read_manifest
 from balancer.collector.sink import KafkaEventSink
+from balancer.core.arrow_envelope import encode_envelope
 from balancer.core.context_record import context_key, encode_context
+from balancer.core.events import TopicStatsEvent
 from tests.app.replay.test_record_contexts import context
 from tests.configs import machine_ok_config
 from tests.kafka_broker import Broker
@@ -47,6 +49,12 @@ class Topics:
         )
 
 
+def arrow_value(i: int) -> bytes:
+    """An Arrow envelope (the collector's default): bytes that are not UTF-8."""
+    name = f"persistent://t/ns-{i % 5}/x-{i}"
+    return encode_envelope([TopicStatsEvent("c", name, 1_767_225_600_000, *(1.0,) * 4, *(i,) * 5)])
+
+
 @pytest.fixture(scope="module")
 def topics(kafka: Broker) -> Iterator[Topics]:
     # Recent stamps: a real Kafka's retention would delete week-old ones.
@@ -59,7 +67,7 @@ def topics(kafka: Broker) -> Iterator[Topics]:
             producer.send(
                 made.stats,
                 key=None if i % 4 == 0 else f"ns-{i % 5}".encode(),
-                value=f'{{"events":[{i}]}}'.encode(),
+                value=arrow_value(i) if i % 2 else f'{{"events":[{i}]}}'.encode(),
                 partition=i % 3,
                 timestamp_ms=base_ms + i * STEP_MS,
             )
@@ -121,6 +129,8 @@ def test_a_recorded_directory_reads_exactly_as_its_kafka_range(
     ]
     assert {m.partition for m in from_kafka} == {0, 1, 2}
     assert [m.key for m in from_kafka][:2] == [b"ns-3", None]  # keys as they were, none too
+    # Values as they were, Arrow envelopes (binary) and JSON alike.
+    assert [m.value for m in from_kafka][:2] == [arrow_value(3), b'{"events":[4]}']
     contexts = list(kafka.contexts())
     assert list(disk.contexts()) == contexts
     # Rounds 1..4 of a and b (round 0 is before since), the bad record counted, skipped.

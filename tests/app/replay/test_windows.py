@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from balancer.app.replay.windows import StreamCounts, WindowSettings, stream_windows
+from balancer.core.arrow_envelope import encode_envelope, is_arrow_envelope
+from balancer.core.envelopes import EnvelopeFormat
+from balancer.core.events import TopicStatsEvent, validate_event
 from balancer.core.replay.recording import RecordedMessage
 from balancer.core.round_marker import MARKER_KEY, encode_round_marker
 from tests.stream_events import BASE_MS, event
@@ -24,8 +27,9 @@ MIN = 60_000
 
 
 class Recorder:
-    def __init__(self) -> None:
+    def __init__(self, envelope_format: EnvelopeFormat = "json") -> None:
         self.messages: list[RecordedMessage] = []
+        self.envelope_format = envelope_format
 
     def add(self, value: bytes, key: bytes | None, at_ms: int) -> None:
         offset = len(self.messages)
@@ -33,7 +37,13 @@ class Recorder:
 
     def envelope(self, *events: dict[str, Any]) -> None:
         at_ms = max(e["timestamp_ms"] for e in events) + 500
-        self.add(json.dumps({"events": list(events)}).encode(), NS.encode(), at_ms)
+        if self.envelope_format == "arrow":  # as the collector sends them by default
+            typed = [validate_event(e) for e in events]
+            assert all(isinstance(e, TopicStatsEvent) for e in typed)
+            value = encode_envelope([e for e in typed if isinstance(e, TopicStatsEvent)])
+        else:
+            value = json.dumps({"events": list(events)}).encode()
+        self.add(value, NS.encode(), at_ms)
 
     def single(self, e: dict[str, Any]) -> None:
         self.add(json.dumps(e).encode(), e["topic"].encode(), e["timestamp_ms"] + 500)
@@ -42,8 +52,8 @@ class Recorder:
         self.add(encode_round_marker(until_ms), MARKER_KEY, until_ms - 1000)
 
 
-def recording() -> list[RecordedMessage]:
-    r = Recorder()
+def recording(envelope_format: EnvelopeFormat = "json") -> list[RecordedMessage]:
+    r = Recorder(envelope_format)
     # round 0: both topics, then its marker
     r.envelope(event(A, BASE_MS + 1_000, rate_in=1.0), event(B, BASE_MS + 1_000, rate_in=2.0))
     r.marker(BASE_MS + MIN)
@@ -60,13 +70,22 @@ def recording() -> list[RecordedMessage]:
     return r.messages
 
 
-def test_windows_equal_a_hand_computation(spark: Any, tmp_path: Path) -> None:
+# Arrow: a recording of the collector's default envelopes (single events stay JSON, so the
+# recording mixes both formats, as a topic does during an upgrade).
+@pytest.mark.parametrize("envelope_format", ["json", "arrow"])
+def test_windows_equal_a_hand_computation(
+    spark: Any, tmp_path: Path, envelope_format: EnvelopeFormat
+) -> None:
     settings = WindowSettings(
         window_s=60, slide_s=60, watermark_s=60, num_buckets=4, shuffle_partitions=2,
         max_future_skew_s=600,
     )  # fmt: skip
     counts = StreamCounts()
-    windows = list(stream_windows(spark, recording(), settings, tmp_path, counts))
+    messages = recording(envelope_format)
+    assert sum(is_arrow_envelope(m.value) for m in messages) == (
+        3 if envelope_format == "arrow" else 0
+    )
+    windows = list(stream_windows(spark, messages, settings, tmp_path, counts))
     got = {w.end_ms: {load.topic: load for _, _, load in w.topic_loads()} for w in windows}
     ends = [w.end_ms for w in windows]
     assert ends == sorted(ends)
