@@ -2,8 +2,8 @@
 
 JSON events (`streaming.read.fastparse.FastEvent` or `TopicStatsEvent` objects) become columns
 when their run ends (`json_rows`); an Arrow envelope's record batch (`balancer.core.arrow_envelope`)
-already is columns (`arrow_rows` keeps its event columns, with no Python object per event).
-Both have `ROWS_SCHEMA`, so a flush concatenates them in arrival order.
+already is columns (no Python object per event): its event columns are `ROWS_SCHEMA`'s too,
+so a flush concatenates them in arrival order.
 
 An Arrow envelope's rows are checked at the flush, all of a flush's at once (`arrow_verdicts`):
 rules at least as strict as `balancer.core.events.validate_event`'s, vectorized; a message
@@ -74,11 +74,6 @@ def json_rows(events: Sequence[Accepted], full_names: Sequence[str]) -> pa.Recor
 def _numbers(objects: Sequence[object], name: str, n: int, dtype: Any) -> pa.Array:
     # Counts and sizes fit int64: the validators bound them.
     return pa.array(np.fromiter(map(attrgetter(name), objects), dtype=dtype, count=n))
-
-
-def arrow_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """A decoded envelope's event columns (unchecked: `arrow_verdicts` checks them)."""
-    return pa.RecordBatch.from_arrays([batch.column(name) for name in _NAMES], schema=ROWS_SCHEMA)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +160,6 @@ __all__ = [
     "VALUE_FIELDS",
     "Accepted",
     "Verdicts",
-    "arrow_rows",
     "arrow_verdicts",
     "json_rows",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from operator import attrgetter, itemgetter
 
 import numpy as np
@@ -31,7 +32,6 @@ from streaming.read.event_rows import (
     ROWS_SCHEMA,
     VALUE_FIELDS,
     Accepted,
-    arrow_rows,
     arrow_verdicts,
     json_rows,
 )
@@ -96,12 +96,18 @@ _EVENT_COLUMNS = dict(zip(VALUE_FIELDS, (*RATE_COLUMNS, *LATEST_COLUMNS), strict
 class _Chunk:
     """Kept events of one run of JSON messages or of one Arrow envelope, as columns."""
 
-    rows: pa.RecordBatch  # streaming.read.event_rows.ROWS_SCHEMA
+    # streaming.read.event_rows.ROWS_SCHEMA; an Arrow envelope's batch as decoded
+    # (balancer.core.arrow_envelope.ENVELOPE_SCHEMA) until the flush checks it
+    rows: pa.RecordBatch
     first: tuple[int, int]  # (partition, offset) of its first event's record
-    # An Arrow envelope until the flush checks its rows: its message, and its place among
-    # the messages (its rejects, if any, keep their place among the others).
+    # An Arrow envelope's message, and its place among the messages (its rejects, if any,
+    # keep their place among the others).
     raw: bytes | None = None
     seq: int = 0
+
+
+def _is_arrow(chunk: _Chunk) -> bool:
+    return chunk.raw is not None
 
 
 class RecordParser:
@@ -238,31 +244,55 @@ class RecordParser:
         if n == 0:
             return
         self._end_run()
-        self._chunks.append(
-            _Chunk(arrow_rows(batch), (partition, offset), raw, seq=self.summary.messages)
-        )
+        self._chunks.append(_Chunk(batch, (partition, offset), raw, seq=self.summary.messages))
         self._kept += n
         self.summary.events += n
 
-    def _check_arrow(self) -> None:
-        """Check the Arrow envelopes' rows of the flush at once; a message with a row refused
-        goes to `parse_message` (its good events kept in place, its rejects with reasons)."""
-        pending = [c for c in self._chunks if c.raw is not None]
-        if not pending:
-            return
-        table = pa.Table.from_batches([c.rows for c in pending], schema=ROWS_SCHEMA)
+    def _rows(self) -> tuple[pa.Table, tuple[int, int]] | None:
+        """The flush's kept events as one table (ROWS_SCHEMA), Arrow envelopes checked, and
+        where its first came from; None if none."""
+        self._end_run()
+        parts: list[pa.Table] = []
+        first: tuple[int, int] | None = None
+        for is_arrow, group in groupby(self._chunks, key=_is_arrow):
+            chunks = list(group)
+            if is_arrow:
+                table, first_kept = self._arrow_block(chunks)
+            else:
+                table, first_kept = pa.Table.from_batches([c.rows for c in chunks]), chunks[0].first
+            if table.num_rows:
+                parts.append(table)
+                first = first_kept if first is None else first
+        if first is None:
+            return None
+        rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        return rows.combine_chunks(), first
+
+    def _arrow_block(self, chunks: list[_Chunk]) -> tuple[pa.Table, tuple[int, int] | None]:
+        """Consecutive Arrow envelopes' rows, checked at once: those of each message whose
+        rows all pass, and the accepted events of the others by `parse_message` (their
+        rejects with reasons), in order; and the record of the first kept event."""
+        table = pa.Table.from_batches([c.rows for c in chunks]).select(ROWS_SCHEMA.names)
+        table = table.replace_schema_metadata(None).combine_chunks()
         verdicts = arrow_verdicts(table, latest_ms=self._latest_ms, clusters=self.clusters)
-        ends = np.cumsum([c.rows.num_rows for c in pending])
-        refused = set(np.searchsorted(ends, np.flatnonzero(~verdicts.ok), side="right").tolist())
+        if verdicts.renamed:  # another spelling of a name: its full name
+            table = table.set_column(1, ROWS_SCHEMA.field("topic"), verdicts.topic)
+        if verdicts.ok.all():
+            return table, chunks[0].first
+        pieces: list[pa.Table] = []
+        first: tuple[int, int] | None = None
         start = 0
-        for index, chunk in enumerate(pending):
+        for chunk in chunks:
             n = chunk.rows.num_rows
-            if index in refused:
-                chunk.rows = self._judge(chunk)
-            elif verdicts.renamed:  # another spelling of a name: its full name
-                chunk.rows = chunk.rows.set_column(1, "topic", verdicts.topic.slice(start, n))
-            chunk.raw = None
+            if verdicts.ok[start : start + n].all():
+                piece = table.slice(start, n)
+            else:
+                piece = pa.Table.from_batches([self._judge(chunk)])
+            if piece.num_rows:
+                pieces.append(piece)
+                first = chunk.first if first is None else first
             start += n
+        return (pa.concat_tables(pieces) if pieces else table.slice(0, 0)), first
 
     def _judge(self, chunk: _Chunk) -> pa.RecordBatch:
         """The exact verdicts of an Arrow envelope a check refused: its accepted events."""
@@ -334,8 +364,6 @@ class RecordParser:
 
     def flush(self) -> pa.RecordBatch:
         """The rows parsed since the last flush: the events, then the rejects and marks."""
-        self._end_run()
-        self._check_arrow()
         events = self._event_batch()
         rejects = [row for _, row in sorted(self._rejects, key=_SEQ)]  # stable: arrival order
         others = _to_batch(rejects + self._marks)
@@ -349,14 +377,10 @@ class RecordParser:
 
     def _event_batch(self) -> pa.RecordBatch:
         """The accepted events as packs: one row per (bucket, pane) (`streaming.shared.packing`)."""
-        chunks = [c for c in self._chunks if c.rows.num_rows]
-        if not chunks:
+        kept = self._rows()
+        if kept is None:
             return _to_batch([])
-        first = chunks[0].first  # a pack spans many records: the flush's first locates it
-        if len(chunks) == 1:
-            rows = pa.Table.from_batches([chunks[0].rows])
-        else:
-            rows = pa.Table.from_batches([c.rows for c in chunks]).combine_chunks()
+        rows, first = kept  # a pack spans many records: the flush's first locates it
         n = rows.num_rows
         topics = topic_columns(
             rows.column("topic").chunk(0), self.num_buckets, dedupe=self._dedupe.dedupe()
