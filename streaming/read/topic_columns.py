@@ -34,9 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
 
-from balancer.core.hashing import hash_positions
+from balancer.core.hashing import hash_positions_utf8
 from balancer.core.topics import InvalidTopicName, parse_topic
-from streaming.shared.topic_keys import topic_hashes
+from streaming.shared.topic_keys import topic_hashes_utf8
 
 # A canonical full name whose parts parse_topic accepts unchanged: domain, tenant and
 # namespace in Pulsar's NamedEntity alphabet, a non-empty local name without "/", no
@@ -204,21 +204,18 @@ def topic_columns(
 
     `dedupe`: compute each distinct name once (`DedupeChoice` says when that pays).
     """
-    if isinstance(full_names, pa.Array):
-        names: pa.Array = full_names
-        distinct_names: Sequence[str] = full_names.to_pylist() if not dedupe else []
-    else:
-        names, distinct_names = pa.array(full_names, pa.string()), full_names
+    names = full_names if isinstance(full_names, pa.Array) else pa.array(full_names, pa.string())
     rows: np.ndarray | None = None
     distinct = names
     if dedupe:
         encoded = names.dictionary_encode()
         rows = encoded.indices.to_numpy(zero_copy_only=False)
         distinct = encoded.dictionary
-        distinct_names = distinct.to_pylist()
     count = len(distinct)
-    positions = np.fromiter(hash_positions(distinct_names), np.int64, count=count)
-    key_parts = topic_hashes(distinct_names)
+    # The names' UTF-8 bytes straight from Arrow: no str object, no encoding per hash.
+    utf8 = distinct.cast(pa.binary()).to_pylist()
+    positions = np.fromiter(hash_positions_utf8(utf8), np.int64, count=count)
+    key_parts = topic_hashes_utf8(utf8)
     namespaces, codes = _namespaces_and_codes(distinct)
     buckets = np.abs(codes.astype(np.int64)) % num_buckets
     if rows is None:
