@@ -188,7 +188,7 @@ class RecordParser:
         if room <= 0:
             return 0
         head = values[:room]  # one row each on the fast path: the limit is never passed
-        first = head[0]
+        first = head[0] if head else None
         # An Arrow envelope is no single event: not worth joining the run to find out.
         events = None if first and is_arrow_envelope(first) else decode_single_events(head)
         if events and self._accept_all(events, partition, offsets[0]):
