@@ -118,6 +118,13 @@ REFUSED = {
     "two-batches": arrow([row(0)], copies=2),
     "no-batch": arrow([row(0)], copies=0),
     "other-version": arrow([row(0)], ENVELOPE_SCHEMA.with_metadata({METADATA_KEY: b"2"})),
+    "wrong-schema": arrow(
+        [{**row(0), "msgRateIn": 1}],
+        pa.schema(
+            [pa.field(f.name, pa.int64()) if f.name == "msgRateIn" else f for f in ENVELOPE_SCHEMA],
+            metadata=ENVELOPE_SCHEMA.metadata,
+        ),
+    ),
     "garbage-after-ff": b"\xff\xff\xff\xff\x10\x00\x00\x00garbage",
     "cut-short": arrow([row(0)])[:100],
     "bytes-after-the-end": arrow([row(0)]) + b"\x00",
