@@ -1,6 +1,7 @@
 """Pipeline throughput: events/s through the whole streaming job vs raw Kafka consumption.
 
     .venv/bin/python -m bench.pipeline [--events 2000000] [--topics 10000] [--envelope 0]
+        [--envelope-format arrow|json]
         [--compression lz4]
 
 Produces N topic-stats events (T topics reporting once a minute each) to a fresh topic,
@@ -42,7 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from balancer.app.config import CollectorConfig, SparkConfig
+from balancer.core.arrow_envelope import encode_envelope
 from balancer.core.bundles import NamespaceBundles
+from balancer.core.events import TopicStatsEvent
 from balancer.core.load import BundleLoad
 from balancer.core.report import BatchReport, StaticLayouts
 from bench.common import add_compression_argument, machine, print_result
@@ -85,6 +88,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--partitions", type=int, default=4, help="Kafka partitions")
     p.add_argument("--envelope", type=int, default=0, help="events per message (0: one each)")
+    add_envelope_format_argument(p)
     add_compression_argument(p)
     p.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
     p.add_argument("--master", default="local[2]")
@@ -148,7 +152,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args = p.parse_args([*SLIDE_CHECK_ARGS, *(argv if argv is not None else sys.argv[1:])])
     if args.reuse_topic and not args.bootstrap:
         p.error("--reuse-topic needs --bootstrap (the embedded broker lives for one run)")
+    if args.envelope <= 0:
+        args.envelope_format = "json"  # single events are JSON, whoever sends them
     return args
+
+
+def add_envelope_format_argument(p: argparse.ArgumentParser, passed: str = "") -> None:
+    p.add_argument(
+        "--envelope-format",
+        choices=("arrow", "json"),
+        default="arrow",
+        help="what an envelope is: an Arrow IPC stream (balancer.core.arrow_envelope, what the "
+        'collector sends) or JSON {"events": [...]}; with --envelope 0 always JSON' + passed,
+    )
 
 
 def _template(topic: str, t_ms: int, i: int) -> dict[str, Any]:
@@ -174,7 +190,8 @@ def shaped_topic(args: argparse.Namespace) -> str:
     close = "close" if args.close_windows else "open"
     return (
         f"bench-stats-e{args.events}-t{args.topics}-n{args.namespaces}-v{args.envelope}"
-        f"-p{args.partitions}-{args.compression}-w{args.window_s}-m{args.watermark_s}-{close}"
+        f"-{args.envelope_format}-p{args.partitions}-{args.compression}-w{args.window_s}"
+        f"-m{args.watermark_s}-{close}"
     )
 
 
@@ -222,6 +239,7 @@ def produce(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, 
     per_message = max(1, args.envelope)
     messages = 0
     pending: list[dict[str, Any]] = []
+    envelope = _arrow_envelope if args.envelope_format == "arrow" else _json_envelope
     for i in range(args.events):
         minute, k = divmod(i, args.topics)
         event = _template(names[k], BASE_MS + minute * 60_000 + k % 1000, i)
@@ -231,10 +249,10 @@ def produce(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, 
             continue
         pending.append(event)
         if len(pending) == per_message:
-            send(json.dumps({"events": pending}).encode())
+            send(envelope(pending))
             pending, messages = [], messages + 1
     if pending:
-        send(json.dumps({"events": pending}).encode())
+        send(envelope(pending))
         messages += 1
     if args.close_windows:
         # The next minutes' stats, as Pulsar would send them, move the watermark past every
@@ -250,6 +268,14 @@ def produce(bootstrap: str, topic: str, args: argparse.Namespace) -> tuple[int, 
     if messages != messages_of(args):  # what a reused topic's reader waits for
         raise AssertionError(f"produced {messages} messages, messages_of says {messages_of(args)}")
     return messages, time.monotonic() - started
+
+
+def _json_envelope(events: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"events": events}).encode()
+
+
+def _arrow_envelope(events: list[dict[str, Any]]) -> bytes:
+    return encode_envelope([TopicStatsEvent(**event) for event in events])
 
 
 def _check_sent(failures: list[BaseException], messages: int) -> None:
@@ -575,6 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "events": args.events,
             "topics": args.topics,
             "envelope": args.envelope,
+            "envelope_format": args.envelope_format,
             "partitions": args.partitions,
             "master": args.master,
             "window_s": args.window_s,

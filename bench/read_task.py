@@ -1,9 +1,10 @@
 """One read task of the Kafka source on its own: records/s against raw kafka-python.
 
     .venv/bin/python -m bench.read_task [--events 400000] [--topics 10000] [--repeat 3]
-        [--envelope 0] [--cold]
+        [--envelope 0] [--envelope-format arrow|json] [--cold]
 
-Produces N events (bench.pipeline's), one per message or `--envelope` per message, to a fresh
+Produces N events (bench.pipeline's), one per message (JSON) or `--envelope` per message (an
+Arrow envelope unless `--envelope-format json`), to a fresh
 one-partition topic on an embedded tansu broker (or `--bootstrap`), then times, in one
 process and one at a time:
 1. raw: every record read once with kafka-python, nothing else (bench.pipeline's raw side);
@@ -28,7 +29,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.common import add_compression_argument, machine, print_result
-from bench.pipeline import SPARK, broker, consume_raw, parse_args, produce
+from bench.pipeline import (
+    SPARK,
+    add_envelope_format_argument,
+    broker,
+    consume_raw,
+    parse_args,
+    produce,
+)
 from streaming.read.parse import clear_topic_cache
 from streaming.read.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
 
@@ -39,6 +47,7 @@ def parse_own_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--topics", type=int, default=10_000, help="distinct topics")
     p.add_argument("--repeat", type=int, default=3, help="runs of each read task")
     p.add_argument("--envelope", type=int, default=0, help="events per Kafka message (0: one each)")
+    add_envelope_format_argument(p)
     add_compression_argument(p)
     p.add_argument(
         "--cold", action="store_true", help="each parsed run starts with no topic name seen"
@@ -79,9 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"machine: {machine().describe()}")
     produce_args = parse_args(
         ["--events", str(args.events), "--topics", str(args.topics), "--partitions", "1",
-         "--envelope", str(args.envelope), "--compression", args.compression,
+         "--envelope", str(args.envelope), "--envelope-format", args.envelope_format,
+         "--compression", args.compression,
          "--no-close-windows"]
     )  # fmt: skip
+    envelope_format = produce_args.envelope_format  # JSON when one event per message
     with broker(args.bootstrap) as bootstrap:
         topic = f"bench-read-task-{uuid.uuid4().hex[:8]}"
         messages, produce_s = produce(bootstrap, topic, produce_args)
@@ -119,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "topics": args.topics,
             "messages": messages,
             "envelope": args.envelope,
+            "envelope_format": envelope_format,
             "cold": args.cold,
             "compression": args.compression,
             **{k: round(v) for k, v in rates.items()},

@@ -1,6 +1,7 @@
 """Scale: the pipeline benchmark at 1M and 10M simulated topics, with peak memory.
 
     .venv/bin/python -m bench.scale [--topics 1000000 10000000] [--envelope 100]
+        [--envelope-format arrow|json]
         [--compression lz4] [--events-per-topic 4] [--namespaces 80] [--bundles 128]
 
 For each topic count it runs `bench.pipeline` in a child process (every topic reports once,
@@ -40,7 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.common import add_compression_argument, header, markdown_table, print_result
-from bench.pipeline import TARGET_RATIO
+from bench.pipeline import TARGET_RATIO, add_envelope_format_argument
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 INTERVAL_S = 60.0  # Pulsar's default stats interval: one report per topic per minute
@@ -138,6 +139,7 @@ def tree_rss_bytes(root: int) -> int:
 
 
 def run_one(topics: int, events: int, envelope: int, extra: Sequence[str]) -> ScaleResult:
+    """`extra` arguments go to bench.pipeline as they are."""
     minute_messages = -(-topics // envelope) if envelope > 0 else topics
     cmd = [
         sys.executable, "-m", "bench.pipeline",
@@ -211,6 +213,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="events per Kafka message (0: one each); passed to bench.pipeline",
     )
     add_compression_argument(p, "; passed to bench.pipeline")
+    add_envelope_format_argument(p, "; passed to bench.pipeline")
     p.add_argument(
         "--driver-memory",
         default="2g",
@@ -232,7 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     bundles = args.namespaces * args.bundles
     print(f"{args.namespaces} namespaces x {args.bundles} bundles = {bundles:,} bundles")
     extra = [
-        "--compression", args.compression, "--driver-memory", args.driver_memory,
+        "--compression", args.compression, "--envelope-format", args.envelope_format,
+        "--driver-memory", args.driver_memory,
         "--namespaces", str(args.namespaces), "--bundles", str(args.bundles),
     ]  # fmt: skip
     results = []
@@ -286,7 +290,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         for r in results
     ]
-    print_result({"benchmark": "scale", "bundles": bundles, "results": results_json})
+    envelope_format = args.envelope_format if args.envelope > 0 else "json"
+    print_result(
+        {
+            "benchmark": "scale",
+            "bundles": bundles,
+            "envelope_format": envelope_format,
+            "results": results_json,
+        }
+    )
     return 0 if all(r.error is None for r in results) else 1
 
 

@@ -116,41 +116,66 @@ class _Refused(ValueError):
 
 
 def _read(raw: bytes) -> pa.RecordBatch:
-    source = pa.BufferReader(raw)
-    messages = pa.ipc.MessageReader.open_stream(source)
-    try:
-        schema_message = messages.read_next_message()
-    except StopIteration:
-        raise _Refused(
-            "an Arrow envelope starts with its schema, this stream ends at once"
-        ) from None
-    if schema_message.type != "schema":
-        raise _Refused(f"an Arrow envelope starts with its schema, not a {schema_message.type}")
-    schema = pa.ipc.read_schema(schema_message)
-    _check_schema(schema)
-    batches: list[pa.RecordBatch] = []
-    while True:
-        try:
-            message = messages.read_next_message()
-        except StopIteration:
-            break
-        if message.type != "record batch":
-            raise _Refused(f"an Arrow envelope holds one record batch, not a {message.type}")
-        if batches:
+    """The stream's one batch, framed by hand: a `MessageReader` took ~3x as long (~48 us a
+    message of 100 events against ~17 us, AMD EPYC, 2026-11-29), as much as the rest of the
+    read task's work on its rows. Each message is `FF FF FF FF`, its metadata's length
+    (int32, padding included), the metadata (a flatbuffer), then its body."""
+    buffer = pa.py_buffer(raw)
+    schema_end = _message_start(raw, 0, "starts with its schema")
+    schema = _schema(raw[:schema_end], buffer)
+    batch_end = _message_start(raw, schema_end, "holds exactly one record batch, this has none")
+    message = pa.ipc.read_message(buffer.slice(schema_end))
+    if message.type != "record batch":
+        raise _Refused(f"an Arrow envelope holds one record batch, not a {message.type}")
+    # Before reading it: a compressed body would be inflated to whatever it claims.
+    if _compressed(raw[schema_end + 8 : batch_end]):
+        raise _Refused("an Arrow envelope is not compressed inside (Kafka compresses)")
+    end = batch_end + message.body.size
+    rest = raw[end:]
+    if rest != _END:
+        if rest.startswith(_END):
+            raise _Refused(f"{len(rest) - len(_END)} bytes follow the Arrow stream's end")
+        if rest[:4] == MAGIC and len(rest) >= len(_END):
             raise _Refused("an Arrow envelope holds exactly one record batch, this has more")
-        # Before reading it: a compressed body would be inflated to whatever it claims.
-        if _compressed(message.metadata.to_pybytes()):
-            raise _Refused("an Arrow envelope is not compressed inside (Kafka compresses)")
-        batches.append(pa.ipc.read_record_batch(message, schema))
-    if not batches:
-        raise _Refused("an Arrow envelope holds exactly one record batch, this has none")
-    if source.tell() != len(raw):
-        raise _Refused(f"{len(raw) - source.tell()} bytes follow the Arrow stream's end")
-    if not raw.endswith(_END):  # pyarrow also stops at the end of the bytes: a cut stream
-        raise _Refused("the Arrow stream has no end-of-stream marker (cut short?)")
-    batch = batches[0]
+        if _END.startswith(rest):
+            raise _Refused("the Arrow stream has no end-of-stream marker (cut short?)")
+        raise _Refused(f"{len(rest)} bytes of no IPC message follow the record batch")
+    batch = pa.ipc.read_record_batch(message, schema)
     batch.validate(full=True)  # offsets in bounds, UTF-8 strings: before any value is read
     return batch
+
+
+def _message_start(raw: bytes, at: int, expected: str) -> int:
+    """Where the metadata of the message framed at `at` ends (its body, if any, follows)."""
+    length = int.from_bytes(raw[at + 4 : at + 8], "little", signed=True)
+    if raw[at : at + 4] != MAGIC or len(raw) < at + 8:
+        raise _Refused(f"an Arrow envelope {expected}: no IPC message at byte {at}")
+    if length == 0:  # the end-of-stream marker
+        raise _Refused(f"an Arrow envelope {expected}: the stream ends at byte {at}")
+    if length < 0 or at + 8 + length > len(raw):
+        raise _Refused(f"an Arrow envelope {expected}: a message of {length} bytes at byte {at}")
+    return at + 8 + length
+
+
+def _schema(framed: bytes, buffer: pa.Buffer) -> pa.Schema:
+    """The stream's schema if it is the envelope's (by its bytes when seen before: checking
+    the fields costs ~15 us a message, a third of reading one)."""
+    schema = _ACCEPTED.get(framed)
+    if schema is None:
+        message = pa.ipc.read_message(buffer.slice(0, len(framed)))
+        if message.type != "schema" or message.body.size:
+            raise _Refused(f"an Arrow envelope starts with its schema, not a {message.type}")
+        schema = pa.ipc.read_schema(message)
+        _check_schema(schema)
+        if len(_ACCEPTED) >= _MAX_ACCEPTED:  # a few spellings exist (writers, versions)
+            _ACCEPTED.clear()
+        _ACCEPTED[framed] = schema
+    return schema
+
+
+# Schema messages accepted before, by their bytes (refused ones are not remembered).
+_ACCEPTED: dict[bytes, pa.Schema] = {}
+_MAX_ACCEPTED: Final = 64
 
 
 def _check_schema(schema: pa.Schema) -> None:

@@ -23,7 +23,12 @@ def hash_position(full_name: str) -> int:
 
 def hash_positions(full_names: Sequence[str]) -> list[int]:
     """`hash_position` of each name, in C loops (zlib's CRC32 is already unsigned)."""
-    return list(map(zlib.crc32, map(str.encode, full_names)))
+    return hash_positions_utf8(list(map(str.encode, full_names)))
+
+
+def hash_positions_utf8(full_names: Sequence[bytes]) -> list[int]:
+    """`hash_position` of each name given as its UTF-8 bytes (as Arrow holds them)."""
+    return list(map(zlib.crc32, full_names))
 
 
 def topic_position(topic: TopicName | str) -> int:

@@ -10,29 +10,33 @@ code either way.
 
 from __future__ import annotations
 
-import json
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from operator import attrgetter
-from typing import Any
+from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter, itemgetter
 
 import numpy as np
 import pyarrow as pa
 
+from balancer.core.arrow_envelope import decode_envelope, is_arrow_envelope
 from balancer.core.events import (
-    COUNT_FIELDS,
     DEFAULT_MAX_FUTURE_SKEW_MS,
     MAX_TIMESTAMP_MS,
-    RATE_FIELDS,
-    SIZE_FIELDS,
     Rejection,
     RejectReason,
     TopicStatsEvent,
     parse_message,
 )
 from balancer.core.round_marker import is_round_marker, parse_round_marker
+from streaming.read.event_rows import (
+    ROWS_SCHEMA,
+    VALUE_FIELDS,
+    Accepted,
+    arrow_verdicts,
+    json_rows,
+)
 from streaming.read.fastparse import FastEvent, decode_fast, decode_single_events
+from streaming.read.summary import ReadSummary
 from streaming.read.topic_columns import CanonicalNames, DedupeChoice, topic_columns
 from streaming.shared.packing import PACK_SCHEMA, pack_events
 from streaming.shared.schema import LATEST_COLUMNS, PARSED_ARROW_SCHEMA, RATE_COLUMNS, RowKind
@@ -43,79 +47,12 @@ from streaming.shared.topic_keys import KEY_COLUMN, ClusterHashes
 MAX_DEAD_LETTER_RAW_BYTES = 512 * 1024
 
 
-@dataclass
-class ReadSummary:
-    """What one read task saw in one Kafka partition range (JSON in a `SUMMARY` row)."""
-
-    partition: int
-    start_offset: int
-    next_offset: int
-    high_watermark: int | None = None  # from the fetch responses (ListOffsets may be wrong)
-    messages: int = 0
-    events: int = 0  # valid events
-    rejected: Counter[str] = field(default_factory=Counter)  # reason -> count
-    # Pane start (ms) -> valid events: the window rule only needs an event's pane (the
-    # oldest window holding it ends a slide after its pane starts), and a batch's events
-    # span a few panes where their times in ms take ~60k keys (0.2 s a batch through py4j).
-    pane_events: Counter[int] = field(default_factory=Counter)
-    newest_event_ms: int = 0  # newest valid event time (0: none)
-    marks: int = 0  # the collector's round markers read (balancer.core.round_marker)
-    # Offsets of the task's range it could not read: records the broker no longer has, or
-    # the whole range of a partition the topic no longer has (`vanished`).
-    skipped_offsets: int = 0
-    vanished: bool = False  # the partition is gone (topic recreated with fewer partitions)
-
-    @property
-    def consumed(self) -> int:
-        """Events read, valid or not (an envelope counts each of its events)."""
-        return self.events + sum(self.rejected.values())
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "partition": self.partition,
-                "start_offset": self.start_offset,
-                "next_offset": self.next_offset,
-                "high_watermark": self.high_watermark,
-                "messages": self.messages,
-                "events": self.events,
-                "rejected": dict(self.rejected),
-                "pane_events": {str(k): v for k, v in self.pane_events.items()},
-                "newest_event_ms": self.newest_event_ms,
-                "marks": self.marks,
-                "skipped_offsets": self.skipped_offsets,
-                "vanished": self.vanished,
-            },
-            separators=(",", ":"),
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> ReadSummary:
-        obj: dict[str, Any] = json.loads(text)
-        return cls(
-            partition=int(obj["partition"]),
-            start_offset=int(obj["start_offset"]),
-            next_offset=int(obj["next_offset"]),
-            high_watermark=None if obj["high_watermark"] is None else int(obj["high_watermark"]),
-            messages=int(obj["messages"]),
-            events=int(obj["events"]),
-            rejected=Counter({str(k): int(v) for k, v in obj["rejected"].items()}),
-            pane_events=Counter({int(k): int(v) for k, v in obj["pane_events"].items()}),
-            newest_event_ms=int(obj["newest_event_ms"]),
-            marks=int(obj.get("marks", 0)),
-            skipped_offsets=int(obj["skipped_offsets"]),
-            vanished=bool(obj["vanished"]),
-        )
-
-
 _NAMES = tuple(PARSED_ARROW_SCHEMA.names)
 _KIND = _NAMES.index("kind")
 _PARTITION = _NAMES.index("kafka_partition")
 _OFFSET = _NAMES.index("kafka_offset")
 
 
-# An accepted event from either path: the same field names.
-Accepted = FastEvent | TopicStatsEvent
 Row = tuple[object, ...]  # one parsed row, in PARSED_ARROW_SCHEMA's column order
 
 
@@ -136,6 +73,7 @@ def _to_batch(rows: list[Row]) -> pa.RecordBatch:
 
 
 _TIMESTAMP_MS = attrgetter("timestamp_ms")
+_SEQ = itemgetter(0)
 _CLUSTER = attrgetter("cluster")
 _TOPIC = attrgetter("topic")
 
@@ -150,26 +88,36 @@ def clear_topic_cache() -> None:
     _TOPIC_NAMES.clear()
 
 
-# The event's value fields (Pulsar's names) and their row columns, in the same order.
-_EVENT_FIELDS = (*RATE_FIELDS, *SIZE_FIELDS, *COUNT_FIELDS)
-_EVENT_COLUMNS = (*RATE_COLUMNS, *LATEST_COLUMNS)
-_FLOAT_COLUMNS: dict[str, type[np.floating[Any]]] = dict.fromkeys(RATE_COLUMNS, np.float64)
+# The event's value fields (Pulsar's names) and their pack columns, in the same order.
+_EVENT_COLUMNS = dict(zip(VALUE_FIELDS, (*RATE_COLUMNS, *LATEST_COLUMNS), strict=True))
 
 
-def _numbers(
-    objects: Sequence[object], name: str, n: int, dtype: type[np.generic] = np.int64
-) -> pa.Array:
-    """Attribute `name` of each object as an Arrow array (counts and sizes fit int64: the
-    validators bound them)."""
-    return pa.array(np.fromiter(map(attrgetter(name), objects), dtype=dtype, count=n))
+@dataclass
+class _Chunk:
+    """Kept events of one run of JSON messages or of one Arrow envelope, as columns."""
+
+    # streaming.read.event_rows.ROWS_SCHEMA; an Arrow envelope's batch as decoded
+    # (balancer.core.arrow_envelope.ENVELOPE_SCHEMA) until the flush checks it
+    rows: pa.RecordBatch
+    first: tuple[int, int]  # (partition, offset) of its first event's record
+    # An Arrow envelope's message, and its place among the messages (its rejects, if any,
+    # keep their place among the others).
+    raw: bytes | None = None
+    seq: int = 0
+
+
+def _is_arrow(chunk: _Chunk) -> bool:
+    return chunk.raw is not None
 
 
 class RecordParser:
     """Parses records into Arrow batches.
 
-    Well-formed messages take the fast path (`streaming.read.fastparse.decode_fast`); any other
-    message is judged by `balancer.core.events.parse_message`, which gives the exact reason.
-    Accepted events are kept as objects until `flush` builds the columns in one go.
+    Well-formed JSON messages take the fast path (`streaming.read.fastparse.decode_fast`), kept
+    as objects until their run ends; an Arrow envelope (`balancer.core.arrow_envelope`) is kept
+    as its columns, checked at the flush (`streaming.read.event_rows.arrow_verdicts`). Any
+    other message, or one whose rows a check refuses, is judged by
+    `balancer.core.events.parse_message`, which gives the exact reasons.
 
     `now_ms` (the reader's clock, read by the caller) rejects events stamped more than
     `max_future_skew_ms` ahead; `clusters` rejects events of clusters not configured.
@@ -197,20 +145,27 @@ class RecordParser:
         self._latest_ms = None if now_ms is None else now_ms + max_future_skew_ms
         self._names = _TOPIC_NAMES if names is None else names
         self._dedupe = _DEDUPE if dedupe is None else dedupe
-        # Accepted events and their topics' full names, in arrival order.
-        self._events: list[Accepted] = []
-        self._full_names: list[str] = []
-        self._first: tuple[int, int] = (-1, -1)  # (partition, offset) of the first kept event
-        self._rejects: list[Row] = []
+        # Kept events in arrival order: columns, then the current run of JSON events and
+        # their topics' full names (columns when the run ends).
+        self._chunks: list[_Chunk] = []
+        self._run: list[Accepted] = []
+        self._run_names: list[str] = []
+        self._run_first: tuple[int, int] = (-1, -1)
+        self._kept = 0  # events in both (an Arrow envelope's rows until the flush judges them)
+        self._rejects: list[tuple[int, Row]] = []  # (message seq, row): arrival order
         self._marks: list[Row] = []
 
     def __len__(self) -> int:
-        return len(self._events) + len(self._rejects) + len(self._marks)
+        return self._kept + len(self._rejects) + len(self._marks)
 
     def add(self, value: bytes | None, partition: int, offset: int) -> None:
-        """Parse one Kafka record value (a single event or a `{"events": [...]}` envelope)."""
+        """Parse one Kafka record value (a single event, a `{"events": [...]}` envelope or an
+        Arrow envelope)."""
         self.summary.messages += 1
         raw = b"" if value is None else value
+        if is_arrow_envelope(raw):
+            self._add_arrow(raw, partition, offset)
+            return
         if is_round_marker(raw):
             self._add_marker(raw, partition, offset)
             return
@@ -233,7 +188,9 @@ class RecordParser:
         if room <= 0:
             return 0
         head = values[:room]  # one row each on the fast path: the limit is never passed
-        events = decode_single_events(head)
+        first = head[0] if head else None
+        # An Arrow envelope is no single event: not worth joining the run to find out.
+        events = None if first and is_arrow_envelope(first) else decode_single_events(head)
         if events and self._accept_all(events, partition, offsets[0]):
             self.summary.messages += len(head)
             return len(head)
@@ -263,11 +220,100 @@ class RecordParser:
         self, events: Sequence[Accepted], full_names: Sequence[str], partition: int, offset: int
     ) -> None:
         n = len(events)
-        if not self._events:
-            self._first = (partition, offset)
-        self._events.extend(events)
-        self._full_names.extend(full_names)
+        if not self._run:
+            self._run_first = (partition, offset)
+        self._run.extend(events)
+        self._run_names.extend(full_names)
+        self._kept += n
         self.summary.events += n
+
+    def _end_run(self) -> None:
+        if self._run:
+            rows = json_rows(self._run, self._run_names)
+            self._chunks.append(_Chunk(rows, self._run_first))
+            self._run, self._run_names = [], []
+
+    def _add_arrow(self, raw: bytes, partition: int, offset: int) -> None:
+        """Keep an Arrow envelope's rows as columns (the flush checks them), or reject it whole
+        (`parse_message` would give the same single rejection)."""
+        batch = decode_envelope(raw)
+        if isinstance(batch, Rejection):
+            self._reject(raw, batch, partition, offset, None)
+            return
+        n = batch.num_rows
+        if n == 0:
+            return
+        self._end_run()
+        self._chunks.append(_Chunk(batch, (partition, offset), raw, seq=self.summary.messages))
+        self._kept += n
+        self.summary.events += n
+
+    def _rows(self) -> tuple[pa.Table, tuple[int, int]] | None:
+        """The flush's kept events as one table (ROWS_SCHEMA), Arrow envelopes checked, and
+        where its first came from; None if none."""
+        self._end_run()
+        parts: list[pa.Table] = []
+        first: tuple[int, int] | None = None
+        for is_arrow, group in groupby(self._chunks, key=_is_arrow):
+            chunks = list(group)
+            if is_arrow:
+                table, first_kept = self._arrow_block(chunks)
+            else:
+                table, first_kept = pa.Table.from_batches([c.rows for c in chunks]), chunks[0].first
+            if table.num_rows:
+                parts.append(table)
+                first = first_kept if first is None else first
+        if first is None:
+            return None
+        rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        return rows.combine_chunks(), first
+
+    def _arrow_block(self, chunks: list[_Chunk]) -> tuple[pa.Table, tuple[int, int] | None]:
+        """Consecutive Arrow envelopes' rows, checked at once: those of each message whose
+        rows all pass, and the accepted events of the others by `parse_message` (their
+        rejects with reasons), in order; and the record of the first kept event."""
+        table = pa.Table.from_batches([c.rows for c in chunks]).select(ROWS_SCHEMA.names)
+        table = table.replace_schema_metadata(None).combine_chunks()
+        verdicts = arrow_verdicts(table, latest_ms=self._latest_ms, clusters=self.clusters)
+        if verdicts.renamed:  # another spelling of a name: its full name
+            table = table.set_column(1, ROWS_SCHEMA.field("topic"), verdicts.topic)
+        if verdicts.ok.all():
+            return table, chunks[0].first
+        pieces: list[pa.Table] = []
+        first: tuple[int, int] | None = None
+        start = 0
+        for chunk in chunks:
+            n = chunk.rows.num_rows
+            if verdicts.ok[start : start + n].all():
+                piece = table.slice(start, n)
+            else:
+                piece = pa.Table.from_batches([self._judge(chunk)])
+            if piece.num_rows:
+                pieces.append(piece)
+                first = chunk.first if first is None else first
+            start += n
+        return (pa.concat_tables(pieces) if pieces else table.slice(0, 0)), first
+
+    def _judge(self, chunk: _Chunk) -> pa.RecordBatch:
+        """The exact verdicts of an Arrow envelope a check refused: its accepted events."""
+        assert chunk.raw is not None
+        raw, (partition, offset) = chunk.raw, chunk.first
+        results = parse_message(
+            raw,
+            now_ms=self.now_ms,
+            max_future_skew_ms=self.max_future_skew_ms,
+            clusters=self.clusters,
+        )
+        kept: list[TopicStatsEvent] = []
+        many = len(results) > 1
+        for index, e in enumerate(results):
+            if isinstance(e, Rejection):
+                self._reject(raw, e, partition, offset, index if many else None, seq=chunk.seq)
+                self._kept -= 1
+                self.summary.events -= 1
+            else:
+                kept.append(e)
+        return json_rows(kept, [e.topic for e in kept])  # parse_message gives full names
 
     def _add_slow(self, raw: bytes, partition: int, offset: int) -> None:
         results = parse_message(
@@ -296,25 +342,32 @@ class RecordParser:
         self.summary.marks += 1
 
     def _reject(
-        self, raw: bytes, rejection: Rejection, partition: int, offset: int, index: int | None
+        self,
+        raw: bytes,
+        rejection: Rejection,
+        partition: int,
+        offset: int,
+        index: int | None,
+        *,
+        seq: int | None = None,
     ) -> None:
         detail = rejection.detail if index is None else f"event {index}: {rejection.detail}"
         kept = raw[:MAX_DEAD_LETTER_RAW_BYTES]
         if len(kept) < len(raw):
             detail += f" (raw bytes truncated to {len(kept)} of {len(raw)})"
-        self._rejects.append(
-            _other_row(
-                RowKind.REJECT, partition, offset, reason=str(rejection.reason), detail=detail,
-                raw=kept,
-            )
+        row = _other_row(
+            RowKind.REJECT, partition, offset, reason=str(rejection.reason), detail=detail,
+            raw=kept,
         )  # fmt: skip
+        self._rejects.append((self.summary.messages if seq is None else seq, row))
         self.summary.rejected[str(rejection.reason)] += 1
 
     def flush(self) -> pa.RecordBatch:
         """The rows parsed since the last flush: the events, then the rejects and marks."""
         events = self._event_batch()
-        others = _to_batch(self._rejects + self._marks)
-        self._events, self._full_names = [], []
+        rejects = [row for _, row in sorted(self._rejects, key=_SEQ)]  # stable: arrival order
+        others = _to_batch(rejects + self._marks)
+        self._chunks, self._kept = [], 0
         self._rejects, self._marks = [], []
         if others.num_rows == 0:
             return events
@@ -324,26 +377,26 @@ class RecordParser:
 
     def _event_batch(self) -> pa.RecordBatch:
         """The accepted events as packs: one row per (bucket, pane) (`streaming.shared.packing`)."""
-        events, n = self._events, len(self._events)
-        if n == 0:
+        kept = self._rows()
+        if kept is None:
             return _to_batch([])
-        topics = topic_columns(self._full_names, self.num_buckets, dedupe=self._dedupe.dedupe())
+        rows, first = kept  # a pack spans many records: the flush's first locates it
+        n = rows.num_rows
+        topics = topic_columns(
+            rows.column("topic").chunk(0), self.num_buckets, dedupe=self._dedupe.dedupe()
+        )
         if topics.distinct is not None:
             self._dedupe.measured(topics.distinct, n)
-        timestamps_ms = _numbers(events, "timestamp_ms", n)
-        # map(attrgetter) keeps each column's loop in C; numbers go straight into numpy
-        # arrays (a list of Python numbers first took 3-4x as long,
-        # docs/decisions.md#read-task-columns-straight-into-numpy).
-        clusters = pa.array(list(map(attrgetter("cluster"), events))).dictionary_encode()
-        columns: dict[str, list[object] | pa.Array] = {
+        clusters = rows.column("cluster").chunk(0).dictionary_encode()
+        columns: dict[str, pa.Array | pa.ChunkedArray] = {
             "cluster": clusters,
             "namespace": topics.namespace,
             "topic": topics.topic,
             "position": pa.array(topics.position),
-            "event_ms": timestamps_ms,
+            "event_ms": rows.column("timestamp_ms"),
         }
-        for name, column in zip(_EVENT_FIELDS, _EVENT_COLUMNS, strict=True):
-            columns[column] = _numbers(events, name, n, _FLOAT_COLUMNS.get(column, np.int64))
+        for name, column in _EVENT_COLUMNS.items():
+            columns[column] = rows.column(name)
         columns[KEY_COLUMN] = pa.array(_CLUSTER_HASHES.keys(topics.key_part, clusters))
         table = pa.table(columns, schema=PACK_SCHEMA)
         packs = pack_events(table, topics.bucket, slide_ms=self.slide_ms)
@@ -367,8 +420,8 @@ class RecordParser:
             "events": pa.array([p.events for p in packs], pa.int64()),
             "payload": pa.array([p.payload for p in packs], pa.binary()),
             # A pack spans many offsets: the first record of the flush locates it.
-            "kafka_partition": pa.array([self._first[0]] * m, pa.int32()),
-            "kafka_offset": pa.array([self._first[1]] * m, pa.int64()),
+            "kafka_partition": pa.array([first[0]] * m, pa.int32()),
+            "kafka_offset": pa.array([first[1]] * m, pa.int64()),
         }
         return pa.RecordBatch.from_arrays(
             [arrays.get(f.name, pa.nulls(m, f.type)) for f in PARSED_ARROW_SCHEMA],

@@ -34,9 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
 
-from balancer.core.hashing import hash_positions
+from balancer.core.hashing import hash_positions_utf8
 from balancer.core.topics import InvalidTopicName, parse_topic
-from streaming.shared.topic_keys import topic_hashes
+from streaming.shared.topic_keys import topic_hashes_utf8
 
 # A canonical full name whose parts parse_topic accepts unchanged: domain, tenant and
 # namespace in Pulsar's NamedEntity alphabet, a non-empty local name without "/", no
@@ -64,6 +64,65 @@ def full_name(name: str) -> str | None:
         return parse_topic(name).full
     except InvalidTopicName:
         return None
+
+
+# Bytes a canonical name may hold in its tenant and namespace (Pulsar's NamedEntity: `[-=:.\w]`
+# in ASCII), and may end with (printable ASCII but "/": never whitespace).
+_ENTITY_BYTES: Final = np.zeros(256, dtype=bool)
+_ENTITY_BYTES[[ord(c) for c in "-=:._"]] = True
+_ENTITY_BYTES[ord("0") : ord("9") + 1] = True
+_ENTITY_BYTES[ord("A") : ord("Z") + 1] = True
+_ENTITY_BYTES[ord("a") : ord("z") + 1] = True
+_LAST_BYTES: Final = np.zeros(256, dtype=bool)
+_LAST_BYTES[0x21:0x7F] = True
+_LAST_BYTES[_SLASH] = False
+_DOMAINS: Final = ("persistent://", "non-persistent://")
+
+
+def canonical_rows(names: pa.StringArray) -> np.ndarray:
+    """Whether each name is canonical (bool), vectorized over the names' UTF-8 bytes.
+
+    At least as strict as `CanonicalNames` (its regex, no trailing whitespace), so a name
+    marked canonical is its own full name: ASCII only, a domain prefix, exactly four
+    slashes (a local name holds none), non-empty tenant and namespace of NamedEntity bytes,
+    and a last byte that is printable and not "/" (so the local name is not empty either).
+    Null and non-ASCII names are not marked (the caller asks `full_name`).
+    """
+    n = len(names)
+    ok = np.zeros(n, dtype=bool)
+    if n == 0:
+        return ok
+    for domain in _DOMAINS:
+        ok |= pc.starts_with(names, domain).fill_null(False).to_numpy(zero_copy_only=False)
+    ok &= pc.string_is_ascii(names).fill_null(False).to_numpy(zero_copy_only=False)
+    _, offsets_buffer, data_buffer = names.buffers()
+    if offsets_buffer is None or data_buffer is None or not ok.any():
+        return np.zeros(n, dtype=bool)
+    offsets = np.frombuffer(offsets_buffer, np.int32, count=n + 1, offset=4 * names.offset)
+    offsets = offsets.astype(np.int64)
+    data = np.frombuffer(data_buffer, np.uint8)[offsets[0] : offsets[-1]]
+    offsets -= offsets[0]
+    starts, ends = offsets[:-1], offsets[1:]
+    ok &= ends > starts  # (a domain prefix is not empty: a formality)
+    last = np.where(ok, ends - 1, 0)
+    ok &= _LAST_BYTES[data[last]] if data.size else False
+    slashes = np.flatnonzero(data == _SLASH)
+    first = np.searchsorted(slashes, starts)
+    ok &= np.searchsorted(slashes, ends) - first == 4
+    # The domain's "//" are slashes 1 and 2; the tenant runs to slash 3, the namespace to 4.
+    at = np.where(ok, first, 0)
+    if slashes.size < 4:
+        return np.zeros(n, dtype=bool)
+    at = np.minimum(at, slashes.size - 4)
+    second, third, fourth = slashes[at + 1], slashes[at + 2], slashes[at + 3]
+    ok &= (third > second + 1) & (fourth > third + 1)
+    # Bytes no tenant or namespace may hold (rare in any name): are they in one?
+    odd = np.flatnonzero(~_ENTITY_BYTES[data] & (data != _SLASH))
+    if odd.size:
+        row = np.searchsorted(ends, odd, side="right")
+        inside = (odd > second[row]) & (odd < fourth[row])
+        ok[row[inside]] = False
+    return ok
 
 
 class CanonicalNames:
@@ -137,23 +196,26 @@ class TopicNameColumns:
     bucket: np.ndarray  # int64: the PIP-157 bucket (balancer.core.buckets.topic_bucket)
 
 
-def topic_columns(full_names: Sequence[str], num_buckets: int, *, dedupe: bool) -> TopicNameColumns:
+def topic_columns(
+    full_names: Sequence[str] | pa.StringArray, num_buckets: int, *, dedupe: bool
+) -> TopicNameColumns:
     """The columns of events whose topics have these full names (as `CanonicalNames` or
     `parse_topic` gives them).
 
     `dedupe`: compute each distinct name once (`DedupeChoice` says when that pays).
     """
-    names = pa.array(full_names, pa.string())
+    names = full_names if isinstance(full_names, pa.Array) else pa.array(full_names, pa.string())
     rows: np.ndarray | None = None
-    distinct, distinct_names = names, full_names
+    distinct = names
     if dedupe:
         encoded = names.dictionary_encode()
         rows = encoded.indices.to_numpy(zero_copy_only=False)
         distinct = encoded.dictionary
-        distinct_names = distinct.to_pylist()
     count = len(distinct)
-    positions = np.fromiter(hash_positions(distinct_names), np.int64, count=count)
-    key_parts = topic_hashes(distinct_names)
+    # The names' UTF-8 bytes straight from Arrow: no str object, no encoding per hash.
+    utf8 = distinct.cast(pa.binary()).to_pylist()
+    positions = np.fromiter(hash_positions_utf8(utf8), np.int64, count=count)
+    key_parts = topic_hashes_utf8(utf8)
     namespaces, codes = _namespaces_and_codes(distinct)
     buckets = np.abs(codes.astype(np.int64)) % num_buckets
     if rows is None:
@@ -291,6 +353,7 @@ __all__ = [
     "CanonicalNames",
     "DedupeChoice",
     "TopicNameColumns",
+    "canonical_rows",
     "full_name",
     "java_hash_codes",
     "topic_columns",

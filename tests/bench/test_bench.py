@@ -157,7 +157,7 @@ def test_pipeline_on_a_tiny_stream_counts_its_window_closes() -> None:
 @pytest.mark.kafka
 def test_read_task_on_a_tiny_partition() -> None:
     out, result = run_bench("read_task", "--events", "300", "--topics", "20", "--repeat", "1")
-    assert result["messages"] == 300
+    assert (result["messages"], result["envelope_format"]) == (300, "json")  # single events
     assert result["task_records_per_s"] > 0 and result["raw_records_per_s"] > 0
     assert "read task, raw:" in out
 
@@ -170,8 +170,19 @@ def test_read_task_on_cold_envelopes() -> None:
     )  # fmt: skip
     assert (result["messages"], result["envelope"], result["cold"]) == (6, 50, True)
     assert result["compression"] == "gzip" and result["task_events_per_s"] > 0
+    assert result["envelope_format"] == "arrow"  # what the collector sends
     assert "read task, parsed (cold):" in out
     assert "(5 rows: packs and the summary)" in out  # a pack for each of 4 buckets, 1 pane
+
+
+@pytest.mark.kafka
+def test_read_task_on_json_envelopes() -> None:
+    out, result = run_bench(
+        "read_task", "--events", "300", "--topics", "300", "--repeat", "1",
+        "--envelope", "50", "--envelope-format", "json",
+    )  # fmt: skip
+    assert (result["messages"], result["envelope_format"]) == (6, "json")
+    assert "(5 rows: packs and the summary)" in out  # every event kept, as with Arrow
 
 
 def test_scale_counts_the_interval_per_minute_of_stats() -> None:
@@ -263,9 +274,13 @@ def test_a_reused_topic_is_named_after_the_shape_of_its_data() -> None:
     assert (messages_of(single), messages_of(envelopes)) == (1002, 12)
     open_end = parse_args([*base, "--no-close-windows"])
     assert messages_of(open_end) == 1001
-    names = {shaped_topic(a) for a in (single, envelopes, open_end)}
+    json_envelopes = parse_args([*base, "--envelope", "100", "--envelope-format", "json"])
+    assert (envelopes.envelope_format, json_envelopes.envelope_format) == ("arrow", "json")
+    names = {shaped_topic(a) for a in (single, envelopes, open_end, json_envelopes)}
     names.add(shaped_topic(parse_args([*base, "--compression", "gzip"])))
-    assert len(names) == 4  # every argument that changes the data changes the name
+    assert len(names) == 5  # every argument that changes the data changes the name
+    # One event per message is JSON whatever the format says: the same data.
+    assert shaped_topic(parse_args([*base, "--envelope-format", "json"])) == shaped_topic(single)
     # What only changes how the job runs reads the same data.
     assert shaped_topic(parse_args([*base, "--max-offsets-per-trigger", "7"])) == shaped_topic(
         single

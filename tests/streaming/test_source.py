@@ -16,6 +16,8 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from balancer.core.arrow_envelope import encode_envelope
+from balancer.core.events import TopicStatsEvent
 from streaming.read.kafka_offsets import fetch_high_watermarks
 from streaming.read.parse import ReadSummary
 from streaming.read.partition_range import PartitionRange, consumer_config
@@ -383,7 +385,8 @@ def test_a_read_task_reads_compressed_batches_as_the_reference_does(
     kafka: Broker, codec: str
 ) -> None:
     """The collector compresses its batches (collector.compression): librdkafka inflates
-    them to the same rows as kafka-python, envelopes and single events alike."""
+    them to the same rows as kafka-python, envelopes (JSON and Arrow) and single events
+    alike."""
     topic = kafka.new_topic(prefix="src-" + codec)
     singles = [encode(event(f"t/ns/s{i % 7}", BASE_MS + i)) for i in range(40)]
     envelopes = [
@@ -391,8 +394,15 @@ def test_a_read_task_reads_compressed_batches_as_the_reference_does(
                                for j in range(25)]}).encode()
         for i in range(6)
     ]  # fmt: skip
-    records = [*singles, *envelopes, b"not json"]
-    events_per_record = [1] * len(singles) + [25] * len(envelopes) + [0]
+    arrow = [
+        # Short names, as a producer might send them: normalised on the read task's fast path.
+        encode_envelope(
+            [TopicStatsEvent(**event(f"t/ns/a{i}-{j}", BASE_MS + j)) for j in range(25)]
+        )
+        for i in range(4)
+    ]
+    records = [*singles, *envelopes, b"not json", *arrow, b"\xff\xff\xff\xffnot arrow"]
+    events_per_record = [1] * len(singles) + [25] * len(envelopes) + [0] + [25] * 4 + [0]
     kafka.produce(topic, records, partition=0, compression_type=codec)
     end = len(records)
     options = _options(kafka, topic, batch_rows=16, num_buckets=4)

@@ -18,6 +18,7 @@ from streaming.read.topic_columns import (
     CanonicalNames,
     DedupeChoice,
     _sliced_parts,
+    canonical_rows,
     full_name,
     java_hash_codes,
     topic_columns,
@@ -143,3 +144,39 @@ def test_the_sliced_parts_are_the_regex_parts_for_ascii_names(names: list[str], 
 )  # fmt: skip
 def test_names_the_sliced_path_cannot_prove_go_to_the_regex(names: list[str]) -> None:
     assert _sliced_parts(pa.array(names, pa.string())) is None
+
+
+NEAR_CANONICAL = st.builds(
+    lambda domain, t, n, local, tail: f"{domain}://{t}/{n}/{local}{tail}",
+    st.sampled_from(["persistent", "non-persistent", "Persistent", "persistent:"]),
+    ENTITY | st.text(max_size=3), ENTITY | st.text(max_size=3),
+    st.text(max_size=6), st.sampled_from(["", "", "x", " ", "\n", "\x1f", "/", "\u2003", "ä"]),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(NEAR_CANONICAL | TOPICS | VALID_TOPICS | st.none(), max_size=12), st.integers(0, 3))
+def test_a_name_marked_canonical_is_its_own_full_name(names: list[str | None], skip: int) -> None:
+    """canonical_rows is at least as strict as CanonicalNames: what it marks, the JSON fast
+    path accepts as is, and parse_topic gives back unchanged (sliced arrays too)."""
+    array = pa.array(["x", *names][: skip + 1 + len(names)], pa.string()).slice(1)
+    marked = canonical_rows(array)
+    assert len(marked) == len(array)
+    for name, canonical in zip(array.to_pylist(), marked.tolist(), strict=True):
+        if canonical:
+            assert name is not None and name.isascii()
+            assert full_name(name) == name == reference_full_name(name)
+            assert CanonicalNames().full_names([name]) == [name]
+
+
+def test_canonical_ascii_names_are_marked() -> None:
+    names = [
+        "persistent://t/ns/a", "non-persistent://tenant-1/ns.x_y:z=/topic-partition-3",
+        "persistent://a/b/local with space inside", "persistent://a/b/x!~",
+    ]  # fmt: skip
+    assert canonical_rows(pa.array(names)).tolist() == [True] * len(names)
+    assert [reference_full_name(name) for name in names] == names
+    odd = ["persistent://a/b/", "persistent://a//c", "persistent://a/b/c ", "persistent://a/b/c/d",
+           "persistent://ä/b/c", "persistent://a/b/cä", "t/ns/a", "", "persistent://a b/c/d",
+           "persistent://a/b/c\n"]  # fmt: skip
+    assert canonical_rows(pa.array(odd)).tolist() == [False] * len(odd)
