@@ -184,12 +184,14 @@ def replay(
     spark = build_spark(settings)
     counts = StreamCounts()
     policies = make_policies(names, config, work, settings_from)
+    ours = next((p for p in policies if isinstance(p, OursPolicy)), None)
     windows = stream_windows(
         spark,
         recording.stats_messages(),
         window_settings(config, rounds_per_batch),
         work / "stream",
         counts,
+        stage_layouts=ours.stage_layouts if ours is not None else None,
     )
     return run_replay(
         source=recording.description,

@@ -50,6 +50,7 @@ from balancer.core.results import ActionResult
 from streaming.driver.batch import BatchObservations, BatchProcessor
 from streaming.driver.closed_windows import HEAD_COLUMNS, ClosedWindows, Task
 from streaming.driver.deadletters import DeadLetter
+from streaming.stage.partials import StageLayouts
 from streaming.stage.windows import WindowSpec
 
 _DONE = (ActionResult.APPLIED, ActionResult.LANDED_ELSEWHERE)
@@ -84,8 +85,10 @@ class _NoDeadLetters:
 class MemoryClosedWindows(ClosedWindows):
     """One window's closed rows, held in memory, read by `run`'s driver code."""
 
-    def __init__(self, rows: pa.Table) -> None:
+    def __init__(self, rows: pa.Table, stage_layouts: StageLayouts | None = None) -> None:
+        """`stage_layouts`: those the stage rolled the rows' `partials` up with, if any."""
         self._rows = rows
+        self.stage_layouts = stage_layouts
 
     def heads(self) -> pa.Table:
         return self._rows.select(list(HEAD_COLUMNS))
@@ -214,15 +217,20 @@ class OursPolicy:
     def handle_at_ms(self, window_end_ms: int) -> int:
         return window_end_ms + self.handle_delay_ms
 
+    def stage_layouts(self) -> StageLayouts | None:
+        """The layouts `run`'s driver would hand the stage now: those its batch code rolled
+        the last handled window up with (`BatchProcessor` keeps them for its next batch;
+        read here from another thread, as the stream starts a micro-batch)."""
+        return self.processor._stage_layouts
+
     def step(self, window: ClosedWindow) -> tuple[list[ReplayAction], WindowSample]:
         """`run`'s handling of one closed window; the actions applied to `ours`' layout."""
         self.clock.set(self.handle_at_ms(window.end_ms))
         self._batch += 1
         if window.topics:
             observed = BatchObservations((), (), window.end_ms, window.end_ms)
-            report = self.processor.report(
-                self._batch, MemoryClosedWindows(window.rows), observed, time.monotonic()
-            )
+            closed = MemoryClosedWindows(window.rows, window.stage_layouts)
+            report = self.processor.report(self._batch, closed, observed, time.monotonic())
             for bundle in report.bundles:
                 self._bundles[f"{bundle.cluster}/{bundle.namespace}/{bundle.bundle}"] = bundle
             for _, topic in report.large_topics:

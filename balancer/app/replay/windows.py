@@ -33,7 +33,7 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,7 +51,7 @@ from streaming.read.parse import parse_records
 from streaming.shared.packing import decode_windows
 from streaming.shared.schema import CLOSED_ARROW_SCHEMA, PARSED_SPARK_SCHEMA
 from streaming.spark.job import ArrowMap, observe_side_rows
-from streaming.stage.partials import TOPIC_ROWS_SCHEMA
+from streaming.stage.partials import STAGE_LAYOUTS_PROPERTY, TOPIC_ROWS_SCHEMA, StageLayouts
 from streaming.stage.windows import WindowSpec, late_events, topic_windows
 
 if TYPE_CHECKING:
@@ -100,10 +100,17 @@ class WindowSettings:
 @dataclass(frozen=True)
 class ClosedWindow:
     """One closed event-time window, every bucket's close of it (CLOSED_ARROW_SCHEMA rows,
-    the rows `run`'s foreachBatch reads), with its per-topic loads on demand."""
+    the rows `run`'s foreachBatch reads), with its per-topic loads on demand (decoded once:
+    the engine and every policy read the same list)."""
 
     end_ms: int
     rows: pa.Table
+    # The layouts the stage rolled this window's closes up with (their `partials` column),
+    # as `run`'s stage rolls them up with its driver's layouts; None: the stage had none.
+    stage_layouts: StageLayouts | None = None
+    _loads: list[tuple[str, str, TopicLoad]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def topics(self) -> int:
@@ -120,9 +127,13 @@ class ClosedWindow:
 
     def topic_loads(self) -> list[tuple[str, str, TopicLoad]]:
         """(cluster, namespace, load) of every topic that reported, in (cluster, namespace,
-        position, topic) order: the rows `run` hands its handler, for every bundle."""
-        table = self.topic_table()
-        return topic_loads(table) if table.num_rows else []
+        position, topic) order: the rows `run` hands its handler, for every bundle. The same
+        list on every call (do not change it)."""
+        if self._loads is None:
+            table = self.topic_table()
+            object.__setattr__(self, "_loads", topic_loads(table) if table.num_rows else [])
+        assert self._loads is not None
+        return self._loads
 
 
 @dataclass
@@ -220,12 +231,20 @@ def build_replay_pipeline(spark: SparkSession, files: Path, settings: WindowSett
 _DONE = object()
 
 
+# The layouts a policy would have the stage roll its closes up with (`OursPolicy`'s: those
+# of its last handled window), asked for as each micro-batch starts.
+StageLayoutsOf = Callable[[], StageLayouts | None]
+
+
 class _Handoff:
     """foreachBatch: each closed window of the batch, oldest first, into a one-window queue."""
 
-    def __init__(self, settings: WindowSettings, counts: StreamCounts) -> None:
+    def __init__(
+        self, settings: WindowSettings, counts: StreamCounts, stage_layouts: StageLayoutsOf
+    ) -> None:
         self.spec = settings.spec
         self.counts = counts
+        self.stage_layouts = stage_layouts
         self.out: queue.Queue[object] = queue.Queue(maxsize=1)
         self.query: StreamingQuery | None = None
         self.stopping = threading.Event()
@@ -236,14 +255,27 @@ class _Handoff:
         from pyspark.sql import functions as F
 
         df = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
+        # As `run`'s driver does (`streaming.driver.batch.BatchProcessor`): the stage rolls
+        # its closes up with the layouts of the last window handled, so `ours` reads its
+        # bundle partials from the closes while they are still in force, not computing them
+        # itself (the same partials: `ClosedWindows.stage_partials` checks they are).
+        stage = self.stage_layouts()
+        context = batch_df.sparkSession.sparkContext
         try:
-            heads = df.select("window_end").toArrow()  # runs the batch
+            if stage is not None:
+                context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, stage.to_text())
+            try:
+                heads = df.select("window_end").toArrow()  # runs the batch
+            finally:
+                context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, None)  # None unsets it
             if not self.attached.wait(timeout=60) or self.query is None:
                 raise RuntimeError("replay query handle not available")
             self._count(BatchObservations.of_query(self.query))
             for end_ms in sorted(set(heads.column("window_end").to_pylist())):
                 rows = df.filter(F.col("window_end") == F.lit(end_ms)).toArrow()
-                window = ClosedWindow(int(end_ms), rows.select(CLOSED_ARROW_SCHEMA.names))
+                window = ClosedWindow(
+                    int(end_ms), rows.select(CLOSED_ARROW_SCHEMA.names), stage_layouts=stage
+                )
                 self._put(window)
         finally:
             df.unpersist()
@@ -274,11 +306,13 @@ def stream_windows(
     settings: WindowSettings,
     workdir: Path,
     counts: StreamCounts | None = None,
+    stage_layouts: StageLayoutsOf | None = None,
 ) -> Iterator[ClosedWindow]:
     """Every window the stream closes over `messages`, oldest first, as `run` closes them.
 
     `workdir` holds the micro-batch files and the checkpoint (empty it after). `counts`
-    is filled as batches run (samples, rejects by reason, late samples)."""
+    is filled as batches run (samples, rejects by reason, late samples). `stage_layouts`:
+    the layouts the stage rolls each batch's closes up with (None: none)."""
     counts = counts if counts is not None else StreamCounts()
     files = workdir / "batches"
     started = time.monotonic()
@@ -292,7 +326,7 @@ def stream_windows(
     log.info("replay: %d micro-batch file(s) in %.1f s", written, counts.write_s)
     if not written:
         return
-    handoff = _Handoff(settings, counts)
+    handoff = _Handoff(settings, counts, stage_layouts or (lambda: None))
     query = (
         build_replay_pipeline(spark, files, settings)
         .writeStream.outputMode("append")
