@@ -20,6 +20,7 @@ Purely computational, with no side effects.
 from __future__ import annotations
 
 import copy
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -328,9 +329,20 @@ class ReplayLayout:
                     if load is not None and was is not None:
                         move_load(deltas, load, was, owner, cpu_cost)
                         continue
+                # Topic by topic (the bundle spans recorded bundles, or its recorded one has
+                # no owner): each topic's recorded owner is that of the recorded bundle
+                # holding it (`owner_of`, looked up once per recorded bundle), else the
+                # broker that reported it.
+                owner_at: dict[int, str | None] = {}
                 nsw = window.namespaces[(c, namespace)]
                 for topic in nsw.in_bundle(bundle):
-                    was = recorded.owner_of(cluster, namespace, topic.load.position)
+                    was = None
+                    if rec_layout is not None:
+                        i = _index_of(rec_layout, topic.load.position)
+                        if i not in owner_at:
+                            lower, upper = rec_layout.boundaries[i : i + 2]
+                            owner_at[i] = rec.owners.get(BundleRange(lower, upper).key(namespace))
+                        was = owner_at[i]
                     was = was if was is not None else topic.broker
                     if was != owner:
                         move_load(deltas, topic.load, was, owner, cpu_cost)
@@ -357,6 +369,14 @@ class ReplayLayout:
             bundles_over=over,
             bundles=self.num_bundles(),
         )
+
+
+def _index_of(layout: NamespaceBundles, position: int) -> int:
+    """The index of the bundle holding `position`, as `NamespaceBundles.find` finds it (the
+    greatest boundary <= position; 0xffffffff in the last bundle)."""
+    if not FULL_LOWER <= position <= FULL_UPPER:
+        raise InvalidBundle(f"hash position {position} is outside the hash range")
+    return min(bisect_right(layout.boundaries, position) - 1, layout.num_bundles - 1)
 
 
 def _cover(namespace: str, taken: Sequence[BundleRange]) -> NamespaceBundles:
