@@ -199,6 +199,10 @@ def main() -> None:
     parser.add_argument(
         "--rounds-per-batch", type=int, default=1, help="markers per micro-batch (default 1)"
     )
+    parser.add_argument(
+        "--queued-windows", type=int,
+        help="closed windows handed over ahead of the policies (default: --rounds-per-batch)",
+    )  # fmt: skip
     parser.add_argument("--work-dir", type=Path, help="default: a temporary directory")
     parser.add_argument("--ours-only", action="store_true", help="not Pulsar's policies")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
@@ -245,6 +249,7 @@ def run(args: argparse.Namespace) -> None:
             max_future_skew_s=config.spark.max_future_skew_s,
             records_per_batch=args.records_per_batch,
             markers_per_batch=args.rounds_per_batch,
+            queued_windows=args.queued_windows or args.rounds_per_batch,
         )  # fmt: skip
         counts = StreamCounts()
         phases = dict.fromkeys(("stream", "decode", "windows", "observe"), 0.0)
@@ -322,6 +327,7 @@ def run(args: argparse.Namespace) -> None:
     target_s = total_s * (144_000_000 / samples) if samples else None
     print(f"at this rate, 144M samples: {target_s:,.0f} s" if target_s else "no samples")
     figures["rounds_per_batch"] = args.rounds_per_batch
+    figures["queued_windows"] = settings.queued_windows
     print_result({"bench": "replay", "machine": machine().__dict__, **figures})
 
 

@@ -123,6 +123,7 @@ def window_settings(config: BalancerConfig, rounds_per_batch: int = 1) -> Window
         shuffle_partitions=spark.shuffle_partitions,
         max_future_skew_s=spark.max_future_skew_s,
         markers_per_batch=rounds_per_batch,
+        queued_windows=rounds_per_batch,  # Spark runs the next batch as the policies work
     )
 
 

@@ -19,8 +19,10 @@ the watermark to its `until_ms` and the window closes in the batch after the one
 it; without markers the watermark's lateness closes it. A micro-batch file ends after each
 round marker (the batch `run` reads when the collector keeps up: a round and its marker),
 or at `records_per_batch` records (`markers_per_batch` joins rounds for speed). Memory is
-bounded by one window: the queue between Spark's foreachBatch and the caller holds one
-window, and the stage's state is on disk (RocksDB). Spark in batch needs the files on
+bounded by the windows of a batch, not the recording: foreachBatch reads a batch's closed
+rows once (packed, a few payloads per bucket and window) and the queue to the caller holds
+`queued_windows` of them; the caller decodes one window at a time; the stage's state is on
+disk (RocksDB). Spark in batch needs the files on
 disk: a replay costs the recording's size in Parquet under its work directory while it
 runs (docs/operations.md#replay).
 """
@@ -91,6 +93,10 @@ class WindowSettings:
     # the same contents when every round ends with a marker (an event is late only against
     # an earlier batch's watermark, and a round's events come before its marker).
     markers_per_batch: int = 1
+    # Closed windows handed over ahead of the policies (each its packed closed rows, not
+    # its decoded topics): as many as a batch closes let Spark run the next micro-batch
+    # while the policies work through this one's windows (the same windows, in order).
+    queued_windows: int = 1
 
     @property
     def spec(self) -> WindowSpec:
@@ -237,7 +243,8 @@ StageLayoutsOf = Callable[[], StageLayouts | None]
 
 
 class _Handoff:
-    """foreachBatch: each closed window of the batch, oldest first, into a one-window queue."""
+    """foreachBatch: each closed window of the batch, oldest first, into a queue of
+    `queued_windows` (the engine takes them from it)."""
 
     def __init__(
         self, settings: WindowSettings, counts: StreamCounts, stage_layouts: StageLayoutsOf
@@ -245,40 +252,33 @@ class _Handoff:
         self.spec = settings.spec
         self.counts = counts
         self.stage_layouts = stage_layouts
-        self.out: queue.Queue[object] = queue.Queue(maxsize=1)
+        self.out: queue.Queue[object] = queue.Queue(maxsize=max(1, settings.queued_windows))
         self.query: StreamingQuery | None = None
         self.stopping = threading.Event()
         self.attached = threading.Event()
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
-        df = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
         # As `run`'s driver does (`streaming.driver.batch.BatchProcessor`): the stage rolls
         # its closes up with the layouts of the last window handled, so `ours` reads its
         # bundle partials from the closes while they are still in force, not computing them
         # itself (the same partials: `ClosedWindows.stage_partials` checks they are).
         stage = self.stage_layouts()
         context = batch_df.sparkSession.sparkContext
+        if stage is not None:
+            context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, stage.to_text())
         try:
-            if stage is not None:
-                context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, stage.to_text())
-            try:
-                heads = df.select("window_end").toArrow()  # runs the batch
-            finally:
-                context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, None)  # None unsets it
-            if not self.attached.wait(timeout=60) or self.query is None:
-                raise RuntimeError("replay query handle not available")
-            self._count(BatchObservations.of_query(self.query))
-            for end_ms in sorted(set(heads.column("window_end").to_pylist())):
-                rows = df.filter(F.col("window_end") == F.lit(end_ms)).toArrow()
-                window = ClosedWindow(
-                    int(end_ms), rows.select(CLOSED_ARROW_SCHEMA.names), stage_layouts=stage
-                )
-                self._put(window)
+            # One read of the batch's closed rows (packed: a window's topics are a few
+            # payloads per bucket), which runs the batch; split by window here.
+            closed = batch_df.select(*CLOSED_ARROW_SCHEMA.names).toArrow()
         finally:
-            df.unpersist()
+            context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, None)  # None unsets it
+        if not self.attached.wait(timeout=60) or self.query is None:
+            raise RuntimeError("replay query handle not available")
+        self._count(BatchObservations.of_query(self.query))
+        ends = closed.column("window_end")
+        for end_ms in sorted(set(ends.to_pylist())):
+            rows = closed.filter(pc.equal(ends, end_ms))
+            self._put(ClosedWindow(int(end_ms), rows, stage_layouts=stage))
 
     def _count(self, observed: BatchObservations) -> None:
         pane_events: Counter[int] = Counter()
