@@ -114,6 +114,7 @@ class ClosedWindow:
     # The layouts the stage rolled this window's closes up with (their `partials` column),
     # as `run`'s stage rolls them up with its driver's layouts; None: the stage had none.
     stage_layouts: StageLayouts | None = None
+    _table: pa.Table | None = field(default=None, init=False, repr=False, compare=False)
     _loads: list[tuple[str, str, TopicLoad]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -124,12 +125,24 @@ class ClosedWindow:
         return int(pc.sum(self.rows.column("topics")).as_py() or 0)
 
     def topic_table(self) -> pa.Table:
-        """The window's per-topic rows (TOPIC_ROWS_SCHEMA), all buckets."""
-        payloads = [p for p in self.rows.column("payload").to_pylist() if p is not None]
-        if not payloads:
-            return TOPIC_ROWS_SCHEMA.empty_table()
-        table = decode_windows(payloads)
-        return table.select(TOPIC_ROWS_SCHEMA.names).cast(TOPIC_ROWS_SCHEMA)
+        """The window's per-topic rows (TOPIC_ROWS_SCHEMA), all buckets (decoded once)."""
+        if self._table is None:
+            payloads = [p for p in self.rows.column("payload").to_pylist() if p is not None]
+            table = (
+                decode_windows(payloads).select(TOPIC_ROWS_SCHEMA.names).cast(TOPIC_ROWS_SCHEMA)
+                if payloads
+                else TOPIC_ROWS_SCHEMA.empty_table()
+            )
+            object.__setattr__(self, "_table", table)
+        assert self._table is not None
+        return self._table
+
+    def topic_names(self) -> set[tuple[str, str]]:
+        """(cluster, topic) of every topic that reported, without building its load (a
+        `TopicLoad` per topic costs microseconds: only the Pulsar policies need them)."""
+        table = self.topic_table()
+        clusters = table.column("cluster").to_pylist()
+        return set(zip(clusters, table.column("topic").to_pylist(), strict=True))
 
     def topic_loads(self) -> list[tuple[str, str, TopicLoad]]:
         """(cluster, namespace, load) of every topic that reported, in (cluster, namespace,

@@ -7,7 +7,7 @@ from balancer.app.config import BalancerConfig
 from balancer.app.replay.engine import run_replay
 from balancer.app.replay.pulsar_policies import SharedWindows, pulsar_replay_policies
 from balancer.app.replay.windows import StreamCounts
-from tests.app.replay.test_ours import BASE_MS, INITIAL, MIN, NS, contexts, windows
+from tests.app.replay.test_ours import BASE_MS, INITIAL, MIN, NS, contexts, topics, windows
 
 
 def config() -> BalancerConfig:
@@ -39,6 +39,7 @@ def test_pulsar_policies_see_every_window_with_the_recorded_loads() -> None:
     assert [r.policy for r in result.runs] == [
         "pulsar-modular-threshold", "pulsar-extensible-transfer",
     ]  # fmt: skip
+    assert (result.clusters, result.topics) == (("c1",), len(topics()))  # each topic once
     for run in result.runs:
         assert [w.window_end_ms for w in run.windows] == [BASE_MS + k * MIN for k in range(1, 6)]
         first = run.windows[0]
