@@ -37,6 +37,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -288,10 +289,15 @@ class _Handoff:
         if not self.attached.wait(timeout=60) or self.query is None:
             raise RuntimeError("replay query handle not available")
         self._count(BatchObservations.of_query(self.query))
-        ends = closed.column("window_end")
-        for end_ms in sorted(set(ends.to_pylist())):
-            rows = closed.filter(pc.equal(ends, end_ms))
-            self._put(ClosedWindow(int(end_ms), rows, stage_layouts=stage))
+        # Oldest window first, each a zero-copy slice of the batch's rows (a stable sort: a
+        # window's rows keep their order), so the queue holds no second copy of them.
+        closed = closed.sort_by("window_end")
+        start = 0
+        for end_ms, rows in groupby(closed.column("window_end").to_pylist()):
+            count = sum(1 for _ in rows)
+            window = closed.slice(start, count)
+            start += count
+            self._put(ClosedWindow(int(end_ms), window, stage_layouts=stage))
 
     def _count(self, observed: BatchObservations) -> None:
         pane_events: Counter[int] = Counter()
