@@ -12,16 +12,23 @@ peak RSS (VmHWM) and the windows' count; ends with `RESULT <json>`.
     python -m bench.replay                       # 5,000 topics x 30 rounds (150k samples)
     python -m bench.replay --topics 100000 --rounds 1440 --rounds-per-batch 60  # a day
 
-Every policy runs (ours and Pulsar's three) unless `--ours-only`.
+Every policy runs (ours and Pulsar's three) unless `--ours-only`. `--master spark://...`
+runs the stream on a standalone cluster (`bench/spark_cluster.py`; `--cluster-workers N`
+starts one of N one-core workers for the run).
 
 The generation of the recording runs inside the first phase (writing the micro-batch
-files): its share is printed beside it.
+files): its share is printed beside it. Where the rest goes (`phases_s`): `stream` is the
+engine waiting for the next closed window (Spark's batches, less what overlaps the engine's
+work), `decode` the window's topic rows decoded into loads (once for every policy),
+`windows` the Pulsar policies' shared window built from them, `observe` the recorded rounds
+handed to every policy, and each policy's own steps.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import tempfile
 import time
@@ -31,7 +38,11 @@ from pathlib import Path
 from balancer.app.config import BalancerConfig
 from balancer.app.replay.engine import ReplayPolicy, run_replay
 from balancer.app.replay.ours import OursPolicy
-from balancer.app.replay.pulsar_policies import PULSAR_POLICIES, pulsar_replay_policies
+from balancer.app.replay.pulsar_policies import (
+    PULSAR_POLICIES,
+    SharedWindows,
+    pulsar_replay_policies,
+)
 from balancer.app.replay.windows import (
     ClosedWindow,
     StreamCounts,
@@ -44,6 +55,8 @@ from balancer.core.bundles import NamespaceBundles
 from balancer.core.envelopes import DEFAULT_ENVELOPE_FORMAT, ENVELOPE_FORMATS, EnvelopeFormat
 from balancer.core.events import TopicStatsEvent
 from balancer.core.replay.recording import RecordedMessage, RoundContext
+from balancer.core.replay.result import ReplayAction, WindowSample
+from balancer.core.replay.window import ReplayWindow
 from balancer.core.round_marker import MARKER_KEY, encode_round_marker
 from bench.common import header, machine, print_result
 
@@ -147,6 +160,71 @@ def contexts(topics: int, rounds: int, interval_s: int) -> Iterator[RoundContext
         yield RoundContext("c1", at, reports)
 
 
+def _jvm_peak_rss_mib() -> float:
+    """VmHWM of the JVMs this process started (Spark's driver JVM in local mode)."""
+    peak = 0.0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+            cmdline = (status.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        if int(fields.get("PPid", "0").strip()) != os.getpid() or b"java" not in cmdline:
+            continue
+        hwm = fields.get("VmHWM", "0 kB").split()[0]
+        peak = max(peak, int(hwm) / 1024)
+    return peak
+
+
+class Timed:
+    """A policy as the engine drives it, its observe and step times added up."""
+
+    def __init__(self, policy: ReplayPolicy, phases: dict[str, float]) -> None:
+        self.policy = policy
+        self.phases = phases
+        phases.setdefault(policy.name, 0.0)
+
+    @property
+    def name(self) -> str:
+        return self.policy.name
+
+    @property
+    def description(self) -> str:
+        return self.policy.description
+
+    def observe(self, context: RoundContext) -> None:
+        t0 = time.monotonic()
+        self.policy.observe(context)
+        self.phases["observe"] += time.monotonic() - t0
+
+    def handle_at_ms(self, window_end_ms: int) -> int:
+        return self.policy.handle_at_ms(window_end_ms)
+
+    def step(self, window: ClosedWindow) -> tuple[list[ReplayAction], WindowSample]:
+        t0 = time.monotonic()
+        out = self.policy.step(window)
+        self.phases[self.policy.name] += time.monotonic() - t0
+        return out
+
+    def close(self) -> None:
+        self.policy.close()
+
+
+class TimedShared(SharedWindows):
+    """The Pulsar policies' shared window, the time to build it apart from their steps."""
+
+    def __init__(self, phases: dict[str, float]) -> None:
+        super().__init__()
+        self.phases = phases
+
+    def of(self, window: ClosedWindow) -> ReplayWindow:
+        t0 = time.monotonic()
+        built = super().of(window)
+        self.phases["windows"] += time.monotonic() - t0
+        return built
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=5_000)
@@ -163,9 +241,29 @@ def main() -> None:
     parser.add_argument(
         "--rounds-per-batch", type=int, default=1, help="markers per micro-batch (default 1)"
     )
+    parser.add_argument(
+        "--queued-windows", type=int,
+        help="closed windows handed over ahead of the policies (default: --rounds-per-batch)",
+    )  # fmt: skip
     parser.add_argument("--work-dir", type=Path, help="default: a temporary directory")
     parser.add_argument("--ours-only", action="store_true", help="not Pulsar's policies")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument(
+        "--cluster-workers", type=int, default=0,
+        help="start a standalone cluster of this many one-core workers for the run",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.cluster_workers:
+        from bench.spark_cluster import spark_cluster
+
+        with spark_cluster(workers=args.cluster_workers, cores=1, memory="2g") as cluster:
+            args.master = cluster.master_url
+            run(args)
+    else:
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
 
     from balancer.app.stream_settings import stream_settings
     from streaming.spark.job import build_spark
@@ -173,7 +271,11 @@ def main() -> None:
     config = BalancerConfig.model_validate(
         {
             "clusters": [{"name": "c1", "admin_url": "http://127.0.0.1:9"}],
-            "spark": {"window_s": args.interval_s, "slide_s": args.interval_s},
+            "spark": {
+                "window_s": args.interval_s,
+                "slide_s": args.interval_s,
+                "master": args.master,
+            },
             "collector": {"interval_s": args.interval_s},
         }
     )
@@ -189,11 +291,17 @@ def main() -> None:
             max_future_skew_s=config.spark.max_future_skew_s,
             records_per_batch=args.records_per_batch,
             markers_per_batch=args.rounds_per_batch,
+            queued_windows=args.queued_windows or args.rounds_per_batch,
         )  # fmt: skip
         counts = StreamCounts()
-        policies: list[ReplayPolicy] = [OursPolicy(config, workdir=work / "ours")]
+        phases = dict.fromkeys(("stream", "decode", "windows", "observe"), 0.0)
+        ours = OursPolicy(config, workdir=work / "ours")
+        policies: list[ReplayPolicy] = [Timed(ours, phases)]
         if not args.ours_only:
-            policies += pulsar_replay_policies(PULSAR_POLICIES, config)
+            shared = TimedShared(phases)
+            policies += [
+                Timed(p, phases) for p in pulsar_replay_policies(PULSAR_POLICIES, config, shared)
+            ]
         started = time.monotonic()
         generated = 0.0
 
@@ -213,9 +321,23 @@ def main() -> None:
         first_window: list[float] = []
 
         def windows() -> Iterator[ClosedWindow]:
-            for window in stream_windows(spark, timed(), settings, work / "stream", counts):
+            stream = stream_windows(
+                spark, timed(), settings, work / "stream", counts,
+                stage_layouts=ours.stage_layouts,
+            )  # fmt: skip
+            while True:
+                t0 = time.monotonic()
+                window = next(stream, None)
+                phases["stream"] += time.monotonic() - t0
+                if window is None:
+                    return
                 if not first_window:
                     first_window.append(time.monotonic() - started)
+                t0 = time.monotonic()
+                window.topic_table()  # decoded once here, read by the engine and policies
+                if not args.ours_only:  # the Pulsar policies' loads, one object a topic
+                    window.topic_loads()
+                phases["decode"] += time.monotonic() - t0
                 yield window
 
         result = run_replay(
@@ -223,6 +345,7 @@ def main() -> None:
             args.interval_s), policies=policies, counts=counts, window_s=args.interval_s,
         )  # fmt: skip
         total_s = time.monotonic() - started
+        jvm_rss_mib = _jvm_peak_rss_mib()
         spark.stop()
     samples = counts.samples
     windows_out = len(result.runs[0].windows) if result.runs else 0
@@ -240,13 +363,18 @@ def main() -> None:
         "generation_s": round(generated, 1),
         "samples_per_s": round(samples / total_s) if total_s else 0,
         "driver_peak_rss_mib": round(_vm_hwm_mib()),
+        "jvm_peak_rss_mib": round(jvm_rss_mib),
         "actions": {r.policy: len(r.actions) for r in result.runs},
+        "phases_s": {k: round(v, 1) for k, v in phases.items()},
+        "ours_partials_jobs": ours.processor.partials_jobs,
+        "master": args.master,
     }
     for key, value in figures.items():
         print(f"{key}: {json.dumps(value)}")
     target_s = total_s * (144_000_000 / samples) if samples else None
     print(f"at this rate, 144M samples: {target_s:,.0f} s" if target_s else "no samples")
     figures["rounds_per_batch"] = args.rounds_per_batch
+    figures["queued_windows"] = settings.queued_windows
     print_result({"bench": "replay", "machine": machine().__dict__, **figures})
 
 

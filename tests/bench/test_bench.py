@@ -350,3 +350,7 @@ def test_replay_on_a_tiny_recording() -> None:
     assert result["batches"] >= 2
     assert result["driver_peak_rss_mib"] > 0
     assert "at this rate, 144M samples" in out
+    # where the time went: the stream, the windows' decoding and building, every policy
+    assert {"stream", "decode", "windows", "observe", "ours"} <= set(result["phases_s"])
+    assert {"pulsar-modular-threshold", "pulsar-extensible-transfer"} <= set(result["phases_s"])
+    assert 1 <= result["ours_partials_jobs"] <= result["windows"]

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAME = "replay"
+# Rounds a micro-batch: Spark pays a few seconds per batch whatever its size, and the driver
+# holds up to two batches' closed rows (docs/benchmarks.md#replay, 20,000 topics: the
+# driver's peak RSS 313 MiB at 6, as when it read a batch's windows one by one; 440 at 12).
+DEFAULT_ROUNDS_PER_BATCH = 6
 # The cluster a config needs when none is given (a recording names its own clusters).
 _NO_CLUSTER = {"name": "replay", "admin_url": "http://127.0.0.1:9"}
 
@@ -80,10 +84,12 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--rounds-per-batch",
         type=positive_int,
-        default=1,
-        help="collector rounds (round markers) per micro-batch (default 1, as run reads "
-        "them when it keeps up; more is faster and closes the same windows when every round "
-        "ends with a marker: docs/operations.md#replay)",
+        default=DEFAULT_ROUNDS_PER_BATCH,
+        help="collector rounds (round markers) per micro-batch, and windows queued for the "
+        f"policies (default {DEFAULT_ROUNDS_PER_BATCH}: Spark's fixed cost is paid per batch; "
+        "the same windows as one round a batch, the batch run reads when it keeps up, when "
+        "every round ends with a marker; the driver holds a batch's closed rows: "
+        "docs/operations.md#replay)",
     )
     add_output_argument(parser)
     parser.set_defaults(handler=run)
@@ -113,7 +119,9 @@ def replay_config(path: Path | None) -> BalancerConfig:
     return load_config(path)
 
 
-def window_settings(config: BalancerConfig, rounds_per_batch: int = 1) -> WindowSettings:
+def window_settings(
+    config: BalancerConfig, rounds_per_batch: int = DEFAULT_ROUNDS_PER_BATCH
+) -> WindowSettings:
     spark = config.spark
     return WindowSettings(
         window_s=spark.window_s,
@@ -123,6 +131,7 @@ def window_settings(config: BalancerConfig, rounds_per_batch: int = 1) -> Window
         shuffle_partitions=spark.shuffle_partitions,
         max_future_skew_s=spark.max_future_skew_s,
         markers_per_batch=rounds_per_batch,
+        queued_windows=rounds_per_batch,  # Spark runs the next batch as the policies work
     )
 
 
@@ -170,7 +179,7 @@ def replay(
     names: tuple[str, ...],
     work: Path,
     settings_from: str = "the default",
-    rounds_per_batch: int = 1,
+    rounds_per_batch: int = DEFAULT_ROUNDS_PER_BATCH,
 ) -> ReplayResult:
     """The replay of `recording` through the named policies (Spark started here)."""
     from balancer.app.stream_settings import stream_settings
@@ -184,12 +193,14 @@ def replay(
     spark = build_spark(settings)
     counts = StreamCounts()
     policies = make_policies(names, config, work, settings_from)
+    ours = next((p for p in policies if isinstance(p, OursPolicy)), None)
     windows = stream_windows(
         spark,
         recording.stats_messages(),
         window_settings(config, rounds_per_batch),
         work / "stream",
         counts,
+        stage_layouts=ours.stage_layouts if ours is not None else None,
     )
     return run_replay(
         source=recording.description,

@@ -110,9 +110,9 @@ def run_replay(
             for run in runs:
                 run.policy.observe(context)
         if window.topics:
-            for cluster, _, load in window.topic_loads():
-                clusters.add(cluster)
-                topics.add((cluster, load.topic))
+            names = window.topic_names()
+            topics |= names
+            clusters.update(cluster for cluster, _ in names)
         else:
             empty.append(window.end_ms)
         for run in runs:

@@ -16,7 +16,7 @@ differs is what it talks to and when:
   count event time;
 - the broker board (the move planner's broker loads) is fed the recorded load reports of
   each round, corrected for the bundles whose owner in `ours`' layout differs from the
-  recorded one (`corrected_report`, the same rules as `balancer.core.replay.layout` corrects
+  recorded one (`corrected_report`, by the rule `balancer.core.replay.correction` corrects
   the other policies' reports by): where the layouts agree, the planner reads exactly the
   reports `run` read.
 """
@@ -27,7 +27,6 @@ import itertools
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,17 +38,19 @@ from balancer.app.replay.ours_admin import OursLayout, ReplayAdmin
 from balancer.app.replay.windows import ClosedWindow
 from balancer.controller.broker_board import BrokerLoadBoard
 from balancer.controller.outcome import Outcome
-from balancer.core.broker_load import BrokerLoadReport, Resource
+from balancer.core.broker_load import BrokerLoadReport
 from balancer.core.decisions import DecisionKind, OffloadDecision, SplitDecision
 from balancer.core.limits import max_ratio
 from balancer.core.load import BundleLoad
 from balancer.core.moves.model import MoveDecision
+from balancer.core.replay import correction
 from balancer.core.replay.recording import RoundContext
 from balancer.core.replay.result import POLICY_OURS, ActionKind, ReplayAction, WindowSample
 from balancer.core.results import ActionResult
 from streaming.driver.batch import BatchObservations, BatchProcessor
 from streaming.driver.closed_windows import HEAD_COLUMNS, ClosedWindows, Task
 from streaming.driver.deadletters import DeadLetter
+from streaming.stage.partials import StageLayouts
 from streaming.stage.windows import WindowSpec
 
 _DONE = (ActionResult.APPLIED, ActionResult.LANDED_ELSEWHERE)
@@ -84,8 +85,10 @@ class _NoDeadLetters:
 class MemoryClosedWindows(ClosedWindows):
     """One window's closed rows, held in memory, read by `run`'s driver code."""
 
-    def __init__(self, rows: pa.Table) -> None:
+    def __init__(self, rows: pa.Table, stage_layouts: StageLayouts | None = None) -> None:
+        """`stage_layouts`: those the stage rolled the rows' `partials` up with, if any."""
         self._rows = rows
+        self.stage_layouts = stage_layouts
 
     def heads(self) -> pa.Table:
         return self._rows.select(list(HEAD_COLUMNS))
@@ -98,25 +101,10 @@ class MemoryClosedWindows(ClosedWindows):
         return pa.Table.from_batches(batches).cast(schema)
 
 
-# LinuxBrokerHostUsageImpl samples the NIC in Kbit/s: bytes/s x 8 / 1000 (as
-# balancer.core.replay.layout corrects the other policies' reports).
-KBIT_PER_BYTE = 8.0 / 1000.0
-
-
 def cpu_costs(reports: Sequence[BrokerLoadReport]) -> dict[str, float]:
-    """Per broker, cpu (percent of a core) per msg/s in + out it carried in the round; under
-    "" the cluster's average, for a broker that carried nothing."""
-    costs: dict[str, float] = {}
-    cpu_total = rate_total = 0.0
-    for r in reports:
-        cpu = r.resources.get(Resource.CPU)
-        rate = r.msg_rate_in + r.msg_rate_out
-        if cpu is not None and rate > 0:
-            costs[r.broker] = cpu.usage / rate
-            cpu_total += cpu.usage
-            rate_total += rate
-    costs[""] = cpu_total / rate_total if rate_total else 0.0
-    return costs
+    """Per broker, cpu (percent of a core) per msg/s in + out it carried in the round (its
+    newest report); under "" the cluster's average, for a broker that carried nothing."""
+    return correction.cpu_costs(correction.newest_reports(reports))
 
 
 def corrected_report(
@@ -127,45 +115,28 @@ def corrected_report(
     recorded_owners: Mapping[str, str] | None = None,
     costs: Mapping[str, float] | None = None,
 ) -> BrokerLoadReport:
-    """The recorded report as the broker would give it owning `owned`: the rates and
-    bandwidth of the bundles it lost or gained in `ours`' layout (their newest windowed
-    loads) taken out or added, and their cpu at the cost per msg/s of the broker that
-    carried them in the recording (`costs`, `cpu_costs`; a bundle it lost at its own cost).
+    """The recorded report as the broker would give it owning `owned`: the bundles it lost or
+    gained in `ours`' layout (their newest windowed loads) moved off or onto it by the core's
+    rule (`balancer.core.replay.correction`, as Pulsar's policies' reports are corrected),
+    their cpu at the cost per msg/s of the broker that carried them in the recording
+    (`recorded_owners`, `costs` from `cpu_costs`; a bundle it lost at its own cost).
     Unchanged when the broker owns what it owned in the recording."""
     recorded = frozenset(report.bundles)
     if owned == recorded:
         return report
-    owners, cost = recorded_owners or {}, costs or {}
-    gained = [(n, loads[n]) for n in owned - recorded if n in loads]
-    lost = [loads[n] for n in recorded - owned if n in loads]
-
-    def delta(field: str) -> float:
-        gained_sum: float = sum(getattr(b, field) for _, b in gained)
-        lost_sum: float = sum(getattr(b, field) for b in lost)
-        return gained_sum - lost_sum
-
-    def cost_of(broker: str | None) -> float:
-        return cost.get(broker or "", cost.get("", 0.0))
-
-    cpu_delta = sum(b.msg_rate * cost_of(owners.get(n)) for n, b in gained) - sum(
-        b.msg_rate * cost_of(report.broker) for b in lost
-    )
-    resources = dict(report.resources)
-    for resource, added in (
-        (Resource.BANDWIDTH_IN, delta("msg_throughput_in") * KBIT_PER_BYTE),
-        (Resource.BANDWIDTH_OUT, delta("msg_throughput_out") * KBIT_PER_BYTE),
-        (Resource.CPU, cpu_delta),
-    ):
-        if resource in resources:
-            usage = resources[resource]
-            resources[resource] = replace(usage, usage=max(0.0, usage.usage + added))
-    return replace(
-        report, bundles=tuple(sorted(owned)), num_bundles=len(owned), resources=resources,
-        msg_rate_in=max(0.0, report.msg_rate_in + delta("msg_rate_in")),
-        msg_rate_out=max(0.0, report.msg_rate_out + delta("msg_rate_out")),
-        msg_throughput_in=max(0.0, report.msg_throughput_in + delta("msg_throughput_in")),
-        msg_throughput_out=max(0.0, report.msg_throughput_out + delta("msg_throughput_out")),
-    )  # fmt: skip
+    owners = recorded_owners or {}
+    cost = dict(costs or {})
+    cost.setdefault("", 0.0)
+    deltas: dict[str, correction.LoadDelta] = {}
+    broker = report.broker
+    for name in sorted(owned - recorded):
+        if name in loads:
+            correction.move_load(deltas, loads[name], owners.get(name), broker, cost)
+    for name in sorted(recorded - owned):
+        if name in loads:
+            correction.move_load(deltas, loads[name], broker, None, cost)
+    delta = deltas.get(broker, correction.LoadDelta())
+    return correction.corrected_report(report, delta, owned)
 
 
 def replay_config(config: BalancerConfig, workdir: Path) -> BalancerConfig:
@@ -246,15 +217,20 @@ class OursPolicy:
     def handle_at_ms(self, window_end_ms: int) -> int:
         return window_end_ms + self.handle_delay_ms
 
+    def stage_layouts(self) -> StageLayouts | None:
+        """The layouts `run`'s driver would hand the stage now: those its batch code rolled
+        the last handled window up with (`BatchProcessor` keeps them for its next batch;
+        read here from another thread, as the stream starts a micro-batch)."""
+        return self.processor._stage_layouts
+
     def step(self, window: ClosedWindow) -> tuple[list[ReplayAction], WindowSample]:
         """`run`'s handling of one closed window; the actions applied to `ours`' layout."""
         self.clock.set(self.handle_at_ms(window.end_ms))
         self._batch += 1
         if window.topics:
             observed = BatchObservations((), (), window.end_ms, window.end_ms)
-            report = self.processor.report(
-                self._batch, MemoryClosedWindows(window.rows), observed, time.monotonic()
-            )
+            closed = MemoryClosedWindows(window.rows, window.stage_layouts)
+            report = self.processor.report(self._batch, closed, observed, time.monotonic())
             for bundle in report.bundles:
                 self._bundles[f"{bundle.cluster}/{bundle.namespace}/{bundle.bundle}"] = bundle
             for _, topic in report.large_topics:

@@ -10,10 +10,13 @@ a topic's broker is the recorded owner of its bundle in that round.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from itertools import groupby
 
 from balancer.app.config import BalancerConfig
 from balancer.app.replay.windows import ClosedWindow
+from balancer.core.load import TopicLoad
 from balancer.core.replay.layout import ReplayLayout
 from balancer.core.replay.policy import Policy
 from balancer.core.replay.pulsar_policies import pulsar_policies
@@ -65,13 +68,46 @@ class SharedWindows:
             return self._built[1]
         contexts = self._newest(window.end_ms)
         recorded = ReplayLayout.from_contexts(contexts.values())
-        topics = [
-            WindowTopic(cluster, load, recorded.owner_of(cluster, namespace, load.position) or "")
-            for cluster, namespace, load in window.topic_loads()
-        ]
-        built = ReplayWindow.build(window.end_ms, topics, contexts)
+        # The stream's rows come grouped by (cluster, namespace) and sorted by position: each
+        # group's topics take their brokers bundle by bundle (one lookup per bundle, not per
+        # topic), and the window is built from the groups as they are.
+        grouped: dict[tuple[str, str], list[WindowTopic]] = {}
+        for (cluster, namespace), rows in groupby(window.topic_loads(), key=_namespace_key):
+            loads = [load for _, _, load in rows]
+            grouped[(cluster, namespace)] = _with_brokers(recorded, cluster, namespace, loads)
+        built = ReplayWindow.from_namespaces(window.end_ms, grouped, contexts)
         self._built = (window.end_ms, built)
         return built
+
+
+def _namespace_key(row: tuple[str, str, TopicLoad]) -> tuple[str, str]:
+    return row[0], row[1]
+
+
+def _with_brokers(
+    recorded: ReplayLayout, cluster: str, namespace: str, loads: Sequence[TopicLoad]
+) -> list[WindowTopic]:
+    """The topics of one namespace (sorted by position), each with the recorded owner of the
+    bundle holding it ("" when none: `ReplayLayout.owner_of`)."""
+    c = recorded.clusters.get(cluster)
+    layout = c.namespaces.get(namespace) if c else None
+    if c is None or layout is None:
+        return [WindowTopic(cluster, load, "") for load in loads]
+    positions = [load.position for load in loads]
+    out: list[WindowTopic] = []
+    start = 0
+    for bundle in layout.bundles:
+        # NamespaceBundles.find: the greatest boundary <= position; 0xffffffff in the last.
+        end = (
+            bisect_right(positions, bundle.upper, lo=start)
+            if bundle.is_last
+            else bisect_left(positions, bundle.upper, lo=start)
+        )
+        broker = c.owners.get(bundle.key(namespace)) or ""
+        out.extend(WindowTopic(cluster, load, broker) for load in loads[start:end])
+        start = end
+    out.extend(WindowTopic(cluster, load, "") for load in loads[start:])  # none expected
+    return out
 
 
 class CorePolicy:

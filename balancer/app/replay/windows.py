@@ -19,8 +19,10 @@ the watermark to its `until_ms` and the window closes in the batch after the one
 it; without markers the watermark's lateness closes it. A micro-batch file ends after each
 round marker (the batch `run` reads when the collector keeps up: a round and its marker),
 or at `records_per_batch` records (`markers_per_batch` joins rounds for speed). Memory is
-bounded by one window: the queue between Spark's foreachBatch and the caller holds one
-window, and the stage's state is on disk (RocksDB). Spark in batch needs the files on
+bounded by the windows of a batch, not the recording: foreachBatch reads a batch's closed
+rows once (packed, a few payloads per bucket and window) and the queue to the caller holds
+`queued_windows` of them; the caller decodes one window at a time; the stage's state is on
+disk (RocksDB). Spark in batch needs the files on
 disk: a replay costs the recording's size in Parquet under its work directory while it
 runs (docs/operations.md#replay).
 """
@@ -33,8 +35,9 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,7 +54,7 @@ from streaming.read.parse import parse_records
 from streaming.shared.packing import decode_windows
 from streaming.shared.schema import CLOSED_ARROW_SCHEMA, PARSED_SPARK_SCHEMA
 from streaming.spark.job import ArrowMap, observe_side_rows
-from streaming.stage.partials import TOPIC_ROWS_SCHEMA
+from streaming.stage.partials import STAGE_LAYOUTS_PROPERTY, TOPIC_ROWS_SCHEMA, StageLayouts
 from streaming.stage.windows import WindowSpec, late_events, topic_windows
 
 if TYPE_CHECKING:
@@ -91,6 +94,10 @@ class WindowSettings:
     # the same contents when every round ends with a marker (an event is late only against
     # an earlier batch's watermark, and a round's events come before its marker).
     markers_per_batch: int = 1
+    # Closed windows handed over ahead of the policies (each its packed closed rows, not
+    # its decoded topics): as many as a batch closes let Spark run the next micro-batch
+    # while the policies work through this one's windows (the same windows, in order).
+    queued_windows: int = 1
 
     @property
     def spec(self) -> WindowSpec:
@@ -100,10 +107,18 @@ class WindowSettings:
 @dataclass(frozen=True)
 class ClosedWindow:
     """One closed event-time window, every bucket's close of it (CLOSED_ARROW_SCHEMA rows,
-    the rows `run`'s foreachBatch reads), with its per-topic loads on demand."""
+    the rows `run`'s foreachBatch reads), with its per-topic loads on demand (decoded once:
+    the engine and every policy read the same list)."""
 
     end_ms: int
     rows: pa.Table
+    # The layouts the stage rolled this window's closes up with (their `partials` column),
+    # as `run`'s stage rolls them up with its driver's layouts; None: the stage had none.
+    stage_layouts: StageLayouts | None = None
+    _table: pa.Table | None = field(default=None, init=False, repr=False, compare=False)
+    _loads: list[tuple[str, str, TopicLoad]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def topics(self) -> int:
@@ -111,18 +126,34 @@ class ClosedWindow:
         return int(pc.sum(self.rows.column("topics")).as_py() or 0)
 
     def topic_table(self) -> pa.Table:
-        """The window's per-topic rows (TOPIC_ROWS_SCHEMA), all buckets."""
-        payloads = [p for p in self.rows.column("payload").to_pylist() if p is not None]
-        if not payloads:
-            return TOPIC_ROWS_SCHEMA.empty_table()
-        table = decode_windows(payloads)
-        return table.select(TOPIC_ROWS_SCHEMA.names).cast(TOPIC_ROWS_SCHEMA)
+        """The window's per-topic rows (TOPIC_ROWS_SCHEMA), all buckets (decoded once)."""
+        if self._table is None:
+            payloads = [p for p in self.rows.column("payload").to_pylist() if p is not None]
+            table = (
+                decode_windows(payloads).select(TOPIC_ROWS_SCHEMA.names).cast(TOPIC_ROWS_SCHEMA)
+                if payloads
+                else TOPIC_ROWS_SCHEMA.empty_table()
+            )
+            object.__setattr__(self, "_table", table)
+        assert self._table is not None
+        return self._table
+
+    def topic_names(self) -> set[tuple[str, str]]:
+        """(cluster, topic) of every topic that reported, without building its load (a
+        `TopicLoad` per topic costs microseconds: only the Pulsar policies need them)."""
+        table = self.topic_table()
+        clusters = table.column("cluster").to_pylist()
+        return set(zip(clusters, table.column("topic").to_pylist(), strict=True))
 
     def topic_loads(self) -> list[tuple[str, str, TopicLoad]]:
         """(cluster, namespace, load) of every topic that reported, in (cluster, namespace,
-        position, topic) order: the rows `run` hands its handler, for every bundle."""
-        table = self.topic_table()
-        return topic_loads(table) if table.num_rows else []
+        position, topic) order: the rows `run` hands its handler, for every bundle. The same
+        list on every call (do not change it)."""
+        if self._loads is None:
+            table = self.topic_table()
+            object.__setattr__(self, "_loads", topic_loads(table) if table.num_rows else [])
+        assert self._loads is not None
+        return self._loads
 
 
 @dataclass
@@ -220,33 +251,53 @@ def build_replay_pipeline(spark: SparkSession, files: Path, settings: WindowSett
 _DONE = object()
 
 
-class _Handoff:
-    """foreachBatch: each closed window of the batch, oldest first, into a one-window queue."""
+# The layouts a policy would have the stage roll its closes up with (`OursPolicy`'s: those
+# of its last handled window), asked for as each micro-batch starts.
+StageLayoutsOf = Callable[[], StageLayouts | None]
 
-    def __init__(self, settings: WindowSettings, counts: StreamCounts) -> None:
+
+class _Handoff:
+    """foreachBatch: each closed window of the batch, oldest first, into a queue of
+    `queued_windows` (the engine takes them from it)."""
+
+    def __init__(
+        self, settings: WindowSettings, counts: StreamCounts, stage_layouts: StageLayoutsOf
+    ) -> None:
         self.spec = settings.spec
         self.counts = counts
-        self.out: queue.Queue[object] = queue.Queue(maxsize=1)
+        self.stage_layouts = stage_layouts
+        self.out: queue.Queue[object] = queue.Queue(maxsize=max(1, settings.queued_windows))
         self.query: StreamingQuery | None = None
         self.stopping = threading.Event()
         self.attached = threading.Event()
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
-        df = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
+        # As `run`'s driver does (`streaming.driver.batch.BatchProcessor`): the stage rolls
+        # its closes up with the layouts of the last window handled, so `ours` reads its
+        # bundle partials from the closes while they are still in force, not computing them
+        # itself (the same partials: `ClosedWindows.stage_partials` checks they are).
+        stage = self.stage_layouts()
+        context = batch_df.sparkSession.sparkContext
+        if stage is not None:
+            context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, stage.to_text())
         try:
-            heads = df.select("window_end").toArrow()  # runs the batch
-            if not self.attached.wait(timeout=60) or self.query is None:
-                raise RuntimeError("replay query handle not available")
-            self._count(BatchObservations.of_query(self.query))
-            for end_ms in sorted(set(heads.column("window_end").to_pylist())):
-                rows = df.filter(F.col("window_end") == F.lit(end_ms)).toArrow()
-                window = ClosedWindow(int(end_ms), rows.select(CLOSED_ARROW_SCHEMA.names))
-                self._put(window)
+            # One read of the batch's closed rows (packed: a window's topics are a few
+            # payloads per bucket), which runs the batch; split by window here.
+            closed = batch_df.select(*CLOSED_ARROW_SCHEMA.names).toArrow()
         finally:
-            df.unpersist()
+            context.setLocalProperty(STAGE_LAYOUTS_PROPERTY, None)  # None unsets it
+        if not self.attached.wait(timeout=60) or self.query is None:
+            raise RuntimeError("replay query handle not available")
+        self._count(BatchObservations.of_query(self.query))
+        # Oldest window first, each a zero-copy slice of the batch's rows (a stable sort: a
+        # window's rows keep their order), so the queue holds no second copy of them.
+        closed = closed.sort_by("window_end")
+        start = 0
+        for end_ms, rows in groupby(closed.column("window_end").to_pylist()):
+            count = sum(1 for _ in rows)
+            window = closed.slice(start, count)
+            start += count
+            self._put(ClosedWindow(int(end_ms), window, stage_layouts=stage))
 
     def _count(self, observed: BatchObservations) -> None:
         pane_events: Counter[int] = Counter()
@@ -274,11 +325,13 @@ def stream_windows(
     settings: WindowSettings,
     workdir: Path,
     counts: StreamCounts | None = None,
+    stage_layouts: StageLayoutsOf | None = None,
 ) -> Iterator[ClosedWindow]:
     """Every window the stream closes over `messages`, oldest first, as `run` closes them.
 
     `workdir` holds the micro-batch files and the checkpoint (empty it after). `counts`
-    is filled as batches run (samples, rejects by reason, late samples)."""
+    is filled as batches run (samples, rejects by reason, late samples). `stage_layouts`:
+    the layouts the stage rolls each batch's closes up with (None: none)."""
     counts = counts if counts is not None else StreamCounts()
     files = workdir / "batches"
     started = time.monotonic()
@@ -292,7 +345,7 @@ def stream_windows(
     log.info("replay: %d micro-batch file(s) in %.1f s", written, counts.write_s)
     if not written:
         return
-    handoff = _Handoff(settings, counts)
+    handoff = _Handoff(settings, counts, stage_layouts or (lambda: None))
     query = (
         build_replay_pipeline(spark, files, settings)
         .writeStream.outputMode("append")

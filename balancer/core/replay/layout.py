@@ -7,14 +7,12 @@ Loads on the layout:
 - bundle loads: the window's topic loads rolled up onto the layout's bundles by hash position
   (`balancer.core.load.roll_up`; positions are Pulsar's CRC32 of the full topic name);
 - broker loads: the round's recorded load report, corrected for the topics whose owner in
-  this layout differs from their owner in the recorded layout of that round. Each resource is
-  corrected by what drives it: bandwidth in/out by the topics' throughput in/out (Kbit/s, as
-  `LinuxBrokerHostUsageImpl` samples the NIC), cpu by their msg rate, at the cpu cost per
-  msg/s measured on the broker that carried them in the recording (its cpu usage over its
-  msg rate in + out; the cluster's average when it carried none). Memory and direct memory
-  are left as recorded. A layout equal to the recording's therefore sees exactly the recorded
-  reports. Brokers without a report in the round have no limits to compare with: they are
-  left out of the broker loads (their bundles still count in the bundle loads).
+  this layout differs from their owner in the recorded layout of that round, by the rule of
+  `balancer.core.replay.correction` (the one `ours`' move planner reads by too: bandwidth by
+  throughput, cpu by msg rate at the recorded carrier's cost per msg/s). A layout equal to
+  the recording's therefore sees exactly the recorded reports. Brokers without a report in
+  the round have no limits to compare with: they are left out of the broker loads (their
+  bundles still count in the bundle loads).
 
 Purely computational, with no side effects.
 """
@@ -22,9 +20,9 @@ Purely computational, with no side effects.
 from __future__ import annotations
 
 import copy
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from math import fsum
 
 from balancer.core.broker_load import (
     BrokerLoadReport,
@@ -36,13 +34,20 @@ from balancer.core.broker_load import (
 from balancer.core.bundles import BundleRange, InvalidBundle, NamespaceBundles
 from balancer.core.hashing import FULL_LOWER, FULL_UPPER
 from balancer.core.limits import BundleLimits, max_ratio
-from balancer.core.load import BundleLoad, TopicLoad
+from balancer.core.load import BundleLoad
+from balancer.core.replay.correction import (
+    KBIT_PER_BYTE,
+    LoadDelta,
+    corrected_resources,
+    cpu_costs,
+    move_load,
+    newest_reports,
+)
 from balancer.core.replay.recording import RoundContext
 from balancer.core.replay.result import WindowSample
 from balancer.core.replay.window import ReplayWindow
 
-# LinuxBrokerHostUsageImpl reports bandwidth in Kbit/s: bytes/s x 8 / 1000.
-KBIT_PER_BYTE = 8.0 / 1000.0
+_NO_DELTA = LoadDelta()  # read only: a broker whose load no layout change touched
 
 
 def split_key(key: str) -> tuple[str, BundleRange]:
@@ -82,14 +87,6 @@ class BrokerView:
 
 
 @dataclass
-class _Delta:
-    cpu_pct: float = 0.0
-    msg_rate: float = 0.0
-    throughput_in: float = 0.0
-    throughput_out: float = 0.0
-
-
-@dataclass
 class ReplayLayout:
     """Every cluster's layout as one policy has it."""
 
@@ -117,7 +114,7 @@ class ReplayLayout:
         # The newest report of each broker; a bundle reported twice keeps the newest report's
         # broker (ties: the smaller id), a bundle overlapping one already taken is skipped
         # (the finer one wins: the children of a split whose parent is still reported).
-        reports = _newest_reports(ctx.reports)
+        reports = newest_reports(ctx.reports)
         claims: dict[str, list[tuple[BundleRange, int, str]]] = {}
         for report in reports.values():
             for key in report.bundles:
@@ -284,15 +281,11 @@ class ReplayLayout:
         out: dict[tuple[str, str], BrokerView] = {}
         for cluster in sorted(window.contexts):
             ctx = window.contexts[cluster]
-            reports = _newest_reports(ctx.reports)
+            reports = newest_reports(ctx.reports)
             deltas = self._deltas(window, ctx, reports)
             for broker, report in sorted(reports.items()):
-                d = deltas.get(broker, _Delta())
-                resources = dict(report.resources)
-                if d != _Delta():
-                    _shift(resources, Resource.CPU, d.cpu_pct)
-                    _shift(resources, Resource.BANDWIDTH_IN, d.throughput_in * KBIT_PER_BYTE)
-                    _shift(resources, Resource.BANDWIDTH_OUT, d.throughput_out * KBIT_PER_BYTE)
+                d = deltas.get(broker, _NO_DELTA)
+                resources = corrected_resources(report.resources, d)
                 out[(cluster, broker)] = BrokerView(
                     cluster=cluster,
                     broker=broker,
@@ -306,7 +299,7 @@ class ReplayLayout:
 
     def _deltas(
         self, window: ReplayWindow, ctx: RoundContext, reports: Mapping[str, BrokerLoadReport]
-    ) -> dict[str, _Delta]:
+    ) -> dict[str, LoadDelta]:
         cluster = ctx.cluster
         mine = self.clusters.get(cluster)
         if mine is None:
@@ -315,8 +308,8 @@ class ReplayLayout:
         if recorded is None:
             recorded = window.recorded_layouts[cluster] = ReplayLayout.from_contexts([ctx])
         rec = recorded.clusters[cluster]
-        cpu_cost = _cpu_costs(reports)
-        deltas: dict[str, _Delta] = {}
+        cpu_cost = cpu_costs(reports)
+        deltas: dict[str, LoadDelta] = {}
         for c, namespace in window.namespaces:
             layout = mine.namespaces.get(namespace)
             if c != cluster or layout is None:
@@ -334,14 +327,25 @@ class ReplayLayout:
                         continue  # nothing to correct
                     load = window.bundle_load(cluster, namespace, bundle)
                     if load is not None and was is not None:
-                        _move(deltas, load, was, owner, cpu_cost)
+                        move_load(deltas, load, was, owner, cpu_cost)
                         continue
+                # Topic by topic (the bundle spans recorded bundles, or its recorded one has
+                # no owner): each topic's recorded owner is that of the recorded bundle
+                # holding it (`owner_of`, looked up once per recorded bundle), else the
+                # broker that reported it.
+                owner_at: dict[int, str | None] = {}
                 nsw = window.namespaces[(c, namespace)]
                 for topic in nsw.in_bundle(bundle):
-                    was = recorded.owner_of(cluster, namespace, topic.load.position)
+                    was = None
+                    if rec_layout is not None:
+                        i = _index_of(rec_layout, topic.load.position)
+                        if i not in owner_at:
+                            lower, upper = rec_layout.boundaries[i : i + 2]
+                            owner_at[i] = rec.owners.get(BundleRange(lower, upper).key(namespace))
+                        was = owner_at[i]
                     was = was if was is not None else topic.broker
                     if was != owner:
-                        _move(deltas, topic.load, was, owner, cpu_cost)
+                        move_load(deltas, topic.load, was, owner, cpu_cost)
         return deltas
 
     def sample(
@@ -367,12 +371,12 @@ class ReplayLayout:
         )
 
 
-def _newest_reports(reports: Iterable[BrokerLoadReport]) -> dict[str, BrokerLoadReport]:
-    newest: dict[str, BrokerLoadReport] = {}
-    for r in reports:
-        if r.broker not in newest or r.timestamp_ms > newest[r.broker].timestamp_ms:
-            newest[r.broker] = r
-    return newest
+def _index_of(layout: NamespaceBundles, position: int) -> int:
+    """The index of the bundle holding `position`, as `NamespaceBundles.find` finds it (the
+    greatest boundary <= position; 0xffffffff in the last bundle)."""
+    if not FULL_LOWER <= position <= FULL_UPPER:
+        raise InvalidBundle(f"hash position {position} is outside the hash range")
+    return min(bisect_right(layout.boundaries, position) - 1, layout.num_bundles - 1)
 
 
 def _cover(namespace: str, taken: Sequence[BundleRange]) -> NamespaceBundles:
@@ -383,49 +387,6 @@ def _cover(namespace: str, taken: Sequence[BundleRange]) -> NamespaceBundles:
         points.add(b.lower)
         points.add(b.upper)
     return NamespaceBundles(namespace, tuple(sorted(points)))
-
-
-def _cpu_costs(reports: Mapping[str, BrokerLoadReport]) -> dict[str, float]:
-    """Per broker, cpu usage (percent of a core) per msg/s in + out it carried; brokers that
-    carried nothing take the cluster's average."""
-    costs: dict[str, float] = {}
-    total_cpu: list[float] = []
-    total_rate: list[float] = []
-    for broker, r in reports.items():
-        cpu = r.resources.get(Resource.CPU)
-        rate = r.msg_rate_in + r.msg_rate_out
-        if cpu is not None and rate > 0:
-            costs[broker] = cpu.usage / rate
-            total_cpu.append(cpu.usage)
-            total_rate.append(rate)
-    average = fsum(total_cpu) / fsum(total_rate) if total_rate else 0.0
-    costs[""] = average  # the fallback, for brokers with no report or no traffic
-    return costs
-
-
-def _move(
-    deltas: dict[str, _Delta],
-    load: TopicLoad | BundleLoad,
-    source: str | None,
-    destination: str | None,
-    cpu_cost: Mapping[str, float],
-) -> None:
-    """Take a topic's (or a whole bundle's) load off `source` and onto `destination`."""
-    cpu = load.msg_rate * cpu_cost.get(source or "", cpu_cost[""])
-    for broker, sign in ((source, -1.0), (destination, 1.0)):
-        if broker is None:
-            continue
-        d = deltas.setdefault(broker, _Delta())
-        d.cpu_pct += sign * cpu
-        d.msg_rate += sign * load.msg_rate
-        d.throughput_in += sign * load.msg_throughput_in
-        d.throughput_out += sign * load.msg_throughput_out
-
-
-def _shift(resources: dict[Resource, ResourceUsage], resource: Resource, by: float) -> None:
-    usage = resources.get(resource)
-    if usage is not None and by != 0.0:
-        resources[resource] = ResourceUsage(max(0.0, usage.usage + by), usage.limit)
 
 
 __all__ = [

@@ -144,3 +144,76 @@ def test_a_report_is_corrected_only_for_the_bundles_whose_owner_differs() -> Non
         costs=costs,
     )  # fmt: skip
     assert gained.resources[Resource.CPU].usage == 5.0 + 25.0
+
+
+def test_ours_corrects_a_report_by_the_same_rule_as_the_pulsar_policies_layout() -> None:
+    """One rule (`balancer.core.replay.correction`): a bundle moved from b1 to the idle b3
+    gives, in `ours`' corrected reports, exactly the resources the core layout gives them."""
+    from balancer.core.replay.layout import ReplayLayout
+    from tests.core.replay.fixtures import CLUSTER, recorded, topic, window_of
+
+    ns = NamespaceBundles.initial(NS, 2)
+    low, high = (b.key(NS) for b in ns.bundles)
+    loads = [topic(f"{NS}/x{i}", msg_in=100.0 + i, bytes_in=1e5 * (i + 1)) for i in range(30)]
+    ctx, seen = recorded({low: "b1:8080", high: "b2:8080"}, [ns], loads, brokers=["b3:8080"])
+    window = window_of(ctx, seen)
+    layout = ReplayLayout.from_contexts([ctx])
+    layout.apply_move(CLUSTER, low, "b3:8080")
+    views = layout.broker_loads(window)
+    bundle_loads = {b.bundle.key(b.namespace): b for b in layout.bundle_loads(window)}
+    owners = {name: r.broker for r in ctx.reports for name in r.bundles}
+    costs = cpu_costs(ctx.reports)
+    for rep in ctx.reports:
+        owned = frozenset(layout.bundles_of(CLUSTER, rep.broker))
+        fixed = corrected_report(rep, owned, bundle_loads, recorded_owners=owners, costs=costs)
+        view = views[(CLUSTER, rep.broker)]
+        assert fixed.resources == view.resources, rep.broker
+        assert fixed.msg_rate_in + fixed.msg_rate_out == view.msg_rate
+        assert (fixed.msg_throughput_in, fixed.msg_throughput_out) == (
+            view.throughput_in,
+            view.throughput_out,
+        )
+    assert views[(CLUSTER, "b3:8080")].resources != next(
+        r.resources for r in ctx.reports if r.broker == "b3:8080"
+    )
+
+
+def test_ours_reads_the_partials_the_stage_rolled_up_with_its_layouts_and_decides_the_same(
+    tmp_path: Path,
+) -> None:
+    """As `run`: the stream's stage rolls each window's closes up with the layouts `ours`
+    handled the previous window with (`stage_layouts`), and `ours` reads those partials
+    while they are still in force (not after its split): the same actions and windows as
+    computing every window's partials itself, with fewer partials jobs of its own."""
+    from collections.abc import Iterator
+
+    from streaming.stage.partials import stage_roll_up
+
+    def staged(ours: OursPolicy, count: int) -> Iterator[ClosedWindow]:
+        stage = LocalStage(window_ms=MIN, slide_ms=MIN, known_ttl_ms=3 * MIN)
+        for k in range(1, count + 1):
+            end = BASE_MS + k * MIN
+            layouts = ours.stage_layouts()  # asked as the window's batch starts
+            rows = stage.close(
+                ((hash_position(t.topic) % 4, TopicWindow("c1", NS, end, t)) for t in topics()),
+                stage_roll_up(layouts) if layouts is not None else None,
+            )
+            yield ClosedWindow(end, rows, stage_layouts=layouts)
+
+    runs = []
+    jobs = []
+    for with_stage in (False, True):
+        work = tmp_path / str(with_stage)
+        ours = OursPolicy(config(work), workdir=work / "ours")
+        result = run_replay(
+            source="test", windows=staged(ours, 6) if with_stage else windows(6),
+            contexts=contexts(7), policies=[ours], counts=StreamCounts(), window_s=60,
+        )  # fmt: skip
+        runs.append(result.runs[0])
+        jobs.append(ours.processor.partials_jobs)
+    plain, with_stage_run = runs
+    assert [a.kind for a in plain.actions].count(ActionKind.SPLIT) >= 1
+    assert with_stage_run.actions == plain.actions
+    assert with_stage_run.windows == plain.windows
+    assert jobs[0] == 6, jobs  # every window's partials computed by ours itself
+    assert jobs[1] == 2, jobs  # the first window, and the one after its split

@@ -7,7 +7,7 @@ from balancer.app.config import BalancerConfig
 from balancer.app.replay.engine import run_replay
 from balancer.app.replay.pulsar_policies import SharedWindows, pulsar_replay_policies
 from balancer.app.replay.windows import StreamCounts
-from tests.app.replay.test_ours import BASE_MS, INITIAL, MIN, NS, contexts, windows
+from tests.app.replay.test_ours import BASE_MS, INITIAL, MIN, NS, contexts, topics, windows
 
 
 def config() -> BalancerConfig:
@@ -39,6 +39,7 @@ def test_pulsar_policies_see_every_window_with_the_recorded_loads() -> None:
     assert [r.policy for r in result.runs] == [
         "pulsar-modular-threshold", "pulsar-extensible-transfer",
     ]  # fmt: skip
+    assert (result.clusters, result.topics) == (("c1",), len(topics()))  # each topic once
     for run in result.runs:
         assert [w.window_end_ms for w in run.windows] == [BASE_MS + k * MIN for k in range(1, 6)]
         first = run.windows[0]
@@ -47,3 +48,36 @@ def test_pulsar_policies_see_every_window_with_the_recorded_loads() -> None:
         assert first.bundles == INITIAL.num_bundles
     first, second = policies
     assert first.layout is not second.layout  # each changes its own
+
+
+def test_each_topic_takes_the_recorded_owner_of_its_bundle_as_found_topic_by_topic() -> None:
+    """The brokers are given bundle by bundle; they are those `owner_of` finds per topic,
+    with the bundles split in the recording and owned by three brokers (one owns none)."""
+    from dataclasses import replace
+
+    from balancer.core.replay.layout import ReplayLayout
+    from balancer.core.replay.window import ReplayWindow, WindowTopic
+
+    layout = INITIAL.split(INITIAL.bundles[1], [INITIAL.bundles[1].lower + 0x100000])[0]
+    keys = [b.key(NS) for b in layout.bundles]
+    ctx = contexts(1)[0]
+    b1, b2 = ctx.reports
+    ctx = replace(ctx, reports=(
+        replace(b1, bundles=tuple(keys[:2])), replace(b2, bundles=tuple(keys[2:4])),
+    ))  # fmt: skip
+    # the last bundle, keys[4], is owned by no broker
+    shared = SharedWindows()
+    shared.observe(ctx)
+    (window, *_) = windows(1)
+    built = shared.of(window)
+    recorded = ReplayLayout.from_contexts([ctx])
+    expected = ReplayWindow.build(
+        window.end_ms,
+        [
+            WindowTopic(c, load, recorded.owner_of(c, ns, load.position) or "")
+            for c, ns, load in window.topic_loads()
+        ],
+        {"c1": ctx},
+    )
+    assert built.namespaces == expected.namespaces
+    assert {t.broker for t in built.namespaces[("c1", NS)].topics} == {"b1:8080", "b2:8080", ""}

@@ -104,3 +104,41 @@ def test_windows_equal_a_hand_computation(
     assert (w3[A].msg_rate_in, w3[A].producer_count) == (7.0, 4)
     assert counts.samples == 6 and counts.late == 1 and counts.marks == 3
     assert sum(counts.rejected.values()) == 1, counts.rejected
+
+
+def test_the_stage_rolls_the_closes_up_with_the_layouts_given_as_a_batch_starts(
+    spark: Any, tmp_path: Path
+) -> None:
+    """As `run`'s stage: the layouts asked for as each micro-batch starts are those its
+    closes are rolled up with (the `partials` column), and those partials are the ones the
+    driver would compute itself with them."""
+    from balancer.app.replay.ours import MemoryClosedWindows
+    from balancer.core.bundles import NamespaceBundles
+    from streaming.stage.partials import StageLayouts
+
+    layouts = {("c1", NS): NamespaceBundles.initial(NS, 4)}
+    stage = StageLayouts(layouts, None)
+    asked: list[int] = []
+
+    def stage_layouts() -> StageLayouts:
+        asked.append(1)
+        return stage
+
+    settings = WindowSettings(
+        window_s=60, slide_s=60, watermark_s=60, num_buckets=4, shuffle_partitions=2,
+        max_future_skew_s=600,
+    )  # fmt: skip
+    windows = list(
+        stream_windows(spark, recording(), settings, tmp_path, stage_layouts=stage_layouts)
+    )
+    with_topics = [w for w in windows if w.topics]
+    assert with_topics and asked
+    for w in with_topics:
+        assert w.stage_layouts is stage
+        closed = MemoryClosedWindows(w.rows, w.stage_layouts)
+        from_stage = closed.stage_partials(w.end_ms, layouts, None)
+        assert from_stage is not None, w.end_ms
+        computed = closed.partials(w.end_ms, layouts, None)
+        keys = ["cluster", "namespace", "lower", "bucket"]
+        order = [(k, "ascending") for k in keys if k in computed.column_names]
+        assert from_stage.sort_by(order).to_pylist() == computed.sort_by(order).to_pylist()

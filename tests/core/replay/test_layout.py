@@ -186,3 +186,32 @@ def test_follow_takes_a_namespace_created_during_the_recording() -> None:
     layout.follow(ctx)
     assert layout.clusters[CLUSTER].namespaces["t/new"] == new
     assert layout.bundles_of(CLUSTER, "b3:8080") == sorted(b.key("t/new") for b in new.bundles)
+
+
+def test_a_bundle_spanning_recorded_bundles_moves_each_topic_off_its_recorded_owner() -> None:
+    """The policy never split the namespace's one bundle (on b3) while the recording split it
+    in two (b1, b2): each topic's load leaves the recorded owner of its half, exactly as
+    topic-by-topic moves give it."""
+    from balancer.core.replay.correction import LoadDelta, cpu_costs, move_load, newest_reports
+
+    _, window, ctx = _setup()
+    whole = NamespaceBundles.initial("t/ns", 1).bundles[0].key("t/ns")
+    coarse = RoundContext(CLUSTER, 0, (report("b3:8080", [whole], []),))
+    layout = ReplayLayout.from_contexts([coarse])
+    layout.follow(ctx)  # the recording's brokers; the namespace stays the policy's own
+    assert layout.owner(CLUSTER, whole) == "b3:8080"
+    views = layout.broker_loads(window)
+    costs = cpu_costs(newest_reports(ctx.reports))
+    expected: dict[str, LoadDelta] = {}
+    for t in window.topics():
+        was = OWNERS[LOW_KEY] if LOW.contains(t.load.position) else OWNERS[HIGH_KEY]
+        move_load(expected, t.load, was, "b3:8080", costs)
+    for r in ctx.reports:
+        view = views[(CLUSTER, r.broker)]
+        assert view.msg_rate == max(
+            0.0, r.msg_rate_in + r.msg_rate_out + expected[r.broker].msg_rate
+        )
+        assert view.resources[Resource.CPU].usage == max(
+            0.0, r.resources[Resource.CPU].usage + expected[r.broker].cpu_pct
+        )
+    assert views[(CLUSTER, "b1:8080")].msg_rate == pytest.approx(0.0, abs=1e-6)
