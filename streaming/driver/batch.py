@@ -96,6 +96,12 @@ class BatchProcessor:
         self._stage_layouts: StageLayouts | None = None  # those of the last close
         self.partials_jobs = 0  # closes whose partials took a job of their own (not the stage's)
 
+    @property
+    def stage_layouts(self) -> StageLayouts | None:
+        """The layouts the next batch's stage rolls its closes up with (those of the last
+        close; None before one): a replay hands its own windows the same."""
+        return self._stage_layouts
+
     def attach(self, query: StreamingQuery) -> None:
         """The started query, whose batches this processor reads the observations of."""
         self._query = query

@@ -221,7 +221,7 @@ class OursPolicy:
         """The layouts `run`'s driver would hand the stage now: those its batch code rolled
         the last handled window up with (`BatchProcessor` keeps them for its next batch;
         read here from another thread, as the stream starts a micro-batch)."""
-        return self.processor._stage_layouts
+        return self.processor.stage_layouts
 
     def step(self, window: ClosedWindow) -> tuple[list[ReplayAction], WindowSample]:
         """`run`'s handling of one closed window; the actions applied to `ours`' layout."""
