@@ -37,10 +37,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAME = "replay"
-# Rounds a micro-batch: Spark pays a few seconds per batch whatever its size, and the driver
-# holds up to two batches' closed rows (docs/benchmarks.md#replay, 20,000 topics: the
-# driver's peak RSS 313 MiB at 6, as when it read a batch's windows one by one; 440 at 12).
-DEFAULT_ROUNDS_PER_BATCH = 6
+# Rounds a micro-batch: one, the batch `run` reads when it keeps up. More is faster (Spark pays
+# a few seconds per batch whatever its size; the driver holds up to two batches' closed rows:
+# at 20,000 topics its peak RSS was 313 MiB at 6, 440 at 12), but a sample that arrives after
+# its window's marker in the same batch is not late there (Spark's watermark moves between
+# batches), where `run` keeping up drops it: tests/app/replay/test_replay_dir.py.
+DEFAULT_ROUNDS_PER_BATCH = 1
 # The cluster a config needs when none is given (a recording names its own clusters).
 _NO_CLUSTER = {"name": "replay", "admin_url": "http://127.0.0.1:9"}
 
@@ -86,9 +88,9 @@ def register(subparsers: Subparsers) -> None:
         type=positive_int,
         default=DEFAULT_ROUNDS_PER_BATCH,
         help="collector rounds (round markers) per micro-batch, and windows queued for the "
-        f"policies (default {DEFAULT_ROUNDS_PER_BATCH}: Spark's fixed cost is paid per batch; "
-        "the same windows as one round a batch, the batch run reads when it keeps up, when "
-        "every round ends with a marker; the driver holds a batch's closed rows: "
+        f"policies (default {DEFAULT_ROUNDS_PER_BATCH}, the batch run reads when it keeps up; "
+        "more is faster, as Spark's fixed cost is paid per batch, but a sample arriving after "
+        "its window's marker in the same batch is not dropped as late: "
         "docs/operations.md#replay)",
     )
     add_output_argument(parser)
