@@ -74,7 +74,8 @@ class RowCodec:
             bytes(v) if binary else int(v) for v, binary in zip(row, self._binary, strict=True)
         )
 
-    def dump(self, rows: Sequence[Row]) -> bytes:
+    def dump(self, rows: Sequence[Row]) -> list[bytes]:
+        """The file's parts, header first (written as they are: no copy of the payloads)."""
         parts: list[bytes] = []
         for row in rows:
             for value, binary in zip(row, self._binary, strict=True):
@@ -83,8 +84,10 @@ class RowCodec:
                     parts += (_LENGTH.pack(len(value)), value)
                 else:
                     parts.append(_LONG.pack(value))
-        body = b"".join(parts)
-        return _HEADER.pack(_MAGIC, zlib.crc32(body), len(rows)) + body
+        crc = 0
+        for part in parts:
+            crc = zlib.crc32(part, crc)
+        return [_HEADER.pack(_MAGIC, crc, len(rows)), *parts]
 
     def load(self, data: bytes) -> list[Row] | None:
         """The rows `dump` wrote, or None if `data` is not such a file, whole."""
@@ -148,7 +151,8 @@ class LocalCopies:
         temporary = self.directory / f".{route}.{name}.{uuid.uuid4().hex}"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            temporary.write_bytes(codec.dump(rows))
+            with temporary.open("wb") as file:
+                file.writelines(codec.dump(rows))
             os.replace(temporary, path)  # whole or absent: a reader never sees half of it
         except OSError:
             self.forget(route, name)  # a half-written file, and the copy this one replaced
