@@ -5,8 +5,8 @@ the transformWithState state server pickles every row for the Python worker, a b
 value a byte at a time (Pyrolite's protocol 2 writes a `byte[]` as a latin-1 string), and
 the worker unpickles it (docs/decisions.md#list-states-read-from-a-local-copy). Yet most of
 what a bucket reads is what it wrote itself a batch before: a pane's packs (appended, then
-read by the two closes of its windows) and its known topics (read and put back at every
-close).
+read by the close of each window holding the pane) and its known topics (read and put back
+at every close).
 
 So each list that `CachedList` wraps carries a *token* in a value state of its own: a
 random number written with every change of the list (put, append, clear), in the same task
