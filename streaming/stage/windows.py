@@ -53,6 +53,7 @@ from streaming.stage.closing import (
 )
 from streaming.stage.partials import STAGE_LAYOUTS_PROPERTY, StageLayouts, stage_roll_up
 from streaming.stage.routing import bucket_of_route, bucket_routes
+from streaming.stage.state_cache import CachedList, LocalCopies
 
 # Window, slide and watermark lengths that do not fit together.
 WindowConfigError = WindowRuleError
@@ -112,6 +113,8 @@ PACK_STATE_SCHEMA = StructType(
         StructField("payload", BinaryType()),
     ]
 )
+# A stored pack as the stage holds it: (pane start, events, payload).
+PackRow = tuple[int, int, bytes]
 PAYLOAD_SCHEMA = StructType([StructField("payload", BinaryType())])
 CLOSED_THROUGH_SCHEMA = StructType([StructField("end_ms", LongType())])
 
@@ -147,12 +150,16 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         # A pane's packs go to list (pane start / slide) mod K: a close reads about one
         # window's packs, its panes' lists (a single list would hold every open window's:
         # ~135 MB per bucket at 10M topics, more than the state server could send).
+        # The lists are read from local copies where current (`streaming.stage.state_cache`):
+        # most of what a close reads, the bucket wrote a batch before.
+        copies = LocalCopies.of_executor()
         self.pack_lists = [
-            handle.getListState(f"packs_{i}", PACK_STATE_SCHEMA) for i in range(self.pack_slots)
+            CachedList(handle, f"packs_{i}", PACK_STATE_SCHEMA, copies)
+            for i in range(self.pack_slots)
         ]
         # The end of the newest window this bucket closed.
         self.closed_through = handle.getValueState("closed_through", CLOSED_THROUGH_SCHEMA)
-        self.known = handle.getListState("known", PAYLOAD_SCHEMA)
+        self.known = CachedList(handle, "known", PAYLOAD_SCHEMA, copies)
 
     def handleInputRows(
         self, key: tuple[Any, ...], rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -162,6 +169,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         # windows of the rows get timers. A window dropped as late never closes after this
         # batch (it closed before, or has no timer: the rule depends on the window only),
         # so a stored pack counts for every window of its pane that closes later.
+        route = int(key[0])
         starts: set[int] = set()
         by_slot: dict[int, list[tuple[int, int, bytes]]] = {}
         for frame in rows:
@@ -175,7 +183,7 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             ):
                 by_slot.setdefault(self._slot(pane), []).append((pane, events, bytes(payload)))
         for slot, stored in by_slot.items():
-            self.pack_lists[slot].appendList(stored)
+            self.pack_lists[slot].append(route, stored)
         self._set_timers(start + self.window_ms - 1 for start in starts)
         return iter(())
 
@@ -190,12 +198,13 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         if first_end_ms <= closed_through_ms:
             return
         watermark_ms = int(timerValues.getCurrentWatermarkInMs())
-        bucket = bucket_of_route(int(key[0]), self.num_buckets)
+        route = int(key[0])
+        bucket = bucket_of_route(route, self.num_buckets)
         # Every window with packs has a timer: those the watermark has passed are due.
         due = sorted(int(t) + 1 for t in self.handle.listTimers() if int(t) <= watermark_ms)
         # A list's `get` answers an absent list with no values: no `exists` first (in RocksDB
         # that reads the whole list once more).
-        known_payloads = [bytes(p) for (p,) in self.known.get()]
+        known_payloads = [bytes(p) for (p,) in self.known.get(route)]
         stored = known_of(known_payloads) if known_payloads else None
         known = stored if stored is not None else KNOWN_SCHEMA.empty_table()
         context = TaskContext.get()
@@ -204,14 +213,14 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             partials_of=self._partials_of(context),
             newest_only=_property(context, NEWEST_WINDOW_ONLY_PROPERTY) == "true",
         )  # fmt: skip
-        lists: dict[int, list[tuple[int, int, bytes]]] = {}  # the pack lists read, by slot
+        lists: dict[int, list[PackRow]] = {}  # the pack lists read, by slot
         read: dict[int, int] = {}  # how many packs each list held when read
         decoded: dict[int, pa.Table] = {}  # the events of each pane read, by pane start
         end_ms: int | None = first_end_ms
         while end_ms is not None:
             start_ms = end_ms - self.window_ms
             window = aggregate_window(
-                self._window_events(start_ms, lists, read, decoded),
+                self._window_events(route, start_ms, lists, read, decoded),
                 bucket=bucket,
                 window_start_ms=start_ms,
                 window_end_ms=end_ms,
@@ -221,17 +230,13 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
             end_ms = self._next_close(end_ms, due, bool(known.num_rows), watermark_ms)
         self.closed_through.update((closed_through_ms,))
         for slot, rest in lists.items():  # what stays: packs of later windows
-            if len(rest) == read[slot]:
-                continue  # unchanged
-            if rest:
-                self.pack_lists[slot].put(rest)
-            else:
-                self.pack_lists[slot].clear()
+            if len(rest) != read[slot]:  # else unchanged
+                self.pack_lists[slot].put(route, rest)  # none left: cleared
         if known.num_rows:
-            self.known.put([(chunk,) for chunk in known_chunks(known)])
+            self.known.put(route, [(chunk,) for chunk in known_chunks(known)])
             self._set_timers([closed_through_ms + self.slide_ms - 1])
         elif stored is not None:
-            self.known.clear()
+            self.known.put(route, [])
         rows = [part.to_row() for part in closes.finish()]
         yield pd.DataFrame({name: [row[name] for row in rows] for name in rows[0]})
 
@@ -272,8 +277,9 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
 
     def _window_events(
         self,
+        route: int,
         start_ms: int,
-        lists: dict[int, list[tuple[int, int, bytes]]],
+        lists: dict[int, list[PackRow]],
         read: dict[int, int],
         decoded: dict[int, pa.Table],
     ) -> pa.Table:
@@ -289,10 +295,8 @@ class WindowPacks(StatefulProcessor):  # type: ignore[misc]  # pyspark is untype
         tables: list[pa.Table] = []
         for pane in range(start_ms, start_ms + self.window_ms, self.slide_ms):
             slot = self._slot(pane)
-            if slot not in lists:
-                packs = self.pack_lists[slot]
-                stored = packs.get()  # none when absent (see handleExpiredTimer)
-                lists[slot] = [(int(p), int(n), bytes(payload)) for p, n, payload in stored]
+            if slot not in lists:  # none when absent (see handleExpiredTimer)
+                lists[slot] = self.pack_lists[slot].get(route)  # type: ignore[assignment]
                 read[slot] = len(lists[slot])
             if pane not in decoded:
                 payloads = [payload for p, _, payload in lists[slot] if p == pane]

@@ -9,6 +9,7 @@ reports) and compared with a plain-Python computation over the same events.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from balancer.core.buckets import topic_bucket
 from streaming.shared.packing import decode_windows
 from streaming.spark.job import StreamSettings, build_pipeline
 from streaming.stage.closing import NEWEST_WINDOW_ONLY_PROPERTY
+from streaming.stage.state_cache import STATS_ENV
 from tests.kafka_broker import Broker
 from tests.stream_events import BASE_MS, encode, event, expected_windows, local_settings
 
@@ -64,8 +66,21 @@ def run(
 
 
 @pytest.fixture(scope="module")
+def copies_log(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The log of the stage's local copies of its lists (`streaming.stage.state_cache`) while
+    the module's streams run: Python functions made from now on carry it to the workers."""
+    log = tmp_path_factory.mktemp("copies") / "copies.log"
+    environment = spark.sparkContext.environment
+    environment[STATS_ENV] = str(log)
+    try:
+        yield log
+    finally:
+        del environment[STATS_ENV]
+
+
+@pytest.fixture(scope="module")
 def closed_windows(
-    kafka: Broker, spark: Any, tmp_path_factory: pytest.TempPathFactory
+    kafka: Broker, spark: Any, tmp_path_factory: pytest.TempPathFactory, copies_log: Path
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     work: Path = tmp_path_factory.mktemp("window-stage")
     # One partition: events arrive in event-time order, so only the planted event is late
@@ -194,3 +209,14 @@ def test_closes_superseded_in_their_batch_are_heads_when_the_reader_says_so(
                     assert topic_row["msg_rate_in"] == pytest.approx(expected[key].msg_rate_in)
                     assert topic_row["samples"] == expected[key].samples
     assert heads > 0  # batches of five minutes close several windows a bucket
+
+
+def test_every_list_read_takes_the_copy_the_bucket_wrote(
+    closed_windows: tuple[list[dict[str, Any]], list[dict[str, Any]]], copies_log: Path
+) -> None:
+    """One executor, a fresh checkpoint: every list a close reads was written in this
+    application, through its copy (restarts and retries: tests/streaming/test_state_cache.py)."""
+    lines = [line.split() for line in copies_log.read_text().splitlines()]
+    reads = [what for _, _, _, what in lines if what in ("hit", "miss")]
+    assert reads and set(reads) == {"hit"}
+    assert {name.split("_")[0] for _, _, name, _ in lines} == {"packs", "known"}
