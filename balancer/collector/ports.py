@@ -93,6 +93,9 @@ class CollectorMetricsSink(Protocol):
         """The brokers (labels) of `cluster` polled now; others' series vanish. `partial`:
         polled through the admin URL alone, its brokers never listed."""
 
+    def context_publish_failed(self, reason: str) -> None:
+        """A round's context record not published, for `reason` (a `ContextPublishFailure`)."""
+
 
 class BrokerLoadOut(Protocol):
     """Where each broker's poll goes for balancing the brokers
@@ -109,9 +112,14 @@ class BrokerLoadOut(Protocol):
     ) -> None: ...
 
 
+class ContextTooLarge(ValueError):
+    """A context record refused for its size before it was handed to Kafka."""
+
+
 class ContextOut(Protocol):
     """Where each round's context record goes (`KafkaEventSink.publish_context`: the
-    `kafka.context_topic`). May raise: the collector counts and logs it."""
+    `kafka.context_topic`). May raise (`ContextTooLarge` for a record over the producer's
+    size): the collector counts and logs it."""
 
     def publish_context(self, *, key: bytes, value: bytes, timestamp_ms: int) -> None: ...
 

@@ -18,7 +18,8 @@ and sleep are injected. With `round_markers`, rounds start on the interval's gri
 wall clock and each ends with a round marker (`balancer.core.round_marker`). With
 `contexts` (given when load reports are read: moves on), each round then publishes one
 context record per cluster whose load reports it read (`balancer.core.context_record`),
-after its stats and marker; a failed publish is counted and logged, never raised.
+after its stats and marker; a failed publish is counted by reason (a record over
+`envelope_max_bytes` is not handed over: `too_large`) and logged, never raised.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from balancer.collector.ports import (
     BrokerLoadOut,
     CollectorMetricsSink,
     ContextOut,
+    ContextTooLarge,
     DeadLetterOut,
     EventSink,
     Fetch,
@@ -51,7 +53,7 @@ from balancer.collector.rounds import (
 )
 from balancer.collector.targets import BrokerDirectory, BrokerLister, Target
 from balancer.core.broker_load import BrokerLoadReport
-from balancer.core.context_record import context_key, encode_context
+from balancer.core.context_record import ContextPublishFailure, context_key, encode_context
 from balancer.core.envelopes import (
     DEFAULT_ENVELOPE_FORMAT,
     DEFAULT_ENVELOPE_MAX_BYTES,
@@ -61,6 +63,7 @@ from balancer.core.envelopes import (
     EnvelopeFormat,
     Oversized,
     pack,
+    record_bytes,
 )
 from balancer.core.events import TopicStatsEvent
 from balancer.core.replay.recording import RoundContext
@@ -280,21 +283,48 @@ class Collector:
                 round_ms=round_ms,
                 reports=tuple(by_broker[b] for b in sorted(by_broker)),
             )
-            try:
-                self.contexts.publish_context(
-                    key=context_key(cluster), value=encode_context(context), timestamp_ms=round_ms
-                )
-            except Exception as exc:  # Kafka away, a report not finite: the next round tries
-                self.counts.context_failures[cluster] += 1
-                log.warning(
-                    "collector: the context record of %s for round %d was not published "
-                    "(%s); counted, the replay will miss this round's load reports",
-                    cluster,
-                    round_ms,
-                    _describe(exc),
-                )
+            failure = self._publish_context(self.contexts, context)
+            if failure is None:
+                self.counts.contexts += 1
                 continue
-            self.counts.contexts += 1
+            reason, why = failure
+            self.counts.context_failures[cluster] += 1
+            if self.metrics is not None:
+                self.metrics.context_publish_failed(reason.value)
+            log.warning(
+                "collector: the context record of %s for round %d was not published (%s: "
+                "%s); counted, the replay will miss this round's load reports",
+                cluster,
+                round_ms,
+                reason.value,
+                why,
+            )
+
+    def _publish_context(
+        self, out: ContextOut, context: RoundContext
+    ) -> tuple[ContextPublishFailure, str] | None:
+        """Hand one context record to `out`; None when it was, else why not."""
+        key = context_key(context.cluster)
+        try:
+            value = encode_context(context)
+        except ValueError as exc:  # a figure JSON cannot hold: the next round's may be fine
+            return ContextPublishFailure.INVALID_REPORT, _describe(exc)
+        size = record_bytes(key, value)
+        if size > self.envelope_max_bytes:
+            # The producer refuses a record over its max_request_size (this same limit):
+            # said here with the figures, not as the producer's error.
+            return ContextPublishFailure.TOO_LARGE, (
+                f"{size} bytes with {sum(len(r.bundles) for r in context.reports)} bundles, "
+                f"over collector.envelope_max_bytes {self.envelope_max_bytes}: raise it and the "
+                "context topic's max.message.bytes"
+            )
+        try:
+            out.publish_context(key=key, value=value, timestamp_ms=context.round_ms)
+        except ContextTooLarge as exc:  # the producer's own limit is lower
+            return ContextPublishFailure.TOO_LARGE, _describe(exc)
+        except Exception as exc:  # Kafka away: the next round tries
+            return ContextPublishFailure.SEND_FAILED, _describe(exc)
+        return None
 
     def _note_failure(
         self, target: Target, reason: PollFailure, error: BaseException | None

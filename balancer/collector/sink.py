@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from balancer.collector.ports import ContextTooLarge
+from balancer.core.context_record import ContextPublishFailure
 from balancer.core.envelopes import DEFAULT_ENVELOPE_MAX_BYTES
 from balancer.kafka.clients import close_producer
 
@@ -35,6 +37,8 @@ class SinkListener(Protocol):
     def events_dropped(self, count: int) -> None: ...
 
     def producer_rebuilt(self) -> None: ...
+
+    def context_publish_failed(self, reason: str) -> None: ...
 
 
 @dataclass
@@ -152,21 +156,41 @@ class KafkaEventSink:
     def publish_context(self, *, key: bytes, value: bytes, timestamp_ms: int) -> None:
         """Send a round's context record to `context_topic`, stamped with the round's time
         (the replay reads the rounds in that order). Raises when it cannot be handed over
-        (no producer now, no metadata within max_block_ms, larger than the producer's
-        max_request_size): the collector counts and logs it. A delivery that fails later
-        is counted in `counts.contexts_lost` and logged."""
+        (no producer now, no metadata within max_block_ms; `ContextTooLarge` when larger
+        than the producer's max_request_size): the collector counts and logs it. A delivery
+        that fails later is counted in `counts.contexts_lost`, told to the listener by
+        reason and logged."""
+        from kafka.errors import MessageSizeTooLargeError
+
         if self.context_topic is None:
             raise RuntimeError("no context topic set")
         producer = self._current_producer()
         if producer is None:  # discarded after a failure, rebuilt after its backoff
             raise ConnectionError("no Kafka producer (being rebuilt after a failure)")
-        future = producer.send(self.context_topic, key=key, value=value, timestamp_ms=timestamp_ms)
+        try:
+            future = producer.send(
+                self.context_topic, key=key, value=value, timestamp_ms=timestamp_ms
+            )
+        except MessageSizeTooLargeError as exc:
+            raise ContextTooLarge(_describe(exc)) from exc
         future.add_errback(self._lose_context)
 
     def _lose_context(self, exc: Exception) -> None:
+        from kafka.errors import MessageSizeTooLargeError
+
         with self._lock:
             self.counts.contexts_lost += 1
-        log.warning("collector: a context record was not delivered: %s", _describe(exc))
+        # The broker's limit (message.max.bytes, the topic's max.message.bytes) may be
+        # below the producer's: it refuses the record with MESSAGE_SIZE_TOO_LARGE.
+        too_large = isinstance(exc, MessageSizeTooLargeError)
+        reason = (
+            ContextPublishFailure.TOO_LARGE if too_large else ContextPublishFailure.NOT_DELIVERED
+        )
+        if self._listener is not None:
+            self._listener.context_publish_failed(reason.value)
+        log.warning(
+            "collector: a context record was not delivered (%s): %s", reason.value, _describe(exc)
+        )
 
     def dead_letter(
         self, *, key: bytes, value: bytes, headers: Sequence[tuple[str, bytes]]

@@ -41,6 +41,16 @@ class ContextRejectReason(StrEnum):
     OUT_OF_ORDER = "out_of_order"  # a round older than one already read (the reader's check)
 
 
+class ContextPublishFailure(StrEnum):
+    """Why the collector could not publish a round's context record (counted by reason in
+    `pulsar_balancer_collector_context_publish_failures_total`, each logged)."""
+
+    TOO_LARGE = "too_large"  # over the producer's or the broker's record size
+    SEND_FAILED = "send_failed"  # not handed to Kafka (no producer, no metadata in time)
+    NOT_DELIVERED = "not_delivered"  # handed over, Kafka did not take it
+    INVALID_REPORT = "invalid_report"  # a load report's figure JSON cannot hold (NaN, inf)
+
+
 class ContextRecordError(ValueError):
     def __init__(self, reason: ContextRejectReason, detail: str) -> None:
         super().__init__(f"{reason.value}: {detail}")

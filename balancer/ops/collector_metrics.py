@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 
+from balancer.core.context_record import ContextPublishFailure
+
 PREFIX = "pulsar_balancer"
 
 
@@ -106,6 +108,15 @@ class CollectorMetrics:
             "token is wrong, expired or lacks a role), 0 once an answer is read.",
             ["cluster"], registry=reg,
         )  # fmt: skip
+        self._context_failures = Counter(
+            f"{PREFIX}_collector_context_publish_failures",
+            "Context records (a round's broker load reports of one cluster, for a replay) the "
+            "collector could not publish to kafka.context_topic, by reason (too_large, "
+            "send_failed, not_delivered, invalid_report).",
+            ["reason"], registry=reg,
+        )  # fmt: skip
+        for reason in ContextPublishFailure:  # each at 0: `increase()` sees the first failure
+            self._context_failures.labels(reason=reason.value)
         self._reads_lock = threading.Lock()
         self._brokers: dict[str, tuple[str, ...]] = {}  # cluster -> broker labels polled now
         self._last_read_s: dict[tuple[str, str], float] = {}  # (cluster, broker) -> time
@@ -153,6 +164,9 @@ class CollectorMetrics:
         for reason, count in by_reason.items():
             if count > 0:
                 self._rejected.labels(cluster=cluster, reason=reason).inc(count)
+
+    def context_publish_failed(self, reason: str) -> None:
+        self._context_failures.labels(reason=reason).inc()
 
     def producer_rebuilt(self) -> None:
         self._rebuilds.inc()

@@ -5,7 +5,8 @@ round's stats; a failed publish is counted and logged and never stops a round (i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -86,7 +87,33 @@ TARGETS = [
 ]
 
 
-def collector(fetch: Fetch, out: Out, clocks: Clocks, *, markers: bool = True) -> Collector:
+class Failures:
+    """The metrics port, as far as the context records go: each failure's reason."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def context_publish_failed(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+    def record_collector_answer(self, cluster: str, **_counts: object) -> None:
+        pass  # not what these tests look at
+
+    def record_poll(self, cluster: str, broker: str, *, failure: str | None, at_s: float) -> None:
+        pass
+
+    def set_brokers(self, cluster: str, brokers: Sequence[str], *, partial: bool = False) -> None:
+        pass
+
+
+def collector(
+    fetch: Fetch,
+    out: Out,
+    clocks: Clocks,
+    *,
+    markers: bool = True,
+    metrics: Failures | None = None,
+) -> Collector:
     return Collector(
         targets=TARGETS,
         fetch=fetch,
@@ -95,6 +122,7 @@ def collector(fetch: Fetch, out: Out, clocks: Clocks, *, markers: bool = True) -
         monotonic=clocks.monotonic,
         round_markers=markers,
         contexts=out,
+        metrics=metrics,
     )
 
 
@@ -184,6 +212,62 @@ def test_a_failed_publish_is_counted_and_logged_and_the_rounds_go_on(
     assert any("context record" in m and "ConnectionError" in m for m in caplog.messages)
 
 
+def test_a_failed_publish_is_counted_by_reason_in_the_metrics() -> None:
+    clocks, out, metrics = Clocks(), Out(failing=True), Failures()
+    collector(fetch_with_reports(clocks), out, clocks, metrics=metrics).run(
+        interval_s=60, sleep=clocks.sleep, max_polls=2
+    )
+    assert metrics.reasons == ["send_failed"] * 4
+
+
+def test_a_context_over_the_record_size_is_refused_counted_and_logged_the_others_go(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # 40,000 bundles on one broker of east: a record of about 1.3 MiB, over the 1 MiB a
+    # producer of `collector.envelope_max_bytes` takes (it would refuse it every round).
+    clocks, out, metrics = Clocks(), Out(), Failures()
+    many = tuple(f"acme/n{i // 4}/0x{i % 4:08x}_0x{i % 4 + 1:08x}" for i in range(40_000))
+    base = fetch_with_reports(clocks)
+
+    def fetch(target: Target) -> Fetched:
+        fetched = base(target)
+        if target.broker != "b1:8080":
+            return fetched
+        big = report(target.cluster, target.broker, clocks.clock_ms(), many)
+        return Fetched(samples=fetched.samples, broker_load=big, owned_bundles=frozenset(many))
+
+    with caplog.at_level(logging.WARNING, logger="balancer.collector.service"):
+        counts = collector(fetch, out, clocks, metrics=metrics).run(
+            interval_s=60, sleep=clocks.sleep, max_polls=1
+        )
+    assert [c.cluster for _, c, _ in out.contexts()] == ["west"]  # east's never handed over
+    assert metrics.reasons == ["too_large"]
+    assert counts.context_failures == {"east": 1}
+    assert any(
+        "context record of east" in m and "collector.envelope_max_bytes" in m
+        for m in caplog.messages
+    )
+
+
+def test_a_report_with_a_figure_json_cannot_hold_is_counted_as_invalid() -> None:
+    clocks, out, metrics = Clocks(), Out(), Failures()
+    base = fetch_with_reports(clocks)
+
+    def fetch(target: Target) -> Fetched:
+        fetched = base(target)
+        if target.cluster != "west" or fetched.broker_load is None:
+            return fetched
+        load = replace(fetched.broker_load, msg_rate_in=float("nan"))
+        return Fetched(fetched.samples, broker_load=load, owned_bundles=fetched.owned_bundles)
+
+    counts = collector(fetch, out, clocks, metrics=metrics).run(
+        interval_s=60, sleep=clocks.sleep, max_polls=1
+    )
+    assert metrics.reasons == ["invalid_report"]
+    assert counts.context_failures == {"west": 1}
+    assert [c.cluster for _, c, _ in out.contexts()] == ["east"]
+
+
 @pytest.fixture
 def group(request: pytest.FixtureRequest) -> Iterator[RunningPeerGroup]:
     with started(request, one_namespace("contexts", seed=4, topics=16)) as g:
@@ -247,11 +331,20 @@ class _Producer:
         return self.futures[-1]
 
 
+class _Listener:
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def context_publish_failed(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+
 def test_the_sink_sends_contexts_stamped_with_their_round_and_counts_a_lost_one(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     producer = _Producer()
-    sink = KafkaEventSink(producer, "stats")  # type: ignore[arg-type]
+    listener = _Listener()
+    sink = KafkaEventSink(producer, "stats", listener=listener)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError):  # no context topic set: the collector counts it
         sink.publish_context(key=b"a", value=b"{}", timestamp_ms=GRID_MS)
     sink.context_topic = "ctx"
@@ -263,6 +356,38 @@ def test_the_sink_sends_contexts_stamped_with_their_round_and_counts_a_lost_one(
     assert sink.counts.contexts_lost == 1
     assert sink.counts.failed == 0  # the stats' own counts are not touched
     assert any("context record was not delivered" in m for m in caplog.messages)
+    assert listener.reasons == ["not_delivered"]
     sink.producer = None  # discarded after a failure, not rebuilt yet
     with pytest.raises(ConnectionError):
+        sink.publish_context(key=b"a", value=b"{}", timestamp_ms=GRID_MS)
+
+
+def test_the_sink_counts_a_context_the_broker_refuses_as_too_large() -> None:
+    # The broker's own limit (message.max.bytes, the topic's max.message.bytes) may be lower
+    # than the producer's: Kafka then fails the delivery with MESSAGE_SIZE_TOO_LARGE.
+    from kafka.errors import MessageSizeTooLargeError
+
+    producer = _Producer()
+    listener = _Listener()
+    sink = KafkaEventSink(producer, "stats", listener=listener)  # type: ignore[arg-type]
+    sink.context_topic = "ctx"
+    sink.publish_context(key=b"a", value=b"{}", timestamp_ms=GRID_MS)
+    for errback in producer.futures[0].errbacks:
+        errback(MessageSizeTooLargeError("refused"))
+    assert listener.reasons == ["too_large"]
+    assert sink.counts.contexts_lost == 1
+
+
+def test_the_sink_says_a_record_the_producer_refuses_for_its_size_is_too_large() -> None:
+    from kafka.errors import MessageSizeTooLargeError
+
+    from balancer.collector.ports import ContextTooLarge
+
+    class TooSmall(_Producer):
+        def send(self, topic: str, *, key: bytes, value: bytes, timestamp_ms: int) -> _Future:
+            raise MessageSizeTooLargeError("over max_request_size")
+
+    sink = KafkaEventSink(TooSmall(), "stats")  # type: ignore[arg-type]
+    sink.context_topic = "ctx"
+    with pytest.raises(ContextTooLarge):
         sink.publish_context(key=b"a", value=b"{}", timestamp_ms=GRID_MS)

@@ -38,3 +38,16 @@ def test_collect_counts_skipped_namespaces_and_empty_answers() -> None:
     metrics.record_collector_answer("east", skipped_namespaces=1)
     assert registry.get_sample_value(skipped, labels) == 3
     assert registry.get_sample_value(no_data, labels) == 1
+
+
+def test_context_publish_failures_are_counted_by_reason_each_from_the_first_scrape() -> None:
+    registry = CollectorRegistry()
+    metrics = CollectorMetrics(registry)
+    name = "pulsar_balancer_collector_context_publish_failures_total"
+    reasons = ("too_large", "send_failed", "not_delivered", "invalid_report")
+    # Each reason at 0 from the start, so `increase()` sees the first failure.
+    assert [registry.get_sample_value(name, {"reason": r}) for r in reasons] == [0, 0, 0, 0]
+    metrics.context_publish_failed("too_large")
+    metrics.context_publish_failed("too_large")
+    metrics.context_publish_failed("send_failed")
+    assert [registry.get_sample_value(name, {"reason": r}) for r in reasons] == [2, 1, 0, 0]
