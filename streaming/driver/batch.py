@@ -35,7 +35,7 @@ from balancer.core.report import BatchHandler, BatchReport, LayoutProvider
 from streaming.driver.closed_windows import ClosedWindows, SparkClosedWindows
 from streaming.driver.deadletters import DeadLetter, DeadLetterSink
 from streaming.driver.rollup import large_topics_of, merge_partials, topic_loads, with_topics
-from streaming.read.parse import ReadSummary
+from streaming.read.summary import ReadSummary
 from streaming.stage.closing import NEWEST_WINDOW_ONLY_PROPERTY
 from streaming.stage.partials import STAGE_LAYOUTS_PROPERTY, TOPIC_ROWS_SCHEMA, StageLayouts
 from streaming.stage.windows import WindowSpec, late_events

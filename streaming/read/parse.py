@@ -475,7 +475,6 @@ def parse_records(
 
 __all__ = [
     "MAX_DEAD_LETTER_RAW_BYTES",
-    "ReadSummary",
     "RecordParser",
     "RejectReason",
     "clear_topic_cache",

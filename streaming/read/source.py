@@ -45,8 +45,9 @@ from pyspark.sql.types import StructType
 from balancer.kafka.clients import close_consumer
 from balancer.kafka.security import KafkaSecurity
 from streaming.read.kafka_offsets import fetch_high_watermarks, split_limit, topic_partitions
-from streaming.read.parse import ReadSummary, RecordParser
+from streaming.read.parse import RecordParser
 from streaming.read.partition_range import PartitionRange, consumer_config
+from streaming.read.summary import ReadSummary
 from streaming.shared.schema import PARSED_SPARK_SCHEMA, RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA
 
 if TYPE_CHECKING:  # kafka-python is imported where a consumer is made

@@ -69,7 +69,7 @@ PARSED_COLUMNS: Final[tuple[_Column, ...]] = (
     ("reason", pa.string(), StringType()),
     ("detail", pa.string(), StringType()),
     ("raw", pa.binary(), BinaryType()),
-    # summary column: JSON of `streaming.read.parse.ReadSummary`
+    # summary column: JSON of `streaming.read.summary.ReadSummary`
     ("summary", pa.string(), StringType()),
 )
 

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from balancer.core.arrow_envelope import ENVELOPE_SCHEMA, METADATA_KEY
 from streaming.read import parse
-from streaming.read.parse import ReadSummary, RecordParser
+from streaming.read.parse import RecordParser
+from streaming.read.summary import ReadSummary
 from streaming.read.topic_columns import CanonicalNames, DedupeChoice
 from tests.streaming.test_fastparse import GOOD, MESSAGES, never_dedupe, reference, run_parser
 

@@ -27,7 +27,8 @@ from balancer.core.events import REQUIRED_FIELDS as REQUIRED
 from balancer.core.hashing import topic_position
 from balancer.core.topics import parse_topic
 from streaming.read.fastparse import FastEvent, decode_fast
-from streaming.read.parse import MAX_DEAD_LETTER_RAW_BYTES, ReadSummary, RecordParser
+from streaming.read.parse import MAX_DEAD_LETTER_RAW_BYTES, RecordParser
+from streaming.read.summary import ReadSummary
 from streaming.read.topic_columns import CanonicalNames, DedupeChoice, full_name
 from streaming.shared.packing import PACK_SCHEMA, decode, events_of
 from streaming.shared.schema import RowKind

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.read.fastparse import decode_fast, decode_single_events
-from streaming.read.parse import ReadSummary, RecordParser
+from streaming.read.parse import RecordParser
+from streaming.read.summary import ReadSummary
 from streaming.read.topic_columns import CanonicalNames
 from tests.streaming.test_fastparse import CASES, GOOD, MESSAGES, NO_BROKER, enc, values
 

@@ -7,7 +7,8 @@ import pytest
 
 from balancer.core.events import Rejection
 from balancer.core.round_marker import encode_round_marker, is_round_marker, parse_round_marker
-from streaming.read.parse import ReadSummary, RecordParser, parse_records
+from streaming.read.parse import RecordParser, parse_records
+from streaming.read.summary import ReadSummary
 from streaming.shared.schema import PARSED_ARROW_SCHEMA, RowKind
 from tests.stream_events import BASE_MS, encode, event
 

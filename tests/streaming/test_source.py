@@ -19,9 +19,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from balancer.core.arrow_envelope import encode_envelope
 from balancer.core.events import TopicStatsEvent
 from streaming.read.kafka_offsets import fetch_high_watermarks
-from streaming.read.parse import ReadSummary
 from streaming.read.partition_range import PartitionRange, consumer_config
 from streaming.read.source import KafkaRange, KafkaStatsStreamReader, SourceOptions
+from streaming.read.summary import ReadSummary
 from streaming.shared.packing import events_of
 from streaming.shared.schema import PARSED_ARROW_SCHEMA, RAW_ARROW_SCHEMA, RowKind
 from tests.kafka_broker import Broker

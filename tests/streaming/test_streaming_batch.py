@@ -15,7 +15,7 @@ from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.report import BatchReport, StaticLayouts
 from streaming.driver.batch import BatchObservations, BatchProcessor
 from streaming.driver.deadletters import DeadLetter
-from streaming.read.parse import ReadSummary
+from streaming.read.summary import ReadSummary
 from streaming.stage.windows import WindowSpec
 from tests.streaming.local_stage import LocalClosedWindows, LocalStage
 from tests.streaming.rollup_reference import TopicWindow

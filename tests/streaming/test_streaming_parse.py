@@ -11,7 +11,8 @@ import pytest
 
 from balancer.core.buckets import topic_bucket
 from balancer.core.hashing import hash_position
-from streaming.read.parse import MAX_DEAD_LETTER_RAW_BYTES, ReadSummary, RecordParser, parse_records
+from streaming.read.parse import MAX_DEAD_LETTER_RAW_BYTES, RecordParser, parse_records
+from streaming.read.summary import ReadSummary
 from streaming.shared.packing import events_of
 from streaming.shared.schema import PARSED_ARROW_SCHEMA, PARSED_SPARK_SCHEMA, RowKind
 from tests.stream_events import BASE_MS, encode, event
