@@ -211,6 +211,32 @@ class Timed:
         self.policy.close()
 
 
+class TimedOurs(Timed):
+    """`ours`, timed, with where each window's bundle partials came from: the stage's closes
+    or a partials job of its own. The stage's partials are read exactly when the stage
+    rolled the window up with the layouts `ours` handled it with, which is counted apart
+    (`BatchProcessor` keeps the layouts of the window it handled last)."""
+
+    def __init__(self, policy: OursPolicy, phases: dict[str, float]) -> None:
+        super().__init__(policy, phases)
+        self.ours = policy
+        self.reported_windows = 0  # windows some topic reported in (the others need no partials)
+        self.stage_partials_windows = 0  # ... whose partials `ours` read from the stage
+        self.stage_layouts_windows = 0  # ... the stage rolled up with `ours`' layouts then
+
+    def step(self, window: ClosedWindow) -> tuple[list[ReplayAction], WindowSample]:
+        jobs_before = self.ours.processor.partials_jobs
+        out = super().step(window)
+        if window.topics:
+            self.reported_windows += 1
+            self.stage_partials_windows += self.ours.processor.partials_jobs == jobs_before
+            handled_with = self.ours.processor.stage_layouts
+            self.stage_layouts_windows += (
+                window.stage_layouts is not None and window.stage_layouts == handled_with
+            )
+        return out
+
+
 class TimedShared(SharedWindows):
     """The Pulsar policies' shared window, the time to build it apart from their steps."""
 
@@ -296,7 +322,8 @@ def run(args: argparse.Namespace) -> None:
         counts = StreamCounts()
         phases = dict.fromkeys(("stream", "decode", "windows", "observe"), 0.0)
         ours = OursPolicy(config, workdir=work / "ours")
-        policies: list[ReplayPolicy] = [Timed(ours, phases)]
+        timed_ours = TimedOurs(ours, phases)
+        policies: list[ReplayPolicy] = [timed_ours]
         if not args.ours_only:
             shared = TimedShared(phases)
             policies += [
@@ -367,6 +394,11 @@ def run(args: argparse.Namespace) -> None:
         "actions": {r.policy: len(r.actions) for r in result.runs},
         "phases_s": {k: round(v, 1) for k, v in phases.items()},
         "ours_partials_jobs": ours.processor.partials_jobs,
+        # windows `ours` handled, and of those, whose partials it read from the stage's
+        # closes, and which the stage rolled up with the layouts `ours` handled them with
+        "ours_reported_windows": timed_ours.reported_windows,
+        "ours_stage_partials_windows": timed_ours.stage_partials_windows,
+        "ours_stage_layouts_windows": timed_ours.stage_layouts_windows,
         "master": args.master,
     }
     for key, value in figures.items():

@@ -353,4 +353,13 @@ def test_replay_on_a_tiny_recording() -> None:
     # where the time went: the stream, the windows' decoding and building, every policy
     assert {"stream", "decode", "windows", "observe", "ours"} <= set(result["phases_s"])
     assert {"pulsar-modular-threshold", "pulsar-extensible-transfer"} <= set(result["phases_s"])
-    assert 1 <= result["ours_partials_jobs"] <= result["windows"]
+    # Each window some topic reported in took its bundle partials from the stage's closes or
+    # from a job of its own, the stage's exactly when the stage had rolled it up with the
+    # layouts `ours` handled it with; the first has no layouts for the stage yet.
+    assert result["ours_reported_windows"] == result["windows"]
+    assert result["ours_stage_partials_windows"] == result["ours_stage_layouts_windows"]
+    assert (
+        result["ours_partials_jobs"] + result["ours_stage_partials_windows"]
+        == result["ours_reported_windows"]
+    )
+    assert 1 <= result["ours_stage_partials_windows"] < result["ours_reported_windows"]
