@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from balancer.app.config import BalancerConfig
-from balancer.app.replay.engine import ReplayPolicy, run_replay
+from balancer.app.replay.engine import PolicyWrapper, ReplayPolicy, run_replay
 from balancer.app.replay.ours import OursPolicy
 from balancer.app.replay.pulsar_policies import (
     PULSAR_POLICIES,
@@ -177,21 +177,13 @@ def _jvm_peak_rss_mib() -> float:
     return peak
 
 
-class Timed:
+class Timed(PolicyWrapper[ReplayPolicy]):
     """A policy as the engine drives it, its observe and step times added up."""
 
     def __init__(self, policy: ReplayPolicy, phases: dict[str, float]) -> None:
-        self.policy = policy
+        super().__init__(policy)
         self.phases = phases
         phases.setdefault(policy.name, 0.0)
-
-    @property
-    def name(self) -> str:
-        return self.policy.name
-
-    @property
-    def description(self) -> str:
-        return self.policy.description
 
     def observe(self, context: RoundContext) -> None:
         t0 = time.monotonic()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from balancer.app.replay.windows import ClosedWindow, StreamCounts
 from balancer.core.replay.recording import RoundContext
@@ -22,14 +22,18 @@ from balancer.core.replay.result import PolicyRun, ReplayAction, ReplayResult, W
 log = logging.getLogger(__name__)
 
 
-class ReplayPolicy(Protocol):
-    """A policy as the engine drives it."""
+class Described(Protocol):
+    """What a policy report names a policy by (`ReplayPolicy`s, the core's `Policy`s)."""
 
     @property
     def name(self) -> str: ...
 
     @property
     def description(self) -> str: ...
+
+
+class ReplayPolicy(Described, Protocol):
+    """A policy as the engine drives it."""
 
     def observe(self, context: RoundContext) -> None:
         """A recorded round (its load reports and owners), before the windows it precedes."""
@@ -45,6 +49,24 @@ class ReplayPolicy(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+P = TypeVar("P", bound=Described)
+
+
+class PolicyWrapper(Generic[P]):
+    """A replay policy driving another (`policy`), under that one's name and description."""
+
+    def __init__(self, policy: P) -> None:
+        self.policy = policy
+
+    @property
+    def name(self) -> str:
+        return self.policy.name
+
+    @property
+    def description(self) -> str:
+        return self.policy.description
 
 
 @dataclass

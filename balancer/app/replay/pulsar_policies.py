@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from itertools import groupby
 
 from balancer.app.config import BalancerConfig
+from balancer.app.replay.engine import PolicyWrapper
 from balancer.app.replay.windows import ClosedWindow
 from balancer.core.load import TopicLoad
 from balancer.core.replay.layout import ReplayLayout
@@ -110,22 +111,14 @@ def _with_brokers(
     return out
 
 
-class CorePolicy:
+class CorePolicy(PolicyWrapper[Policy]):
     """A core `Policy` as the engine drives it: its layout follows every recorded round and
     starts from the first."""
 
     def __init__(self, policy: Policy, shared: SharedWindows) -> None:
-        self.policy = policy
+        super().__init__(policy)
         self.shared = shared
         self.layout = ReplayLayout()
-
-    @property
-    def name(self) -> str:
-        return self.policy.name
-
-    @property
-    def description(self) -> str:
-        return self.policy.description
 
     def observe(self, context: RoundContext) -> None:
         self.shared.observe(context)
