@@ -59,14 +59,9 @@ class PolicyWrapper(Generic[P]):
 
     def __init__(self, policy: P) -> None:
         self.policy = policy
-
-    @property
-    def name(self) -> str:
-        return self.policy.name
-
-    @property
-    def description(self) -> str:
-        return self.policy.description
+        # A policy's name and description are fixed from its start.
+        self.name = policy.name
+        self.description = policy.description
 
 
 @dataclass
