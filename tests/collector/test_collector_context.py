@@ -5,7 +5,7 @@ round's stats; a failed publish is counted and logged and never stops a round (i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
@@ -22,7 +22,7 @@ from balancer.core.round_marker import MARKER_KEY
 from balancer.pulsar.client import PulsarPeerGroup
 from balancer.pulsar.routing import ClusterEndpoint
 from balancer.sim.group import RunningPeerGroup
-from tests.collector.test_collector_envelopes import Sample, topics
+from tests.collector.test_collector_envelopes import Answers, Sample, topics
 from tests.collector.test_collector_markers import START_MS, Clocks
 from tests.sim.broker_group import NS, one_namespace, started
 
@@ -87,33 +87,18 @@ TARGETS = [
 ]
 
 
-class Failures:
+class Failures(Answers):
     """The metrics port, as far as the context records go: each failure's reason."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.reasons: list[str] = []
 
     def context_publish_failed(self, reason: str) -> None:
         self.reasons.append(reason)
 
-    def record_collector_answer(self, cluster: str, **_counts: object) -> None:
-        pass  # not what these tests look at
 
-    def record_poll(self, cluster: str, broker: str, *, failure: str | None, at_s: float) -> None:
-        pass
-
-    def set_brokers(self, cluster: str, brokers: Sequence[str], *, partial: bool = False) -> None:
-        pass
-
-
-def collector(
-    fetch: Fetch,
-    out: Out,
-    clocks: Clocks,
-    *,
-    markers: bool = True,
-    metrics: Failures | None = None,
-) -> Collector:
+def collector(fetch: Fetch, out: Out, clocks: Clocks, *, markers: bool = True) -> Collector:
     return Collector(
         targets=TARGETS,
         fetch=fetch,
@@ -122,8 +107,12 @@ def collector(
         monotonic=clocks.monotonic,
         round_markers=markers,
         contexts=out,
-        metrics=metrics,
     )
+
+
+def counted(collector: Collector, metrics: Failures) -> Collector:
+    collector.metrics = metrics
+    return collector
 
 
 def test_each_round_publishes_one_context_per_cluster_after_its_stats() -> None:
@@ -214,7 +203,7 @@ def test_a_failed_publish_is_counted_and_logged_and_the_rounds_go_on(
 
 def test_a_failed_publish_is_counted_by_reason_in_the_metrics() -> None:
     clocks, out, metrics = Clocks(), Out(failing=True), Failures()
-    collector(fetch_with_reports(clocks), out, clocks, metrics=metrics).run(
+    counted(collector(fetch_with_reports(clocks), out, clocks), metrics).run(
         interval_s=60, sleep=clocks.sleep, max_polls=2
     )
     assert metrics.reasons == ["send_failed"] * 4
@@ -237,7 +226,7 @@ def test_a_context_over_the_record_size_is_refused_counted_and_logged_the_others
         return Fetched(samples=fetched.samples, broker_load=big, owned_bundles=frozenset(many))
 
     with caplog.at_level(logging.WARNING, logger="balancer.collector.service"):
-        counts = collector(fetch, out, clocks, metrics=metrics).run(
+        counts = counted(collector(fetch, out, clocks), metrics).run(
             interval_s=60, sleep=clocks.sleep, max_polls=1
         )
     assert [c.cluster for _, c, _ in out.contexts()] == ["west"]  # east's never handed over
@@ -260,7 +249,7 @@ def test_a_report_with_a_figure_json_cannot_hold_is_counted_as_invalid() -> None
         load = replace(fetched.broker_load, msg_rate_in=float("nan"))
         return Fetched(fetched.samples, broker_load=load, owned_bundles=fetched.owned_bundles)
 
-    counts = collector(fetch, out, clocks, metrics=metrics).run(
+    counts = counted(collector(fetch, out, clocks), metrics).run(
         interval_s=60, sleep=clocks.sleep, max_polls=1
     )
     assert metrics.reasons == ["invalid_report"]
