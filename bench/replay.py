@@ -205,28 +205,45 @@ class Timed(PolicyWrapper[ReplayPolicy]):
 
 class TimedOurs(Timed):
     """`ours`, timed, with where each window's bundle partials came from: the stage's closes
-    or a partials job of its own. The stage's partials are read exactly when the stage
-    rolled the window up with the layouts `ours` handled it with, which is counted apart
-    (`BatchProcessor` keeps the layouts of the window it handled last)."""
+    or a partials job of its own. The stage rolls up the newest close with topics of each
+    micro-batch (`streaming.stage.closing.BucketCloses`) with the layouts it was given, so
+    `ours` should read the stage's partials of exactly the windows that were the newest of
+    their batch and that the stage rolled up with the layouts `ours` handled them with."""
 
     def __init__(self, policy: OursPolicy, phases: dict[str, float]) -> None:
         super().__init__(policy, phases)
         self.ours = policy
-        self.reported_windows = 0  # windows some topic reported in (the others need no partials)
-        self.stage_partials_windows = 0  # ... whose partials `ours` read from the stage
-        self.stage_layouts_windows = 0  # ... the stage rolled up with `ours`' layouts then
+        self.stage_partials_windows = 0  # windows whose partials `ours` read from the stage
+        # windows with topics: (batch, end, the stage had the layouts `ours` handled it with)
+        self._reported: list[tuple[int, int, bool]] = []
 
     def step(self, window: ClosedWindow) -> tuple[list[ReplayAction], WindowSample]:
         jobs_before = self.ours.processor.partials_jobs
         out = super().step(window)
         if window.topics:
-            self.reported_windows += 1
             self.stage_partials_windows += self.ours.processor.partials_jobs == jobs_before
+            # `BatchProcessor` keeps the layouts of the window it handled last: this one's.
             handled_with = self.ours.processor.stage_layouts
-            self.stage_layouts_windows += (
-                window.stage_layouts is not None and window.stage_layouts == handled_with
-            )
+            same = window.stage_layouts is not None and window.stage_layouts == handled_with
+            self._reported.append((window.batch_id, window.end_ms, same))
         return out
+
+    @property
+    def reported_windows(self) -> int:
+        return len(self._reported)
+
+    @property
+    def stage_layouts_windows(self) -> int:
+        """Windows the stage had `ours`' layouts for at that window."""
+        return sum(same for _, _, same in self._reported)
+
+    @property
+    def stage_rolled_windows(self) -> int:
+        """Of those, the newest window with topics of its batch: the stage rolled it up."""
+        newest: dict[int, int] = {}
+        for batch, end_ms, _ in self._reported:
+            newest[batch] = max(end_ms, newest.get(batch, end_ms))
+        return sum(same and newest[b] == end_ms for b, end_ms, same in self._reported)
 
 
 class TimedShared(SharedWindows):
@@ -386,11 +403,13 @@ def run(args: argparse.Namespace) -> None:
         "actions": {r.policy: len(r.actions) for r in result.runs},
         "phases_s": {k: round(v, 1) for k, v in phases.items()},
         "ours_partials_jobs": ours.processor.partials_jobs,
-        # windows `ours` handled, and of those, whose partials it read from the stage's
-        # closes, and which the stage rolled up with the layouts `ours` handled them with
+        # windows with topics `ours` handled; of those, whose partials it read from the
+        # stage's closes; the stage had the layouts `ours` handled them with; and of these,
+        # the newest of their batch (the close the stage rolls up)
         "ours_reported_windows": timed_ours.reported_windows,
         "ours_stage_partials_windows": timed_ours.stage_partials_windows,
         "ours_stage_layouts_windows": timed_ours.stage_layouts_windows,
+        "ours_stage_rolled_windows": timed_ours.stage_rolled_windows,
         "master": args.master,
     }
     for key, value in figures.items():

@@ -354,12 +354,14 @@ def test_replay_on_a_tiny_recording() -> None:
     assert {"stream", "decode", "windows", "observe", "ours"} <= set(result["phases_s"])
     assert {"pulsar-modular-threshold", "pulsar-extensible-transfer"} <= set(result["phases_s"])
     # Each window some topic reported in took its bundle partials from the stage's closes or
-    # from a job of its own, the stage's exactly when the stage had rolled it up with the
-    # layouts `ours` handled it with; the first has no layouts for the stage yet.
+    # from a job of its own: the stage's exactly when the stage had the layouts `ours`
+    # handled it with and the window was the newest its batch closed (the stage rolls that
+    # close up only); the first has no layouts for the stage yet.
     assert result["ours_reported_windows"] == result["windows"]
-    assert result["ours_stage_partials_windows"] == result["ours_stage_layouts_windows"]
+    assert result["ours_stage_partials_windows"] == result["ours_stage_rolled_windows"]
     assert (
         result["ours_partials_jobs"] + result["ours_stage_partials_windows"]
         == result["ours_reported_windows"]
     )
     assert 1 <= result["ours_stage_partials_windows"] < result["ours_reported_windows"]
+    assert result["ours_stage_rolled_windows"] <= result["ours_stage_layouts_windows"]

@@ -115,6 +115,9 @@ class ClosedWindow:
     # The layouts the stage rolled this window's closes up with (their `partials` column),
     # as `run`'s stage rolls them up with its driver's layouts; None: the stage had none.
     stage_layouts: StageLayouts | None = None
+    # The micro-batch that closed it (-1: none): the stage rolls up only the newest close
+    # with topics of a batch (`streaming.stage.closing.BucketCloses`), the one `run` reads.
+    batch_id: int = -1
     _table: pa.Table | None = field(default=None, init=False, repr=False, compare=False)
     _loads: list[tuple[str, str, TopicLoad]] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -297,7 +300,7 @@ class _Handoff:
             count = sum(1 for _ in rows)
             window = closed.slice(start, count)
             start += count
-            self._put(ClosedWindow(int(end_ms), window, stage_layouts=stage))
+            self._put(ClosedWindow(int(end_ms), window, stage_layouts=stage, batch_id=batch_id))
 
     def _count(self, observed: BatchObservations) -> None:
         pane_events: Counter[int] = Counter()
