@@ -148,13 +148,17 @@ def test_topic_objects_are_built_for_the_bundle_asked_for_with_their_brokers() -
     last = BundleRange(0x80000000, FULL_UPPER)
     got = nsw.in_bundle(last)
     want = sorted(
-        (WindowTopic("c", t, b) for t, b in zip(topics, brokers, strict=True) if last.contains(t.position)),
+        (
+            WindowTopic("c", t, b)
+            for t, b in zip(topics, brokers, strict=True)
+            if last.contains(t.position)
+        ),
         key=lambda w: (w.load.position, w.load.topic),
     )
     assert got == tuple(want)
-    assert [type(v) for v in dataclasses.astuple(got[0].load)] == [
-        str, int, float, float, float, float, int, int, int, int, int,
-    ]  # fmt: skip  (Python values, as the stream's rows decoded would be)
+    # Python values, as the stream's rows decoded would give them.
+    types = [str, int, float, float, float, float, int, int, int, int, int]
+    assert [type(v) for v in dataclasses.astuple(got[0].load)] == types
     assert len(nsw) == 6 and nsw.topics == tuple(
         sorted(
             (WindowTopic("c", t, b) for t, b in zip(topics, brokers, strict=True)),
