@@ -335,8 +335,8 @@ def run(args: argparse.Namespace) -> None:
                     first_window.append(time.monotonic() - started)
                 t0 = time.monotonic()
                 window.topic_table()  # decoded once here, read by the engine and policies
-                if not args.ours_only:  # the Pulsar policies' loads, one object a topic
-                    window.topic_loads()
+                if not args.ours_only:  # the Pulsar policies' rows: each topic once, sorted
+                    window.topic_rows()
                 phases["decode"] += time.monotonic() - t0
                 yield window
 

@@ -132,6 +132,17 @@ def merge_partials(
 def topic_loads(*tables: pa.Table) -> list[tuple[str, str, TopicLoad]]:
     """(cluster, namespace, load) per topic row of `tables` (a topic in several once), sorted
     by (cluster, namespace, position, topic)."""
+    ordered = sorted_topic_rows(*tables)
+    columns = [ordered.column(name).to_pylist() for name in TOPIC_COLUMNS]
+    clusters = ordered.column("cluster").to_pylist()
+    namespaces = ordered.column("namespace").to_pylist()
+    loads = [TopicLoad(*values) for values in zip(*columns, strict=True)]
+    return list(zip(clusters, namespaces, loads, strict=True))
+
+
+def sorted_topic_rows(*tables: pa.Table) -> pa.Table:
+    """The topic rows of `tables` (a topic in several once: its first row), sorted by
+    (cluster, namespace, position, topic): `topic_loads`' order, as columns."""
     rows = (
         pa.concat_tables(tables)
         .group_by(["cluster", "topic"], use_threads=False)
@@ -144,14 +155,7 @@ def topic_loads(*tables: pa.Table) -> list[tuple[str, str, TopicLoad]]:
         )
     )
     rows = rows.rename_columns([name.removesuffix("_first") for name in rows.column_names])
-    ordered = rows.sort_by(
-        [(k, "ascending") for k in ("cluster", "namespace", "position", "topic")]
-    )
-    columns = [ordered.column(name).to_pylist() for name in TOPIC_COLUMNS]
-    clusters = ordered.column("cluster").to_pylist()
-    namespaces = ordered.column("namespace").to_pylist()
-    loads = [TopicLoad(*values) for values in zip(*columns, strict=True)]
-    return list(zip(clusters, namespaces, loads, strict=True))
+    return rows.sort_by([(k, "ascending") for k in ("cluster", "namespace", "position", "topic")])
 
 
 def with_topics(
@@ -183,6 +187,7 @@ __all__ = [
     "decode_known",
     "large_topics_of",
     "merge_partials",
+    "sorted_topic_rows",
     "topic_loads",
     "with_topics",
 ]
