@@ -19,9 +19,10 @@ starts one of N one-core workers for the run).
 The generation of the recording runs inside the first phase (writing the micro-batch
 files): its share is printed beside it. Where the rest goes (`phases_s`): `stream` is the
 engine waiting for the next closed window (Spark's batches, less what overlaps the engine's
-work), `decode` the window's topic rows decoded into loads (once for every policy),
-`windows` the Pulsar policies' shared window built from them, `observe` the recorded rounds
-handed to every policy, and each policy's own steps.
+work), `decode` the window's topic rows decoded (once for every policy) and, for Pulsar's
+policies, each topic's row once, sorted by namespace and position, `windows` the Pulsar
+policies' shared window (numpy columns per namespace) built from them, `observe` the
+recorded rounds handed to every policy, and each policy's own steps.
 """
 
 from __future__ import annotations
