@@ -12,7 +12,7 @@ topic's broker is the recorded owner of its bundle in that round.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import groupby
+from itertools import pairwise
 from typing import Literal
 
 import numpy as np
@@ -91,16 +91,20 @@ def namespace_columns(
         nulls = rows.column(name).null_count
         if nulls:  # the stream's rows always hold a value: a defect, not bad input
             raise ValueError(f"closed rows: {nulls} null(s) in column {name!r}")
-    clusters = rows.column("cluster").to_pylist()
-    namespaces = rows.column("namespace").to_pylist()
+    # The runs of equal (cluster, namespace), found on dictionary codes (no str per row).
+    codes = []
+    for name in ("cluster", "namespace"):
+        encoded = rows.column(name).combine_chunks().dictionary_encode()
+        codes.append((encoded.indices.to_numpy(), encoded.dictionary.to_pylist()))
+    (cluster_codes, cluster_names), (ns_codes, ns_names) = codes
+    changed = (cluster_codes[1:] != cluster_codes[:-1]) | (ns_codes[1:] != ns_codes[:-1])
+    starts = [0, *(np.flatnonzero(changed) + 1).tolist()]
     names = rows.column("topic").to_pylist()
     positions = rows.column("position").to_numpy()
     columns = {name: rows.column(name).to_numpy() for name in LOAD_COLUMNS}
     out: dict[tuple[str, str], NamespaceWindow] = {}
-    start = 0
-    for key, group in groupby(zip(clusters, namespaces, strict=True)):
-        end = start + sum(1 for _ in group)
-        cluster, namespace = key
+    for start, end in pairwise([*starts, rows.num_rows]):
+        key = cluster, namespace = cluster_names[cluster_codes[start]], ns_names[ns_codes[start]]
         if key in out:  # sorted rows hold each namespace in one run
             raise ValueError(f"closed rows: {cluster}/{namespace} not sorted together")
         part = slice(start, end)
@@ -112,7 +116,6 @@ def namespace_columns(
             columns={name: column[part] for name, column in columns.items()},
             brokers=_brokers(recorded, cluster, namespace, positions[part]),
         )
-        start = end
     return out
 
 
