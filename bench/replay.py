@@ -19,9 +19,10 @@ starts one of N one-core workers for the run).
 The generation of the recording runs inside the first phase (writing the micro-batch
 files): its share is printed beside it. Where the rest goes (`phases_s`): `stream` is the
 engine waiting for the next closed window (Spark's batches, less what overlaps the engine's
-work), `decode` the window's topic rows decoded into loads (once for every policy),
-`windows` the Pulsar policies' shared window built from them, `observe` the recorded rounds
-handed to every policy, and each policy's own steps.
+work), `decode` the window's topic rows decoded (once for every policy) and, for Pulsar's
+policies, each topic's row once, sorted by namespace and position, `windows` the Pulsar
+policies' shared window (numpy columns per namespace) built from them, `observe` the
+recorded rounds handed to every policy, and each policy's own steps.
 """
 
 from __future__ import annotations
@@ -371,8 +372,8 @@ def run(args: argparse.Namespace) -> None:
                     first_window.append(time.monotonic() - started)
                 t0 = time.monotonic()
                 window.topic_table()  # decoded once here, read by the engine and policies
-                if not args.ours_only:  # the Pulsar policies' loads, one object a topic
-                    window.topic_loads()
+                if not args.ours_only:  # the Pulsar policies' rows: each topic once, sorted
+                    window.topic_rows()
                 phases["decode"] += time.monotonic() - t0
                 yield window
 

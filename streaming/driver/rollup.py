@@ -132,26 +132,39 @@ def merge_partials(
 def topic_loads(*tables: pa.Table) -> list[tuple[str, str, TopicLoad]]:
     """(cluster, namespace, load) per topic row of `tables` (a topic in several once), sorted
     by (cluster, namespace, position, topic)."""
-    rows = (
-        pa.concat_tables(tables)
-        .group_by(["cluster", "topic"], use_threads=False)
-        .aggregate(
-            [
-                (name, "first")
-                for name in TOPIC_ROWS_SCHEMA.names
-                if name not in ("cluster", "topic")
-            ]
-        )
-    )
-    rows = rows.rename_columns([name.removesuffix("_first") for name in rows.column_names])
-    ordered = rows.sort_by(
-        [(k, "ascending") for k in ("cluster", "namespace", "position", "topic")]
-    )
+    ordered = sorted_topic_rows(*tables)
     columns = [ordered.column(name).to_pylist() for name in TOPIC_COLUMNS]
     clusters = ordered.column("cluster").to_pylist()
     namespaces = ordered.column("namespace").to_pylist()
     loads = [TopicLoad(*values) for values in zip(*columns, strict=True)]
     return list(zip(clusters, namespaces, loads, strict=True))
+
+
+def sorted_topic_rows(*tables: pa.Table) -> pa.Table:
+    """The topic rows of `tables` (a topic in several once: its first row), sorted by
+    (cluster, namespace, position, topic): `topic_loads`' order, as columns.
+
+    One stable sort, then each run of a (cluster, topic) keeps its first row: a topic's
+    namespace and position follow from its name, so its rows sort together, in input order
+    (the hash group-by this replaced took twice as long on a window's 20,000 topics)."""
+    rows = pa.concat_tables(tables)
+    order = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in _TOPIC_ORDER])
+    rows = rows.take(order)
+    n = rows.num_rows
+    if n < 2:
+        return rows
+    cluster, topic = rows.column("cluster"), rows.column("topic")
+    repeated = pc.and_(
+        pc.equal(cluster.slice(1), cluster.slice(0, n - 1)),
+        pc.equal(topic.slice(1), topic.slice(0, n - 1)),
+    )
+    if not pc.any(repeated).as_py():
+        return rows
+    keep = np.concatenate(([True], ~repeated.to_numpy(zero_copy_only=False)))
+    return rows.filter(pa.array(keep))
+
+
+_TOPIC_ORDER = ("cluster", "namespace", "position", "topic")
 
 
 def with_topics(
@@ -183,6 +196,7 @@ __all__ = [
     "decode_known",
     "large_topics_of",
     "merge_partials",
+    "sorted_topic_rows",
     "topic_loads",
     "with_topics",
 ]

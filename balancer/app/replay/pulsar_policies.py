@@ -4,20 +4,24 @@ the engine like `ours`, each on its own `ReplayLayout` that follows the recordin
 
 The windows they read (`ReplayWindow`: every topic's windowed load with its broker, and each
 cluster's newest round at or before the window's end) are built once per window from the
-stream's closed rows and shared by every core policy. The stream keeps no broker per topic:
-a topic's broker is the recorded owner of its bundle in that round.
+stream's closed rows and shared by every core policy, as numpy columns per namespace (no
+object per topic: `balancer.core.replay.window`). The stream keeps no broker per topic: a
+topic's broker is the recorded owner of its bundle in that round.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from itertools import groupby
+from itertools import pairwise
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
 
 from balancer.app.config import BalancerConfig
 from balancer.app.replay.engine import PolicyWrapper
 from balancer.app.replay.windows import ClosedWindow
-from balancer.core.load import TopicLoad
 from balancer.core.replay.layout import ReplayLayout
 from balancer.core.replay.policy import Policy
 from balancer.core.replay.pulsar_policies import pulsar_policies
@@ -29,7 +33,7 @@ from balancer.core.replay.result import (
     ReplayAction,
     WindowSample,
 )
-from balancer.core.replay.window import ReplayWindow, WindowTopic
+from balancer.core.replay.window import LOAD_COLUMNS, NamespaceWindow, ReplayWindow
 
 PULSAR_POLICIES: tuple[str, ...] = (
     POLICY_PULSAR_THRESHOLD,
@@ -69,45 +73,71 @@ class SharedWindows:
             return self._built[1]
         contexts = self._newest(window.end_ms)
         recorded = ReplayLayout.from_contexts(contexts.values())
-        # The stream's rows come grouped by (cluster, namespace) and sorted by position: each
-        # group's topics take their brokers bundle by bundle (one lookup per bundle, not per
-        # topic), and the window is built from the groups as they are.
-        grouped: dict[tuple[str, str], list[WindowTopic]] = {}
-        for (cluster, namespace), rows in groupby(window.topic_loads(), key=_namespace_key):
-            loads = [load for _, _, load in rows]
-            grouped[(cluster, namespace)] = _with_brokers(recorded, cluster, namespace, loads)
-        built = ReplayWindow.from_namespaces(window.end_ms, grouped, contexts)
+        namespaces = namespace_columns(window.topic_rows(), recorded)
+        built = ReplayWindow(window.end_ms, namespaces, contexts)
         self._built = (window.end_ms, built)
         return built
 
 
-def _namespace_key(row: tuple[str, str, TopicLoad]) -> tuple[str, str]:
-    return row[0], row[1]
+def namespace_columns(
+    rows: pa.Table, recorded: ReplayLayout
+) -> dict[tuple[str, str], NamespaceWindow]:
+    """Each (cluster, namespace)'s topics of `rows` (the stream's closed rows, one per topic,
+    sorted by cluster, namespace, position, topic: `ClosedWindow.topic_rows`) as columns:
+    numpy views of the rows' columns, no object per topic; each topic's broker the recorded
+    owner of its bundle, given bundle by bundle."""
+    if rows.num_rows == 0:
+        return {}
+    for name in ("cluster", "namespace", "topic", "position", *LOAD_COLUMNS):
+        nulls = rows.column(name).null_count
+        if nulls:  # the stream's rows always hold a value: a defect, not bad input
+            raise ValueError(f"closed rows: {nulls} null(s) in column {name!r}")
+    # The runs of equal (cluster, namespace), found on dictionary codes (no str per row).
+    codes = []
+    for name in ("cluster", "namespace"):
+        encoded = rows.column(name).combine_chunks().dictionary_encode()
+        codes.append((encoded.indices.to_numpy(), encoded.dictionary.to_pylist()))
+    (cluster_codes, cluster_names), (ns_codes, ns_names) = codes
+    changed = (cluster_codes[1:] != cluster_codes[:-1]) | (ns_codes[1:] != ns_codes[:-1])
+    starts = [0, *(np.flatnonzero(changed) + 1).tolist()]
+    names = rows.column("topic").to_pylist()
+    positions = rows.column("position").to_numpy()
+    columns = {name: rows.column(name).to_numpy() for name in LOAD_COLUMNS}
+    out: dict[tuple[str, str], NamespaceWindow] = {}
+    for start, end in pairwise([*starts, rows.num_rows]):
+        key = cluster, namespace = cluster_names[cluster_codes[start]], ns_names[ns_codes[start]]
+        if key in out:  # sorted rows hold each namespace in one run
+            raise ValueError(f"closed rows: {cluster}/{namespace} not sorted together")
+        part = slice(start, end)
+        out[key] = NamespaceWindow.of_columns(
+            cluster,
+            namespace,
+            names=names[part],
+            positions=positions[part],
+            columns={name: column[part] for name, column in columns.items()},
+            brokers=_brokers(recorded, cluster, namespace, positions[part]),
+        )
+    return out
 
 
-def _with_brokers(
-    recorded: ReplayLayout, cluster: str, namespace: str, loads: Sequence[TopicLoad]
-) -> list[WindowTopic]:
-    """The topics of one namespace (sorted by position), each with the recorded owner of the
-    bundle holding it ("" when none: `ReplayLayout.owner_of`)."""
+def _brokers(
+    recorded: ReplayLayout, cluster: str, namespace: str, positions: npt.NDArray[np.int64]
+) -> list[str]:
+    """The recorded owner of the bundle holding each topic of one namespace (positions
+    sorted), "" when none (`ReplayLayout.owner_of`); one lookup per bundle."""
     c = recorded.clusters.get(cluster)
     layout = c.namespaces.get(namespace) if c else None
     if c is None or layout is None:
-        return [WindowTopic(cluster, load, "") for load in loads]
-    positions = [load.position for load in loads]
-    out: list[WindowTopic] = []
+        return [""] * len(positions)
+    out: list[str] = []
     start = 0
     for bundle in layout.bundles:
         # NamespaceBundles.find: the greatest boundary <= position; 0xffffffff in the last.
-        end = (
-            bisect_right(positions, bundle.upper, lo=start)
-            if bundle.is_last
-            else bisect_left(positions, bundle.upper, lo=start)
-        )
-        broker = c.owners.get(bundle.key(namespace)) or ""
-        out.extend(WindowTopic(cluster, load, broker) for load in loads[start:end])
-        start = end
-    out.extend(WindowTopic(cluster, load, "") for load in loads[start:])  # none expected
+        side: Literal["left", "right"] = "right" if bundle.is_last else "left"
+        end = int(np.searchsorted(positions, bundle.upper, side=side))
+        out += [c.owners.get(bundle.key(namespace)) or ""] * max(0, end - start)
+        start = max(start, end)
+    out += [""] * (len(positions) - start)  # none expected
     return out
 
 

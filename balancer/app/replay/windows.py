@@ -49,7 +49,7 @@ from balancer.core.load import TopicLoad
 from balancer.core.replay.recording import RecordedMessage
 from balancer.core.round_marker import MARKER_KEY, is_round_marker
 from streaming.driver.batch import BatchObservations
-from streaming.driver.rollup import topic_loads
+from streaming.driver.rollup import sorted_topic_rows, topic_loads
 from streaming.read.parse import parse_records
 from streaming.shared.packing import decode_windows
 from streaming.shared.schema import CLOSED_ARROW_SCHEMA, PARSED_SPARK_SCHEMA
@@ -119,6 +119,7 @@ class ClosedWindow:
     # with topics of a batch (`streaming.stage.closing.BucketCloses`), the one `run` reads.
     batch_id: int = -1
     _table: pa.Table | None = field(default=None, init=False, repr=False, compare=False)
+    _rows: pa.Table | None = field(default=None, init=False, repr=False, compare=False)
     _loads: list[tuple[str, str, TopicLoad]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -148,13 +149,24 @@ class ClosedWindow:
         clusters = table.column("cluster").to_pylist()
         return set(zip(clusters, table.column("topic").to_pylist(), strict=True))
 
+    def topic_rows(self) -> pa.Table:
+        """Every topic that reported, once (TOPIC_ROWS_SCHEMA columns), sorted by (cluster,
+        namespace, position, topic): what the Pulsar policies' columnar window is built from
+        (sorted once)."""
+        if self._rows is None:
+            table = self.topic_table()
+            object.__setattr__(self, "_rows", sorted_topic_rows(table) if table.num_rows else table)
+        assert self._rows is not None
+        return self._rows
+
     def topic_loads(self) -> list[tuple[str, str, TopicLoad]]:
         """(cluster, namespace, load) of every topic that reported, in (cluster, namespace,
-        position, topic) order: the rows `run` hands its handler, for every bundle. The same
-        list on every call (do not change it)."""
+        position, topic) order: the rows `run` hands its handler, for every bundle (a
+        `TopicLoad` each: the replay's policies read `topic_rows` instead). The same list on
+        every call (do not change it)."""
         if self._loads is None:
-            table = self.topic_table()
-            object.__setattr__(self, "_loads", topic_loads(table) if table.num_rows else [])
+            rows = self.topic_rows()
+            object.__setattr__(self, "_loads", topic_loads(rows) if rows.num_rows else [])
         assert self._loads is not None
         return self._loads
 

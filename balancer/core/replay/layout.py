@@ -270,7 +270,7 @@ class ReplayLayout:
         for (cluster, namespace), nsw in window.namespaces.items():
             c = self.clusters.get(cluster)
             if c is None or namespace not in c.namespaces:
-                unplaced += len(nsw.topics)
+                unplaced += len(nsw)
         return unplaced
 
     def broker_loads(

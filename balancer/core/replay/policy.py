@@ -46,7 +46,5 @@ def sessions_in(window: ReplayWindow, cluster: str, bundle_key: str) -> int:
     """Producers + consumers of the window's topics in a bundle: the clients an unload of it
     reconnects (`ReplayAction.sessions_moved`)."""
     namespace, _, text = bundle_key.rpartition("/")
-    nsw = window.namespaces.get((cluster, namespace))
-    if nsw is None:
-        return 0
-    return sum(t.load.sessions for t in nsw.in_bundle(BundleRange.parse(text)))
+    load = window.bundle_load(cluster, namespace, BundleRange.parse(text))
+    return load.session_count if load is not None else 0

@@ -172,7 +172,12 @@ class PulsarPolicy:
         loads.sort(key=lambda b: (-b.msg_rate, b.namespace, b.bundle))
         c = layout.clusters[cluster]
         counts = {ns: bundles.num_bundles for ns, bundles in c.namespaces.items()}
-        boundaries = pulsar_boundaries(self.algorithm)
+        # A window's roll-ups carry no topic objects: those of a bundle being split are
+        # built for it alone.
+        boundaries = pulsar_boundaries(
+            self.algorithm,
+            topics_of=lambda b: window.topic_loads_in(b.cluster, b.namespace, b.bundle),
+        )
         choices: list[SplitChoice] = []
         if self.load_manager == "modular":
             strategy = self.modular_splits.setdefault(

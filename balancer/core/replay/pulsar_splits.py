@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from balancer.core.limits import BundleLimits, Limit, LoadTotals, over_limits
-from balancer.core.load import BundleLoad
+from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.split import SplitAlgorithm, SplitError, SplitOptions, compute_split
 from balancer.core.thresholds import DEFAULT_MAX_BUNDLES
 
@@ -64,14 +64,20 @@ class SplitChoice:
         return self.load.bundle.key(self.load.namespace)
 
 
-def pulsar_boundaries(algorithm: SplitAlgorithm, options: SplitOptions | None = None) -> BoundaryFn:
-    """The boundaries Pulsar's algorithm gives a bundle (needs the load's topics for the
-    flow- and count-based ones); none when the broker would reject them (`SplitError`)."""
+def pulsar_boundaries(
+    algorithm: SplitAlgorithm,
+    options: SplitOptions | None = None,
+    topics_of: Callable[[BundleLoad], Sequence[TopicLoad]] | None = None,
+) -> BoundaryFn:
+    """The boundaries Pulsar's algorithm gives a bundle (needs the bundle's topics for the
+    flow- and count-based ones: `topics_of(load)`, by default the load's own `topics`); none
+    when the broker would reject them (`SplitError`)."""
     opts = options or SplitOptions()
 
     def boundaries(load: BundleLoad) -> Sequence[int]:
+        topics = topics_of(load) if topics_of is not None else load.topics
         try:
-            return compute_split(algorithm, load.bundle, load.topics, opts).boundaries
+            return compute_split(algorithm, load.bundle, topics, opts).boundaries
         except SplitError:
             return ()
 

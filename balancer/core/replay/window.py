@@ -3,18 +3,28 @@ the broker that reported it, grouped by namespace and sorted by hash position (b
 window and shared by all policies, so a policy only slices it by its own bundles), and the
 newest round context of each cluster (the recorded load reports and layout).
 
+A namespace's topics are held as columns (numpy, position-sorted, as the stream's closed rows
+come), not as one object per topic: building a `TopicLoad` per topic of every window was half
+a replay's time after its first batch (docs/benchmarks.md#replay). A bundle rolls up by exact
+sums over its slice of the columns, the same sums `roll_up` makes (`balancer.core.exact_sums`)
+and so bit for bit its `BundleLoad`; topic objects are built only for a bundle asked for topic
+by topic (a split's boundaries, a load correction spanning recorded bundles).
+
 Purely computational, with no side effects.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
+
 from balancer.core.bundles import BundleRange
-from balancer.core.load import BundleLoad, TopicLoad, roll_up
+from balancer.core.exact_sums import exact_sum
+from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.replay.recording import RoundContext
 from balancer.core.topics import InvalidTopicName, TopicDomain, parse_topic
 
@@ -22,6 +32,20 @@ if TYPE_CHECKING:
     from balancer.core.replay.layout import ReplayLayout
 
 _DOMAINS = tuple(f"{d.value}://" for d in TopicDomain)
+
+# `TopicLoad`'s fields after its name and position, in its order: the rates (float64) then
+# the counts and sizes (int64).
+RATE_COLUMNS = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
+COUNT_COLUMNS = (
+    "producer_count",
+    "consumer_count",
+    "storage_size",
+    "backlog_size",
+    "offloaded_storage_size",
+)
+LOAD_COLUMNS = (*RATE_COLUMNS, *COUNT_COLUMNS)
+
+IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,23 +57,134 @@ class WindowTopic:
     broker: str  # the broker whose stats reported the topic in the window
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, eq=False)
 class NamespaceWindow:
-    """One namespace's topics in the window, sorted by hash position."""
+    """One namespace's topics in the window as columns sorted by hash position (`of_columns`
+    checks the order), each topic's values at the same index of every column."""
 
     cluster: str
     namespace: str  # tenant/ns
-    topics: tuple[WindowTopic, ...]
-    positions: tuple[int, ...]  # the topics' positions, same order
+    names: Sequence[str]  # full topic names
+    positions: IntArray
+    columns: Mapping[str, npt.NDArray[np.float64] | IntArray]  # LOAD_COLUMNS -> values
+    brokers: Sequence[str]  # the broker each topic is taken to have reported from
+
+    @classmethod
+    def of_columns(
+        cls,
+        cluster: str,
+        namespace: str,
+        *,
+        names: Sequence[str],
+        positions: npt.ArrayLike,
+        columns: Mapping[str, npt.ArrayLike],
+        brokers: Sequence[str],
+    ) -> NamespaceWindow:
+        """From columns already sorted by position (ValueError otherwise: a bundle's slice
+        of unsorted columns would hold the wrong topics)."""
+        missing = set(LOAD_COLUMNS) - set(columns)
+        if missing:
+            raise ValueError(f"{cluster}/{namespace}: no columns {sorted(missing)}")
+        pos = np.asarray(positions, dtype=np.int64)
+        cols: dict[str, npt.NDArray[np.float64] | IntArray] = {
+            name: np.asarray(columns[name], dtype=np.float64) for name in RATE_COLUMNS
+        }
+        cols.update({name: np.asarray(columns[name], dtype=np.int64) for name in COUNT_COLUMNS})
+        n = len(pos)
+        if len(names) != n or len(brokers) != n or any(len(c) != n for c in cols.values()):
+            raise ValueError(f"{cluster}/{namespace}: columns of unequal length")
+        if n > 1 and bool((pos[1:] < pos[:-1]).any()):
+            raise ValueError(f"{cluster}/{namespace}: topics not sorted by position")
+        return cls(cluster, namespace, names, pos, cols, brokers)
+
+    @classmethod
+    def of_topics(
+        cls, cluster: str, namespace: str, topics: Iterable[WindowTopic]
+    ) -> NamespaceWindow:
+        """From topic objects (tests, small windows): sorted by (position, name)."""
+        members = sorted(topics, key=lambda t: (t.load.position, t.load.topic))
+        return cls.of_columns(
+            cluster,
+            namespace,
+            names=[t.load.topic for t in members],
+            positions=[t.load.position for t in members],
+            columns={name: [getattr(t.load, name) for t in members] for name in LOAD_COLUMNS},
+            brokers=[t.broker for t in members],
+        )
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def bounds(self, bundle: BundleRange) -> tuple[int, int]:
+        """The slice of the topics whose position lies in `bundle` (NamespaceBundles.find:
+        0xffffffff in the last bundle)."""
+        lo = int(np.searchsorted(self.positions, bundle.lower, side="left"))
+        if bundle.is_last:
+            hi = int(np.searchsorted(self.positions, bundle.upper, side="right"))
+        else:
+            hi = int(np.searchsorted(self.positions, bundle.upper, side="left"))
+        return lo, hi
 
     def in_bundle(self, bundle: BundleRange) -> tuple[WindowTopic, ...]:
-        """The topics whose position lies in `bundle` (0xffffffff in the last bundle)."""
-        lo = bisect_left(self.positions, bundle.lower)
-        if bundle.is_last:
-            hi = bisect_right(self.positions, bundle.upper)
-        else:
-            hi = bisect_left(self.positions, bundle.upper)
-        return self.topics[lo:hi]
+        """The topics in `bundle`, as objects (built on each call: ask only where needed)."""
+        return self._topics(*self.bounds(bundle))
+
+    @property
+    def topics(self) -> tuple[WindowTopic, ...]:
+        """Every topic, as objects (built on each call)."""
+        return self._topics(0, len(self))
+
+    def _topics(self, lo: int, hi: int) -> tuple[WindowTopic, ...]:
+        if lo >= hi:
+            return ()
+        # tolist: Python ints and floats, as a TopicLoad decoded from the rows holds.
+        values = [self.columns[name][lo:hi].tolist() for name in LOAD_COLUMNS]
+        names = self.names[lo:hi]
+        positions = self.positions[lo:hi].tolist()
+        brokers = self.brokers[lo:hi]
+        return tuple(
+            WindowTopic(self.cluster, TopicLoad(name, position, *load), broker)
+            for name, position, broker, *load in zip(
+                names, positions, brokers, *values, strict=True
+            )
+        )
+
+    def roll_up(self, bundle: BundleRange, window_end_ms: int) -> BundleLoad | None:
+        """`roll_up` of the topics in `bundle` (None when it has none), by the same exact
+        sums over the columns' slice; its `topics` are not attached (`in_bundle`)."""
+        lo, hi = self.bounds(bundle)
+        if lo >= hi:
+            return None
+        rates = [exact_sum(self.columns[name][lo:hi].tolist()) for name in RATE_COLUMNS]
+        # Python ints, as roll_up's sum of each topic's sessions: exact whatever their size.
+        sessions = sum(self.columns["producer_count"][lo:hi].tolist()) + sum(
+            self.columns["consumer_count"][lo:hi].tolist()
+        )
+        return BundleLoad(
+            cluster=self.cluster,
+            namespace=self.namespace,
+            bundle=bundle,
+            window_end_ms=window_end_ms,
+            msg_rate_in=rates[0],
+            msg_rate_out=rates[1],
+            msg_throughput_in=rates[2],
+            msg_throughput_out=rates[3],
+            topic_count=hi - lo,
+            session_count=sessions,
+            reported_topics=hi - lo,
+            known_topics=hi - lo,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NamespaceWindow):
+            return NotImplemented
+        return (self.cluster, self.namespace, self.topics) == (
+            other.cluster,
+            other.namespace,
+            other.topics,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # equal by content, which may change
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +233,9 @@ class ReplayWindow:
     ) -> ReplayWindow:
         """From topics already grouped by (cluster, tenant/ns), as an engine that grouped
         them itself hands them (no name is parsed; each group is sorted by position)."""
-        namespaces: dict[tuple[str, str], NamespaceWindow] = {}
-        for key in sorted(grouped):
-            members = sorted(grouped[key], key=lambda t: (t.load.position, t.load.topic))
-            namespaces[key] = NamespaceWindow(
-                cluster=key[0],
-                namespace=key[1],
-                topics=tuple(members),
-                positions=tuple(t.load.position for t in members),
-            )
+        namespaces = {
+            key: NamespaceWindow.of_topics(key[0], key[1], grouped[key]) for key in sorted(grouped)
+        }
         return cls(window_end_ms, namespaces, dict(contexts))
 
     def topics(self) -> Iterable[WindowTopic]:
@@ -114,25 +243,22 @@ class ReplayWindow:
             yield from ns.topics
 
     def bundle_load(self, cluster: str, namespace: str, bundle: BundleRange) -> BundleLoad | None:
-        """The window's topics in `bundle` rolled up (`roll_up`), None when it has none."""
+        """The window's topics in `bundle` rolled up (`roll_up`'s sums, its topics not
+        attached: `topic_loads_in`), None when it has none."""
         key = (cluster, namespace, bundle)
         if key in self._bundle_loads:
             return self._bundle_loads[key]
         nsw = self.namespaces.get((cluster, namespace))
-        members = nsw.in_bundle(bundle) if nsw else ()
-        load = (
-            roll_up(
-                cluster=cluster,
-                namespace=namespace,
-                bundle=bundle,
-                window_end_ms=self.window_end_ms,
-                topics=tuple(t.load for t in members),
-            )
-            if members
-            else None
-        )
+        load = nsw.roll_up(bundle, self.window_end_ms) if nsw is not None else None
         self._bundle_loads[key] = load
         return load
+
+    def topic_loads_in(
+        self, cluster: str, namespace: str, bundle: BundleRange
+    ) -> tuple[TopicLoad, ...]:
+        """The loads of the window's topics in `bundle`, in position order (built now)."""
+        nsw = self.namespaces.get((cluster, namespace))
+        return tuple(t.load for t in nsw.in_bundle(bundle)) if nsw is not None else ()
 
 
 def _namespace_of(full_name: str) -> str | None:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from balancer.core.bundles import NamespaceBundles
+from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.limits import BundleLimits
 from balancer.core.replay.layout import ReplayLayout
 from balancer.core.replay.policy import Policy
@@ -19,6 +19,7 @@ from balancer.core.replay.result import (
     ActionKind,
 )
 from balancer.core.replay.window import ReplayWindow
+from balancer.core.split import SplitAlgorithm, compute_split
 from tests.core.replay.fixtures import CLUSTER, recorded, topic, window_of
 
 HOT = NamespaceBundles.initial("t/a", 20)  # all on b1
@@ -185,3 +186,42 @@ def test_a_broker_the_layout_has_not_followed_yet_is_no_destination() -> None:
     assert actions and "b3:8080" not in {a.destination_broker for a in actions}
     layout.follow(ctx)
     assert layout.brokers(CLUSTER) == followed.brokers(CLUSTER)
+
+
+def test_a_split_by_topic_count_divides_the_windows_topics_of_the_bundle() -> None:
+    """The window's roll-ups carry no topic objects; a split algorithm that needs the
+    bundle's topics (TopicCountEquallyDivideBundleSplitAlgorithm) is given them."""
+    layout, window = _cluster()
+    policy = replace(
+        _policy(POLICY_PULSAR_THRESHOLD),
+        limits=BundleLimits(max_topics=15),
+        algorithm=SplitAlgorithm.TOPIC_COUNT_EQUALLY_DIVIDE,
+    )
+    over = [b for b in layout.bundle_loads(window) if b.topic_count > 15]
+    assert over, "the fixture needs a bundle over 15 topics"
+    topics = {
+        b.bundle.key(b.namespace): [
+            t.load
+            for t in window.topics()
+            if t.load.topic.startswith(f"persistent://{b.namespace}/")
+        ]
+        for b in over
+    }
+    expected = {
+        key: (
+            b.bundle.lower,
+            *compute_split(
+                SplitAlgorithm.TOPIC_COUNT_EQUALLY_DIVIDE, b.bundle, topics[key]
+            ).boundaries,
+            b.bundle.upper,
+        )
+        for b in over
+        for key in [b.bundle.key(b.namespace)]
+    }
+    splits = [a for a in policy.step(window, layout) if a.kind is ActionKind.SPLIT]
+    assert {a.subject for a in splits} == set(expected)
+    for a in splits:
+        points = [int(c.split("_")[0], 16) for c in a.children] + [expected[a.subject][-1]]
+        assert tuple(points) == expected[a.subject]
+        b = BundleRange(expected[a.subject][0], expected[a.subject][-1])
+        assert points[1] != b.lower + b.width // 2  # by the topics, not the range's middle
