@@ -16,6 +16,7 @@ from balancer.app.replay.pulsar_policies import (
 from balancer.app.replay.windows import ClosedWindow, StreamCounts
 from balancer.core.hashing import hash_position
 from balancer.core.load import TopicLoad
+from balancer.core.replay.result import ReplayResult
 from streaming.stage.partials import TOPIC_COLUMNS, TOPIC_ROWS_SCHEMA
 from tests.app.replay.test_ours import BASE_MS, INITIAL, MIN, NS, contexts, topics, windows
 
@@ -99,23 +100,21 @@ def test_pulsar_policies_read_the_windows_columns_without_an_object_per_topic(
     """The shared window is built from the closed rows' columns: no `TopicLoad` per topic
     (half a replay's time at 20,000 topics when it was); the policies' results are those of
     the window built from topic objects."""
-    wins = windows(3)
-    expected = run_replay(
-        source="test", windows=wins, contexts=contexts(4),
-        policies=pulsar_replay_policies(list(PULSAR_POLICIES), config()), counts=StreamCounts(),
-        window_s=60,
-    )  # fmt: skip
+
+    def replay_three_windows() -> ReplayResult:  # fresh windows and policies each time
+        return run_replay(
+            source="test", windows=windows(3), contexts=contexts(4),
+            policies=pulsar_replay_policies(list(PULSAR_POLICIES), config()),
+            counts=StreamCounts(), window_s=60,
+        )  # fmt: skip
+
+    expected = replay_three_windows()
 
     def no_objects(self: ClosedWindow) -> list[tuple[str, str, TopicLoad]]:
         raise AssertionError("a TopicLoad per topic was built")
 
     monkeypatch.setattr(ClosedWindow, "topic_loads", no_objects)
-    fresh = windows(3)
-    result = run_replay(
-        source="test", windows=fresh, contexts=contexts(4),
-        policies=pulsar_replay_policies(list(PULSAR_POLICIES), config()), counts=StreamCounts(),
-        window_s=60,
-    )  # fmt: skip
+    result = replay_three_windows()
     assert result == expected
 
 
