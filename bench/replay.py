@@ -283,6 +283,10 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--work-dir", type=Path, help="default: a temporary directory")
     parser.add_argument("--ours-only", action="store_true", help="not Pulsar's policies")
+    parser.add_argument(
+        "--stream-only", action="store_true",
+        help="no policy: the stream's own share (the windows and the engine's count)",
+    )  # fmt: skip
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument(
         "--cluster-workers", type=int, default=0,
@@ -333,8 +337,8 @@ def run(args: argparse.Namespace) -> None:
         phases = dict.fromkeys(("stream", "decode", "windows", "observe"), 0.0)
         ours = OursPolicy(config, workdir=work / "ours")
         timed_ours = TimedOurs(ours, phases)
-        policies: list[ReplayPolicy] = [timed_ours]
-        if not args.ours_only:
+        policies: list[ReplayPolicy] = [] if args.stream_only else [timed_ours]
+        if not (args.ours_only or args.stream_only):
             shared = TimedShared(phases)
             policies += [
                 Timed(p, phases) for p in pulsar_replay_policies(PULSAR_POLICIES, config, shared)
@@ -356,11 +360,13 @@ def run(args: argparse.Namespace) -> None:
                 yield message
 
         first_window: list[float] = []
+        batches_seen: dict[int, float] = {}  # batch -> when its first window came
+        steady_samples = [0]
 
         def windows() -> Iterator[ClosedWindow]:
             stream = stream_windows(
                 spark, timed(), settings, work / "stream", counts,
-                stage_layouts=ours.stage_layouts,
+                stage_layouts=(lambda: None) if args.stream_only else ours.stage_layouts,
             )  # fmt: skip
             while True:
                 t0 = time.monotonic()
@@ -370,9 +376,12 @@ def run(args: argparse.Namespace) -> None:
                     return
                 if not first_window:
                     first_window.append(time.monotonic() - started)
+                batches_seen.setdefault(window.batch_id, time.monotonic() - started)
+                if len(batches_seen) > 2:  # after the second batch's windows: see `steady`
+                    steady_samples[0] += window.topics
                 t0 = time.monotonic()
                 window.topic_table()  # decoded once here, read by the engine and policies
-                if not args.ours_only:  # the Pulsar policies' rows: each topic once, sorted
+                if not (args.ours_only or args.stream_only):  # Pulsar's: each topic once, sorted
                     window.topic_rows()
                 phases["decode"] += time.monotonic() - t0
                 yield window
@@ -387,6 +396,13 @@ def run(args: argparse.Namespace) -> None:
     samples = counts.samples
     windows_out = len(result.runs[0].windows) if result.runs else 0
     write_s = first_window[0] if first_window else total_s
+    # The rate a long recording runs at, Spark's start and first batch left out: from the
+    # second batch's first window to the end, the samples of the batches after it (Spark
+    # read them in that time; the policies handled the second batch's windows too, so
+    # this errs low).
+    marks = sorted(batches_seen.values())
+    after_s = total_s - marks[1] if len(marks) > 2 else 0.0
+    steady = steady_samples[0] / after_s if after_s > 0 else 0.0
     figures = {
         "topics": args.topics,
         "rounds": args.rounds,
@@ -399,11 +415,14 @@ def run(args: argparse.Namespace) -> None:
         "batches": counts.batches,
         "generation_s": round(generated, 1),
         "samples_per_s": round(samples / total_s) if total_s else 0,
+        "steady_s": round(after_s, 1),  # from the second batch's first window
+        "steady_samples": steady_samples[0],
+        "steady_samples_per_s": round(steady),
         "driver_peak_rss_mib": round(_vm_hwm_mib()),
         "jvm_peak_rss_mib": round(jvm_rss_mib),
         "actions": {r.policy: len(r.actions) for r in result.runs},
         "phases_s": {k: round(v, 1) for k, v in phases.items()},
-        "ours_partials_jobs": ours.processor.partials_jobs,
+        "ours_partials_jobs": ours.processor.partials_jobs,  # 0 with --stream-only
         # windows with topics `ours` handled; of those, whose partials it read from the
         # stage's closes; the stage had the layouts `ours` handled them with; and of these,
         # the newest of their batch (the close the stage rolls up)
@@ -417,6 +436,9 @@ def run(args: argparse.Namespace) -> None:
         print(f"{key}: {json.dumps(value)}")
     target_s = total_s * (144_000_000 / samples) if samples else None
     print(f"at this rate, 144M samples: {target_s:,.0f} s" if target_s else "no samples")
+    if steady:
+        day_s = write_s + 144_000_000 / steady
+        print(f"first window, then the steady rate, 144M samples: {day_s:,.0f} s")
     figures["rounds_per_batch"] = args.rounds_per_batch
     figures["queued_windows"] = settings.queued_windows
     print_result({"bench": "replay", "machine": machine().__dict__, **figures})

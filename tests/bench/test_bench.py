@@ -365,3 +365,19 @@ def test_replay_on_a_tiny_recording() -> None:
     )
     assert 1 <= result["ours_stage_partials_windows"] < result["ours_reported_windows"]
     assert result["ours_stage_rolled_windows"] <= result["ours_stage_layouts_windows"]
+
+
+def test_replay_stream_only_measures_the_stream_and_its_steady_rate() -> None:
+    # One round a batch: from the second batch's first window on, whole windows of 200.
+    out, result = run_bench(
+        "replay", "--topics", "200", "--rounds", "6", "--envelope", "50",
+        "--rounds-per-batch", "1", "--stream-only", timeout_s=600,
+    )  # fmt: skip
+    assert result["samples"] == 1200
+    assert result["actions"] == {}  # no policy ran
+    assert result["ours_reported_windows"] == 0
+    assert result["batches"] >= 4
+    assert 0 < result["steady_samples"] < result["samples"]
+    assert result["steady_samples"] % 200 == 0
+    assert result["steady_samples_per_s"] > 0
+    assert "first window, then the steady rate, 144M samples" in out

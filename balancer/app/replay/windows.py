@@ -142,12 +142,11 @@ class ClosedWindow:
         assert self._table is not None
         return self._table
 
-    def topic_names(self) -> set[tuple[str, str]]:
-        """(cluster, topic) of every topic that reported, without building its load (a
-        `TopicLoad` per topic costs microseconds: only the Pulsar policies need them)."""
+    def topic_columns(self) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
+        """(cluster, topic) columns of the topics that reported, a row each (a topic can
+        have a row in more than one bucket's close only if it moved bucket: not deduplicated)."""
         table = self.topic_table()
-        clusters = table.column("cluster").to_pylist()
-        return set(zip(clusters, table.column("topic").to_pylist(), strict=True))
+        return table.column("cluster"), table.column("topic")
 
     def topic_rows(self) -> pa.Table:
         """Every topic that reported, once (TOPIC_ROWS_SCHEMA columns), sorted by (cluster,
