@@ -75,6 +75,17 @@ RAW_FILE_SCHEMA = pa.schema(
     ]
 )
 DEFAULT_RECORDS_PER_BATCH = 20_000
+# Spark's vectorized Parquet reader reserves a batch of rows of a column at once
+# (`spark.sql.parquet.columnarReaderBatchSize`, 4,096 rows): 4,096 envelopes of 40 KiB
+# already ask for 170 MB contiguous and failed a 100,000-topic replay of 15 rounds a batch
+# (OutOfMemoryError). Its rows are set so that a batch of the largest value stays under this.
+READER_BATCH_BYTES = 32 << 20
+SPARK_READER_BATCH_ROWS = 4096
+
+
+def reader_batch_rows(max_value_bytes: int) -> int:
+    """Rows a Parquet reader batch may hold: at most READER_BATCH_BYTES of the largest value."""
+    return max(1, min(SPARK_READER_BATCH_ROWS, READER_BATCH_BYTES // max(1, max_value_bytes)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,20 +194,29 @@ class StreamCounts:
     write_s: float = 0.0  # writing the micro-batch files (reading the recording included)
 
 
+@dataclass(frozen=True)
+class BatchFiles:
+    """What `write_batches` wrote."""
+
+    files: int
+    max_value_bytes: int  # the largest record value: sizes the reader's batches
+
+
 def write_batches(
     messages: Iterable[RecordedMessage],
     directory: Path,
     *,
     records_per_batch: int,
     markers_per_batch: int = 1,
-) -> int:
-    """Write the messages, in order, as one Parquet file per micro-batch; the number written.
+) -> BatchFiles:
+    """Write the messages, in order, as one Parquet file per micro-batch.
 
     A file ends after every `markers_per_batch` round markers, or at `records_per_batch`
     records. Files are named and timed in order (the file source takes the oldest first)."""
     directory.mkdir(parents=True, exist_ok=True)
     files = 0
     markers = 0
+    max_value_bytes = 0
     rows: dict[str, list[object]] = {name: [] for name in RAW_FILE_SCHEMA.names}
 
     def flush() -> None:
@@ -216,13 +236,14 @@ def write_batches(
         rows["offset"].append(message.offset)
         rows["timestamp_ms"].append(message.timestamp_ms)
         rows["value"].append(message.value)
+        max_value_bytes = max(max_value_bytes, len(message.value))
         if message.key == MARKER_KEY or is_round_marker(message.value):
             markers += 1
         if markers >= markers_per_batch or len(rows["value"]) >= records_per_batch:
             markers = 0
             flush()
     flush()
-    return files
+    return BatchFiles(files, max_value_bytes)
 
 
 def _parse(settings: WindowSettings) -> ArrowMap:
@@ -356,9 +377,14 @@ def stream_windows(
         markers_per_batch=settings.markers_per_batch,
     )
     counts.write_s = time.monotonic() - started
-    log.info("replay: %d micro-batch file(s) in %.1f s", written, counts.write_s)
-    if not written:
+    log.info("replay: %d micro-batch file(s) in %.1f s", written.files, counts.write_s)
+    if not written.files:
         return
+    # Before the query starts: a streaming query runs on a copy of the session's conf.
+    spark.conf.set(
+        "spark.sql.parquet.columnarReaderBatchSize",
+        str(reader_batch_rows(written.max_value_bytes)),
+    )
     handoff = _Handoff(settings, counts, stage_layouts or (lambda: None))
     query = (
         build_replay_pipeline(spark, files, settings)

@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from balancer.app.replay.windows import StreamCounts, WindowSettings, stream_windows
+from balancer.app.replay.windows import (
+    READER_BATCH_BYTES,
+    StreamCounts,
+    WindowSettings,
+    reader_batch_rows,
+    stream_windows,
+)
 from balancer.core.arrow_envelope import encode_envelope, is_arrow_envelope
 from balancer.core.envelopes import EnvelopeFormat
 from balancer.core.events import TopicStatsEvent, validate_event
@@ -142,3 +148,37 @@ def test_the_stage_rolls_the_closes_up_with_the_layouts_given_as_a_batch_starts(
         keys = ["cluster", "namespace", "lower", "bucket"]
         order = [(k, "ascending") for k in keys if k in computed.column_names]
         assert from_stage.sort_by(order).to_pylist() == computed.sort_by(order).to_pylist()
+
+
+def test_reader_batches_hold_at_most_its_bytes_of_the_largest_value() -> None:
+    # 40 KiB envelopes x 4,096 rows asked Spark's reader for 170 MB at once (OOM).
+    assert reader_batch_rows(40 << 10) == READER_BATCH_BYTES // (40 << 10) < 4096
+    assert reader_batch_rows(100) == 4096  # Spark's own default, at most
+    assert reader_batch_rows(READER_BATCH_BYTES * 2) == 1
+    assert reader_batch_rows(0) == 4096
+
+
+def test_windows_are_the_same_read_a_record_a_reader_batch(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import balancer.app.replay.windows as windows_module
+
+    settings = WindowSettings(
+        window_s=60, slide_s=60, watermark_s=60, num_buckets=4, shuffle_partitions=2,
+        max_future_skew_s=600,
+    )  # fmt: skip
+    messages = recording("arrow")
+    expected = {
+        w.end_ms: sorted((load.topic, load.msg_rate_in) for _, _, load in w.topic_loads())
+        for w in stream_windows(spark, messages, settings, tmp_path / "a")
+    }
+    monkeypatch.setattr(windows_module, "READER_BATCH_BYTES", 1)
+    try:
+        got = {
+            w.end_ms: sorted((load.topic, load.msg_rate_in) for _, _, load in w.topic_loads())
+            for w in stream_windows(spark, messages, settings, tmp_path / "b")
+        }
+        assert spark.conf.get("spark.sql.parquet.columnarReaderBatchSize") == "1"
+    finally:  # the session is shared by the other Spark tests
+        spark.conf.unset("spark.sql.parquet.columnarReaderBatchSize")
+    assert got == expected and len(got) >= 3
