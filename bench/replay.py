@@ -28,6 +28,7 @@ recorded rounds handed to every policy, and each policy's own steps.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -289,6 +290,10 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument(
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+        help="an extra Spark setting (repeatable; for A/B runs and event logs)",
+    )  # fmt: skip
+    parser.add_argument(
         "--cluster-workers", type=int, default=0,
         help="start a standalone cluster of this many one-core workers for the run",
     )  # fmt: skip
@@ -322,7 +327,14 @@ def run(args: argparse.Namespace) -> None:
     print(header("replay"))
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         work = args.work_dir or Path(tmp)
-        spark = build_spark(stream_settings(config))
+        settings_of_stream = stream_settings(config)
+        extra = tuple((k, v) for k, v in (kv.split("=", 1) for kv in args.spark_conf))
+        spark = build_spark(
+            dataclasses.replace(
+                settings_of_stream,
+                extra_spark_conf=(*settings_of_stream.extra_spark_conf, *extra),
+            )
+        )
         spark.sparkContext.setLogLevel("ERROR")
         settings = WindowSettings(
             window_s=args.interval_s, slide_s=args.interval_s, watermark_s=args.interval_s,

@@ -81,6 +81,7 @@ DEFAULT_RECORDS_PER_BATCH = 20_000
 # (OutOfMemoryError). Its rows are set so that a batch of the largest value stays under this.
 READER_BATCH_BYTES = 32 << 20
 SPARK_READER_BATCH_ROWS = 4096
+ROW_GROUPS_PER_FILE = 8
 
 
 def reader_batch_rows(max_value_bytes: int) -> int:
@@ -194,12 +195,22 @@ class StreamCounts:
     write_s: float = 0.0  # writing the micro-batch files (reading the recording included)
 
 
+MIN_SPLIT_BYTES = 256 << 10
+
+
+def split_bytes(files: BatchFiles, cores: int) -> int:
+    """The reader's split: the largest batch file in a split a core (a few bytes over, so
+    that rounding never makes one split more), not under MIN_SPLIT_BYTES."""
+    return max(MIN_SPLIT_BYTES, -(-files.max_file_bytes // max(1, cores)) + 1)
+
+
 @dataclass(frozen=True)
 class BatchFiles:
     """What `write_batches` wrote."""
 
     files: int
     max_value_bytes: int  # the largest record value: sizes the reader's batches
+    max_file_bytes: int  # the largest file: sizes the reader's splits
 
 
 def write_batches(
@@ -217,14 +228,23 @@ def write_batches(
     files = 0
     markers = 0
     max_value_bytes = 0
+    max_file_bytes = 0
     rows: dict[str, list[object]] = {name: [] for name in RAW_FILE_SCHEMA.names}
 
     def flush() -> None:
-        nonlocal files
+        nonlocal files, max_file_bytes
         if not rows["value"]:
             return
         path = directory / f"batch-{files:08d}.parquet"
-        pq.write_table(pa.table(rows, schema=RAW_FILE_SCHEMA), path, compression="zstd")
+        # Several row groups a file: Spark splits a file among its cores by bytes, but a
+        # row group is read by one task, and a file of one row group was parsed by one
+        # task while the other core waited (most of a 100,000-topic batch's time).
+        row_group_rows = -(-len(rows["value"]) // ROW_GROUPS_PER_FILE)
+        pq.write_table(
+            pa.table(rows, schema=RAW_FILE_SCHEMA), path, compression="zstd",
+            row_group_size=row_group_rows,
+        )  # fmt: skip
+        max_file_bytes = max(max_file_bytes, path.stat().st_size)
         # The file source orders files by modification time: one second apart each.
         os.utime(path, (1_000_000_000 + files, 1_000_000_000 + files))
         files += 1
@@ -243,7 +263,7 @@ def write_batches(
             markers = 0
             flush()
     flush()
-    return BatchFiles(files, max_value_bytes)
+    return BatchFiles(files, max_value_bytes, max_file_bytes)
 
 
 def _parse(settings: WindowSettings) -> ArrowMap:
@@ -385,6 +405,11 @@ def stream_windows(
         "spark.sql.parquet.columnarReaderBatchSize",
         str(reader_batch_rows(written.max_value_bytes)),
     )
+    # A batch's file in as many splits as Spark has cores: Spark splits a file at
+    # 128 MiB (or its size over the cores, but not under 4 MiB), so a batch's file of a
+    # few MiB was read and parsed by one task while the other cores waited.
+    cores = spark.sparkContext.defaultParallelism
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split_bytes(written, cores)))
     handoff = _Handoff(settings, counts, stage_layouts or (lambda: None))
     query = (
         build_replay_pipeline(spark, files, settings)

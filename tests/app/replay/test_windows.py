@@ -5,17 +5,22 @@ a bad record."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from balancer.app.replay.windows import (
     READER_BATCH_BYTES,
+    ROW_GROUPS_PER_FILE,
     StreamCounts,
     WindowSettings,
     reader_batch_rows,
+    split_bytes,
     stream_windows,
+    write_batches,
 )
 from balancer.core.arrow_envelope import encode_envelope, is_arrow_envelope
 from balancer.core.envelopes import EnvelopeFormat
@@ -182,3 +187,22 @@ def test_windows_are_the_same_read_a_record_a_reader_batch(
     finally:  # the session is shared by the other Spark tests
         spark.conf.unset("spark.sql.parquet.columnarReaderBatchSize")
     assert got == expected and len(got) >= 3
+
+
+def test_a_batch_file_is_read_by_every_core(spark: Any, tmp_path: Path) -> None:
+    # One batch's file of ~2 MiB: 8 row groups, and splits that give each core some.
+    rng = random.Random(7)
+    messages = [RecordedMessage(0, i, BASE_MS, None, rng.randbytes(20_000)) for i in range(100)]
+    written = write_batches(messages, tmp_path / "b", records_per_batch=1_000)
+    (path,) = (tmp_path / "b").iterdir()
+    assert written.files == 1 and written.max_file_bytes == path.stat().st_size
+    assert pq.ParquetFile(path).num_row_groups == ROW_GROUPS_PER_FILE
+    cores = spark.sparkContext.defaultParallelism
+    assert cores >= 2
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split_bytes(written, cores)))
+    try:
+        rows = spark.read.parquet(str(path)).select("offset").rdd
+        per_split = rows.mapPartitions(lambda it: [sum(1 for _ in it)]).collect()
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert len(per_split) == cores and min(per_split) > 0 and sum(per_split) == 100
