@@ -373,7 +373,7 @@ def run(args: argparse.Namespace) -> None:
 
         first_window: list[float] = []
         batches_seen: dict[int, float] = {}  # batch -> when its first window came
-        steady_samples = [0]
+        batch_samples: dict[int, int] = {}  # batch -> the samples of the windows it closed
 
         def windows() -> Iterator[ClosedWindow]:
             stream = stream_windows(
@@ -389,8 +389,9 @@ def run(args: argparse.Namespace) -> None:
                 if not first_window:
                     first_window.append(time.monotonic() - started)
                 batches_seen.setdefault(window.batch_id, time.monotonic() - started)
-                if len(batches_seen) > 2:  # after the second batch's windows: see `steady`
-                    steady_samples[0] += window.topics
+                batch_samples[window.batch_id] = batch_samples.get(window.batch_id, 0) + (
+                    window.topics
+                )
                 t0 = time.monotonic()
                 window.topic_table()  # decoded once here, read by the engine and policies
                 if not (args.ours_only or args.stream_only):  # Pulsar's: each topic once, sorted
@@ -408,13 +409,14 @@ def run(args: argparse.Namespace) -> None:
     samples = counts.samples
     windows_out = len(result.runs[0].windows) if result.runs else 0
     write_s = first_window[0] if first_window else total_s
-    # The rate a long recording runs at, Spark's start and first batch left out: from the
-    # second batch's first window to the end, the samples of the batches after it (Spark
-    # read them in that time; the policies handled the second batch's windows too, so
-    # this errs low).
-    marks = sorted(batches_seen.values())
-    after_s = total_s - marks[1] if len(marks) > 2 else 0.0
-    steady = steady_samples[0] / after_s if after_s > 0 else 0.0
+    # The rate a long recording runs at, Spark's start and first batches left out. A batch
+    # closes the windows whose rounds the batch before read (the watermark moves between
+    # batches), so between the first windows of the second and of the last batch Spark
+    # read exactly the rounds the fourth batch on closed.
+    order = sorted(batches_seen, key=batches_seen.__getitem__)
+    after_s = batches_seen[order[-1]] - batches_seen[order[1]] if len(order) >= 4 else 0.0
+    steady_samples = sum(batch_samples[b] for b in order[3:]) if len(order) >= 4 else 0
+    steady = steady_samples / after_s if after_s > 0 else 0.0
     figures = {
         "topics": args.topics,
         "rounds": args.rounds,
@@ -427,8 +429,8 @@ def run(args: argparse.Namespace) -> None:
         "batches": counts.batches,
         "generation_s": round(generated, 1),
         "samples_per_s": round(samples / total_s) if total_s else 0,
-        "steady_s": round(after_s, 1),  # from the second batch's first window
-        "steady_samples": steady_samples[0],
+        "steady_s": round(after_s, 1),  # the second batch's first window to the last's
+        "steady_samples": steady_samples,
         "steady_samples_per_s": round(steady),
         "driver_peak_rss_mib": round(_vm_hwm_mib()),
         "jvm_peak_rss_mib": round(jvm_rss_mib),
