@@ -126,9 +126,7 @@ def windows(draw: st.DrawFn) -> tuple[pa.Table, pa.Table, dict[tuple[str, str], 
     )
     # Some namespaces without a layout: left out of both.
     with_layout = draw(st.lists(st.sampled_from(NAMESPACES), unique=True))
-    layouts = {
-        key: NamespaceBundles(key[1], draw(LAYOUTS)) for key in sorted(with_layout)
-    }
+    layouts = {key: NamespaceBundles(key[1], draw(LAYOUTS)) for key in sorted(with_layout)}
     return window, known, layouts
 
 
@@ -151,7 +149,9 @@ def test_an_empty_window_gives_no_rows() -> None:
     known = KNOWN_POSITIONS_SCHEMA.empty_table()
     layouts = {("c1", "t/a"): NamespaceBundles.initial("t/a", 4)}
     got = bundle_partials(window, known, layouts, bucket=3)
-    assert got.num_rows == 0 and got.equals(per_namespace_partials(window, known, layouts, bucket=3))
+    assert got.num_rows == 0 and got.equals(
+        per_namespace_partials(window, known, layouts, bucket=3)
+    )
 
 
 def test_known_topics_alone_give_rows_with_no_rate_parts() -> None:
