@@ -110,16 +110,18 @@ def _binned_parts(
     are `high` and `low` and exponents `bins + e_min`."""
     n_groups = len(sizes)
     cells = np.repeat(np.arange(n_groups) * span, sizes) + bins
+    # Per (group, exponent) the sum of the highs and of the lows: integers below 2**53.
+    high_sums, low_sums = (
+        np.bincount(cells, weights=half, minlength=n_groups * span).reshape(n_groups, span)
+        for half in (high, low)
+    )
+    size_bits = int(sizes.max()).bit_length()
+    if e_min + span + size_bits < _MAX_INTEGER_EXPONENT and span + size_bits < _MAX_INTEGER_SPAN:
+        return _integer_parts(high_sums, low_sums, e_min)
     powers = np.arange(e_min, e_min + span) - 53
     # Per group, the scaled sums of its highs then of its lows, in exponent order.
     sums = np.concatenate(
-        [
-            np.ldexp(
-                np.bincount(cells, weights=half, minlength=n_groups * span).reshape(n_groups, span),
-                powers + shift,
-            )
-            for half, shift in ((high, 27), (low, 0))
-        ],
+        [np.ldexp(high_sums, powers + 27), np.ldexp(low_sums, powers)],
         axis=1,
     )
     # Nonzero sums at once (row by row, numpy calls per group were most of the time).
@@ -143,6 +145,60 @@ def _binned_parts(
             out.append(exact_parts(flat[at : at + count]))
         at += count
         start += size
+    return out
+
+
+# `_integer_parts` holds a group's sum as one integer N (in units of the smallest value's
+# last bit): below this exponent (of the largest value, plus the group's size in bits) its
+# parts cannot overflow, and below this span (of exponents, plus the same) N < 2**1024 has a
+# float.
+_MAX_INTEGER_EXPONENT = 960
+_MAX_INTEGER_SPAN = 900
+
+
+def _integer_parts(
+    high_sums: np.ndarray, low_sums: np.ndarray, e_min: int
+) -> list[tuple[float, ...]]:
+    """`exact_parts` of each group whose exact sum is
+    sum over c of (high_sums[g, c] * 2**27 + low_sums[g, c]) * 2**(e_min + c - 53).
+
+    The sum is N * 2**(e_min - 53) with an integer N: numpy carries the columns into N's bits
+    (int64, exact: every column's total is below 2**54), Python joins them into one int, and
+    the parts are N's correctly rounded residuals scaled by 2**(e_min - 53). They are those of
+    `exact_parts`: a residual of `math.fsum` is the correctly rounded (half to even) exact
+    remainder, as `float(int)` is, and scaling by a power of two commutes with rounding away
+    from subnormals and overflow (the scale is at least 2**-953, N's residuals integers).
+    """
+    n_groups, span = high_sums.shape
+    width = span + 27  # a high's bits sit 27 above its column's low
+    columns = np.zeros((width, n_groups), dtype=np.int64)
+    columns[:span] = low_sums.T.astype(np.int64)
+    columns[27:] += high_sums.T.astype(np.int64)
+    bits = np.empty_like(columns)
+    carry = np.zeros(n_groups, dtype=np.int64)
+    for bit in range(width):  # |carry| stays below 2**54
+        column = columns[bit] + carry
+        bits[bit] = column & 1
+        carry = column >> 1  # floor: the bits stay 0 or 1 when the sum is negative
+    # The bits in limbs of 62 (sums of distinct powers of two below 2**62: no overflow).
+    limbs = [
+        (bits[at : at + 62] << np.arange(min(62, width - at), dtype=np.int64)[:, None])
+        .sum(axis=0)
+        .tolist()
+        for at in range(0, width, 62)
+    ]
+    scale = e_min - 53
+    out: list[tuple[float, ...]] = []
+    for g, top in enumerate(carry.tolist()):
+        n = top << width
+        for i, limb in enumerate(limbs):
+            n += limb[g] << (62 * i)
+        parts: list[float] = []
+        while n:
+            rounded = float(n)  # correctly rounded, ties to even
+            parts.append(math.ldexp(rounded, scale))
+            n -= int(rounded)
+        out.append(tuple(parts))
     return out
 
 
