@@ -187,16 +187,18 @@ def _integer_parts(
         .tolist()
         for at in range(0, width, 62)
     ]
+    # Each group's N, column by column of limbs (a comprehension a limb, not a loop a group).
+    sums = [top << width for top in carry.tolist()]
+    for i, limb in enumerate(limbs):
+        sums = [n + (part << (62 * i)) for n, part in zip(sums, limb, strict=True)]
     scale = e_min - 53
+    ldexp = math.ldexp
     out: list[tuple[float, ...]] = []
-    for g, top in enumerate(carry.tolist()):
-        n = top << width
-        for i, limb in enumerate(limbs):
-            n += limb[g] << (62 * i)
+    for n in sums:
         parts: list[float] = []
         while n:
             rounded = float(n)  # correctly rounded, ties to even
-            parts.append(math.ldexp(rounded, scale))
+            parts.append(ldexp(rounded, scale))
             n -= int(rounded)
         out.append(tuple(parts))
     return out
