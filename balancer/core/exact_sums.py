@@ -57,8 +57,10 @@ def grouped_exact_parts(values: np.ndarray, bounds: Sequence[int]) -> list[tuple
     value is m * 2**(e - 53) with an integer |m| < 2**53 (`frexp`), split as
     high * 2**27 + low; per (group, e) the highs and the lows are added as floats, which is
     exact because every partial sum is an integer below 2**53 (a group adds at most 2**26
-    values). The few scaled sums per group then go through `exact_parts`. Values outside
-    that range (or groups larger) take `exact_parts` directly.
+    values). A group's parts then come from those sums joined into one integer
+    (`_integer_parts`), or, where that integer would pass a float's range, from
+    `exact_parts` of the sums. Values outside that range (or groups larger) take
+    `exact_parts` directly.
     """
     values = np.asarray(values, dtype=np.float64)
     starts = np.asarray(bounds, dtype=np.int64)
