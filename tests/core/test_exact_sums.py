@@ -68,3 +68,13 @@ def test_exponents_far_apart_in_one_group_keep_both_values() -> None:
     # The group's sum in units of 1e-250's last bit is far past 2**1024: no single integer.
     (parts,) = grouped_exact_parts(np.array([1e-250, 1e250, 0.0]), [0, 3])
     assert parts == exact_parts([1e-250, 1e250]) == (1e250, 1e-250)
+
+
+def test_many_groups_of_exponents_far_apart_are_binned_in_chunks() -> None:
+    # 3,000 groups x a span of ~665 exponents pass the 2**20 bins of one bincount: the groups
+    # go in chunks, each giving what `exact_parts` gives.
+    rng = np.random.default_rng(7)
+    values = 10.0 ** rng.uniform(-100, 100, 9_000) * rng.choice([-1.0, 0.0, 1.0], 9_000)
+    bounds = [0, *np.sort(rng.integers(0, 9_000, 2_999)).tolist(), 9_000]
+    got = grouped_exact_parts(values, bounds)
+    assert got == [exact_parts(values[a:b].tolist()) for a, b in pairwise(bounds)]
