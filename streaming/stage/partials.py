@@ -18,10 +18,9 @@ Pure: Arrow tables and layouts in, Arrow tables out.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import chain, pairwise
 from typing import Final
 
 import numpy as np
@@ -130,12 +129,20 @@ def bundle_partials(
     known_by_namespace = dict(_namespace_groups(known))
     known_positions = known.column("position").to_numpy() if known.num_rows else None
     window_by_namespace = dict(_namespace_groups(window))
-    # Whole columns once, indexed per namespace (a take of the table would copy its strings).
     positions = window.column("position").to_numpy()
-    rate_values = {name: window.column(name).to_numpy() for name in RATE_COLUMNS}
-    producers = window.column("producer_count").to_numpy()
-    consumers = window.column("consumer_count").to_numpy()
-    columns: dict[str, list[object]] = defaultdict(list)
+    # Per namespace, its rows bundle by bundle and the bundles it gives rows for; the sums
+    # then run once over every namespace's rows (one group per (namespace, bundle)): per
+    # namespace and rate column they were thousands of small numpy calls a window (issue 44).
+    in_order: list[np.ndarray] = []
+    group_ends: list[np.ndarray] = []  # where each row's group ends in the rows of all
+    clusters: list[str] = []
+    namespaces: list[str] = []
+    lowers: list[np.ndarray] = []
+    uppers: list[np.ndarray] = []
+    reported_counts: list[np.ndarray] = []
+    known_counts: list[np.ndarray] = []
+    namespace_known: list[np.ndarray] = []
+    offset = 0
     # A namespace's known topics in this bucket count even where none of them reported here.
     for key in sorted(window_by_namespace.keys() | known_by_namespace.keys()):
         layout = layouts.get(key)
@@ -149,36 +156,66 @@ def bundle_partials(
             if known_positions is not None and known_rows is not None
             else np.zeros(0, dtype=np.int64)
         )
-        boundaries = layout.boundaries
         reported = np.bincount(index, minlength=layout.num_bundles)
-        known_counts = np.bincount(known_index, minlength=layout.num_bundles)
+        known_here = np.bincount(known_index, minlength=layout.num_bundles)
         order = stable_order(index, layout.num_bundles)
         starts = np.searchsorted(index[order], np.arange(layout.num_bundles + 1))
-        in_order = rows[order]  # window rows, bundle by bundle
-        bounds = starts.tolist()
-        rate_parts = {
-            name: grouped_exact_parts(values[in_order], bounds)
-            for name, values in rate_values.items()
-        }
-        sessions = _session_sums(producers[in_order], consumers[in_order], starts)
-        for i in np.flatnonzero((reported > 0) | (known_counts > 0)).tolist():
-            columns["cluster"].append(key[0])
-            columns["namespace"].append(key[1])
-            columns["lower"].append(boundaries[i])
-            columns["upper"].append(boundaries[i + 1])
-            columns["bucket"].append(bucket)
-            columns["part"].append(part)
-            columns["reported"].append(int(reported[i]))
-            columns["known"].append(int(known_counts[i]))
-            columns["namespace_known"].append(len(known_index))
-            columns["sessions"].append(str(sessions[i]))
-            for name in RATE_COLUMNS:
-                columns[name].append(list(rate_parts[name][i]))
-    n = len(columns["cluster"])
-    return pa.table(
-        {name: columns.get(name, [None] * n) for name in PARTIAL_SCHEMA.names},
-        schema=PARTIAL_SCHEMA,
-    )
+        kept = np.flatnonzero((reported > 0) | (known_here > 0))
+        # A bundle left out holds no reported row, so the kept bundles' groups still cover
+        # the namespace's rows end to end: each ends where the next kept one starts.
+        in_order.append(rows[order])
+        group_ends.append(starts[kept + 1] + offset)
+        offset += len(rows)
+        boundaries = np.asarray(layout.boundaries, dtype=np.int64)
+        clusters.extend([key[0]] * len(kept))
+        namespaces.extend([key[1]] * len(kept))
+        lowers.append(boundaries[kept])
+        uppers.append(boundaries[kept + 1])
+        reported_counts.append(reported[kept])
+        known_counts.append(known_here[kept])
+        namespace_known.append(np.full(len(kept), len(known_index), dtype=np.int64))
+    n = len(clusters)
+    if n == 0:
+        return PARTIAL_SCHEMA.empty_table()
+    rows_in_order = np.concatenate(in_order)
+    starts = np.concatenate([np.zeros(1, dtype=np.int64), *group_ends])
+    bounds = starts.tolist()
+    columns: dict[str, pa.Array] = {
+        "cluster": pa.array(clusters, pa.string()),
+        "namespace": pa.array(namespaces, pa.string()),
+        "lower": pa.array(np.concatenate(lowers), pa.int64()),
+        "upper": pa.array(np.concatenate(uppers), pa.int64()),
+        "bucket": pa.array(np.full(n, bucket, dtype=np.int32), pa.int32()),
+        "part": pa.array(np.full(n, part, dtype=np.int32), pa.int32()),
+        "reported": pa.array(np.concatenate(reported_counts), pa.int64()),
+        "known": pa.array(np.concatenate(known_counts), pa.int64()),
+        "namespace_known": pa.array(np.concatenate(namespace_known), pa.int64()),
+        "sessions": pa.array(
+            [
+                str(s)
+                for s in _session_sums(
+                    window.column("producer_count").to_numpy()[rows_in_order],
+                    window.column("consumer_count").to_numpy()[rows_in_order],
+                    starts,
+                )
+            ],
+            pa.string(),
+        ),
+        "large_topics": pa.nulls(n, pa.binary()),
+    }
+    for name in RATE_COLUMNS:
+        columns[name] = _parts_array(
+            grouped_exact_parts(window.column(name).to_numpy()[rows_in_order], bounds)
+        )
+    return pa.table([columns[name] for name in PARTIAL_SCHEMA.names], schema=PARTIAL_SCHEMA)
+
+
+def _parts_array(parts: list[tuple[float, ...]]) -> pa.Array:
+    """A list<float64> array of each group's exact parts."""
+    sizes = np.fromiter(map(len, parts), dtype=np.int32, count=len(parts))
+    offsets = np.concatenate([np.zeros(1, dtype=np.int32), np.cumsum(sizes, dtype=np.int32)])
+    values = np.fromiter(chain.from_iterable(parts), dtype=np.float64, count=int(offsets[-1]))
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.float64()))
 
 
 def close_partials(

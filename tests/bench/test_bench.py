@@ -122,6 +122,16 @@ def test_split_time_on_a_tiny_bundle() -> None:
         assert figures["children"] >= 2, name  # the bundle is over threshold: all split
 
 
+def test_partials_on_tiny_buckets() -> None:
+    _, result = run_bench(
+        "partials", "--namespaces", "3", "--bundles", "2", "--rows", "300", "--buckets", "2",
+        "--repeat", "2",
+    )  # fmt: skip
+    assert len(result["runs_s"]) == 2
+    # 300 topics a bucket at random positions: every bundle of both buckets has some.
+    assert result["partial_rows"] == 2 * 3 * 2
+
+
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_pipeline_on_a_tiny_stream_counts_its_window_closes() -> None:
