@@ -15,21 +15,18 @@ Purely computational, with no side effects.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from balancer.core.bundles import BundleRange
-from balancer.core.exact_sums import exact_sum
+from balancer.core.bundles import BundleRange, NamespaceBundles
+from balancer.core.exact_sums import exact_sum, grouped_exact_parts
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.replay.recording import RoundContext
 from balancer.core.topics import InvalidTopicName, TopicDomain, parse_topic
-
-if TYPE_CHECKING:
-    from balancer.core.replay.layout import ReplayLayout
 
 _DOMAINS = tuple(f"{d.value}://" for d in TopicDomain)
 
@@ -175,6 +172,61 @@ class NamespaceWindow:
             known_topics=hi - lo,
         )
 
+    def roll_ups(
+        self, layout: NamespaceBundles, window_end_ms: int
+    ) -> tuple[BundleLoad | None, ...]:
+        """`roll_up` of every bundle of `layout`, in its order, in one pass over the columns:
+        the bundles' slices cut by one search, each rate's exact sums for every slice at
+        once (`grouped_exact_parts`, whose parts add up to the slice's exact sum, so
+        `math.fsum` of them is `exact_sum` of the slice bit for bit)."""
+        boundaries = np.asarray(layout.boundaries, dtype=np.int64)
+        cuts = np.searchsorted(self.positions, boundaries, side="left")
+        # NamespaceBundles.find: 0xffffffff belongs to the last bundle.
+        cuts[-1] = np.searchsorted(self.positions, boundaries[-1], side="right")
+        bounds: list[int] = cuts.tolist()
+        rates = [self._grouped_sums(self.columns[name], bounds) for name in RATE_COLUMNS]
+        sessions = [
+            p + c
+            for p, c in zip(
+                _grouped_ints(self.columns["producer_count"], bounds),
+                _grouped_ints(self.columns["consumer_count"], bounds),
+                strict=True,
+            )
+        ]
+        out: list[BundleLoad | None] = []
+        for i, bundle in enumerate(layout.bundles):
+            lo, hi = bounds[i], bounds[i + 1]
+            if lo >= hi:
+                out.append(None)
+                continue
+            out.append(
+                BundleLoad(
+                    cluster=self.cluster,
+                    namespace=self.namespace,
+                    bundle=bundle,
+                    window_end_ms=window_end_ms,
+                    msg_rate_in=rates[0][i],
+                    msg_rate_out=rates[1][i],
+                    msg_throughput_in=rates[2][i],
+                    msg_throughput_out=rates[3][i],
+                    topic_count=hi - lo,
+                    session_count=sessions[i],
+                    reported_topics=hi - lo,
+                    known_topics=hi - lo,
+                )
+            )
+        return tuple(out)
+
+    @staticmethod
+    def _grouped_sums(column: npt.NDArray[np.float64] | IntArray, bounds: list[int]) -> list[float]:
+        """`exact_sum` of each slice `column[bounds[i]:bounds[i + 1]]`."""
+        if len(column) and not bool(np.isfinite(column).all()):
+            # inf/nan: fsum's own answer (grouped_exact_parts carries finite values only).
+            return [
+                exact_sum(column[lo:hi].tolist()) for lo, hi in zip(bounds, bounds[1:], strict=False)
+            ]
+        return [math.fsum(parts) for parts in grouped_exact_parts(column, bounds)]
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, NamespaceWindow):
             return NotImplemented
@@ -198,12 +250,12 @@ class ReplayWindow:
     # counted here rather than placed in a guessed namespace.
     rejected_topics: int = 0
     # Shared by every policy's layout in this window (they mostly have the same bundles):
-    # bundle loads rolled up once, the recorded layout of each cluster's round built once.
+    # bundle loads rolled up once, a namespace's bundles at once per layout of it.
     _bundle_loads: dict[tuple[str, str, BundleRange], BundleLoad | None] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    recorded_layouts: dict[str, ReplayLayout] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _namespace_loads: dict[tuple[str, str, tuple[int, ...]], tuple[BundleLoad | None, ...]] = (
+        field(default_factory=dict, init=False, repr=False, compare=False)
     )
 
     @classmethod
@@ -253,12 +305,42 @@ class ReplayWindow:
         self._bundle_loads[key] = load
         return load
 
+    def namespace_loads(
+        self, cluster: str, namespace: str, layout: NamespaceBundles
+    ) -> tuple[BundleLoad | None, ...]:
+        """`bundle_load` of every bundle of `layout` (of `namespace` in `cluster`), in its
+        order, rolled up together (`NamespaceWindow.roll_ups`) once per window and layout."""
+        key = (cluster, namespace, layout.boundaries)
+        loads = self._namespace_loads.get(key)
+        if loads is None:
+            nsw = self.namespaces.get((cluster, namespace))
+            loads = (
+                nsw.roll_ups(layout, self.window_end_ms)
+                if nsw is not None
+                else (None,) * layout.num_bundles
+            )
+            self._namespace_loads[key] = loads
+        return loads
+
     def topic_loads_in(
         self, cluster: str, namespace: str, bundle: BundleRange
     ) -> tuple[TopicLoad, ...]:
         """The loads of the window's topics in `bundle`, in position order (built now)."""
         nsw = self.namespaces.get((cluster, namespace))
         return tuple(t.load for t in nsw.in_bundle(bundle)) if nsw is not None else ()
+
+
+def _grouped_ints(column: IntArray, bounds: list[int]) -> list[int]:
+    """The sum of each slice `column[bounds[i]:bounds[i + 1]]` as a Python int (exact,
+    as `sum` of the slice's ints: int64 sums only where no partial sum can overflow)."""
+    if len(column) == 0:
+        return [0] * (len(bounds) - 1)
+    largest = max(abs(int(column.max())), abs(int(column.min())))
+    if largest * len(column) >= 2**63:
+        return [sum(column[lo:hi].tolist()) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    totals = np.concatenate(([0], np.cumsum(column, dtype=np.int64)))
+    picked: list[int] = (totals[bounds[1:]] - totals[bounds[:-1]]).tolist()
+    return picked
 
 
 def _namespace_of(full_name: str) -> str | None:
