@@ -55,9 +55,7 @@ def window_rows(topics: int, r: int, hot: int) -> pa.Table:
             namespace.append(ns)
             names.append(f"persistent://{ns}/t{i}")
     positions = hash_positions(names)
-    scale = [
-        10.0 if hot and int(ns.rsplit("-", 1)[1]) % hot == 0 else 1.0 for ns in namespace
-    ]
+    scale = [10.0 if hot and int(ns.rsplit("-", 1)[1]) % hot == 0 else 1.0 for ns in namespace]
     idx = [int(n.rsplit("/t", 1)[1]) for n in names]
     table = pa.table(
         {

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import copy
 from bisect import bisect_right
-from functools import lru_cache
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import pairwise
 
 from balancer.core.broker_load import (
     BrokerLoadReport,
@@ -394,9 +395,7 @@ class ReplayLayout:
 def bundle_keys(namespace: str, boundaries: tuple[int, ...]) -> tuple[str, ...]:
     """The keys of the bundles between `boundaries` (`BundleRange.key`), made once per
     layout: a replay asks them of every bundle of every policy in every window."""
-    return tuple(
-        BundleRange(lo, hi).key(namespace) for lo, hi in zip(boundaries, boundaries[1:])
-    )
+    return tuple(BundleRange(lo, hi).key(namespace) for lo, hi in pairwise(boundaries))
 
 
 def _index_of(layout: NamespaceBundles, position: int) -> int:

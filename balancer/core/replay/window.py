@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +44,7 @@ COUNT_COLUMNS = (
 LOAD_COLUMNS = (*RATE_COLUMNS, *COUNT_COLUMNS)
 
 IntArray = npt.NDArray[np.int64]
+NamespaceLoads = tuple[BundleLoad | None, ...]  # per bundle of a layout, None: no topics
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,9 +224,7 @@ class NamespaceWindow:
         """`exact_sum` of each slice `column[bounds[i]:bounds[i + 1]]`."""
         if len(column) and not bool(np.isfinite(column).all()):
             # inf/nan: fsum's own answer (grouped_exact_parts carries finite values only).
-            return [
-                exact_sum(column[lo:hi].tolist()) for lo, hi in zip(bounds, bounds[1:], strict=False)
-            ]
+            return [exact_sum(column[lo:hi].tolist()) for lo, hi in pairwise(bounds)]
         return [math.fsum(parts) for parts in grouped_exact_parts(column, bounds)]
 
     def __eq__(self, other: object) -> bool:
@@ -254,8 +254,8 @@ class ReplayWindow:
     _bundle_loads: dict[tuple[str, str, BundleRange], BundleLoad | None] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    _namespace_loads: dict[tuple[str, str, tuple[int, ...]], tuple[BundleLoad | None, ...]] = (
-        field(default_factory=dict, init=False, repr=False, compare=False)
+    _namespace_loads: dict[tuple[str, str, tuple[int, ...]], NamespaceLoads] = field(
+        default_factory=dict, init=False, repr=False, compare=False
     )
 
     @classmethod
@@ -337,7 +337,7 @@ def _grouped_ints(column: IntArray, bounds: list[int]) -> list[int]:
         return [0] * (len(bounds) - 1)
     largest = max(abs(int(column.max())), abs(int(column.min())))
     if largest * len(column) >= 2**63:
-        return [sum(column[lo:hi].tolist()) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+        return [sum(column[lo:hi].tolist()) for lo, hi in pairwise(bounds)]
     totals = np.concatenate(([0], np.cumsum(column, dtype=np.int64)))
     picked: list[int] = (totals[bounds[1:]] - totals[bounds[:-1]]).tolist()
     return picked
