@@ -271,12 +271,15 @@ class ReplayLayout:
 
     def bundle_loads(self, window: ReplayWindow) -> list[BundleLoad]:
         """The window's topics rolled up onto this layout's bundles (bundles with topics)."""
-        loads: list[BundleLoad] = []
+        placed: list[tuple[str, str, NamespaceBundles]] = []
         for cluster, namespace in window.namespaces:
             c = self.clusters.get(cluster)
             layout = c.namespaces.get(namespace) if c else None
-            if layout is None:
-                continue  # counted by `unplaced_topics`
+            if layout is not None:  # else counted by `unplaced_topics`
+                placed.append((cluster, namespace, layout))
+        window.roll_up_all(placed)
+        loads: list[BundleLoad] = []
+        for cluster, namespace, layout in placed:
             loads += [b for b in window.namespace_loads(cluster, namespace, layout) if b]
         return loads
 

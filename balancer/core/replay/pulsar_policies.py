@@ -87,6 +87,7 @@ class LayoutView:
         self.brokers = brokers
         c = layout.clusters[cluster]
         self.bundles: list[ReplayBundle] = []
+        window.roll_up_all((cluster, ns, bundles) for ns, bundles in c.namespaces.items())
         for namespace in sorted(c.namespaces):
             bundles = c.namespaces[namespace]
             keys = bundle_keys(namespace, bundles.boundaries)

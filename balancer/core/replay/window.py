@@ -174,58 +174,15 @@ class NamespaceWindow:
             known_topics=hi - lo,
         )
 
-    def roll_ups(
-        self, layout: NamespaceBundles, window_end_ms: int
-    ) -> tuple[BundleLoad | None, ...]:
-        """`roll_up` of every bundle of `layout`, in its order, in one pass over the columns:
-        the bundles' slices cut by one search, each rate's exact sums for every slice at
-        once (`grouped_exact_parts`, whose parts add up to the slice's exact sum, so
-        `math.fsum` of them is `exact_sum` of the slice bit for bit)."""
+    def cuts(self, layout: NamespaceBundles) -> list[int]:
+        """`bounds` of every bundle of `layout` at once: bundle i is the slice
+        [cuts[i], cuts[i + 1])."""
         boundaries = np.asarray(layout.boundaries, dtype=np.int64)
         cuts = np.searchsorted(self.positions, boundaries, side="left")
         # NamespaceBundles.find: 0xffffffff belongs to the last bundle.
         cuts[-1] = np.searchsorted(self.positions, boundaries[-1], side="right")
-        bounds: list[int] = cuts.tolist()
-        rates = [self._grouped_sums(self.columns[name], bounds) for name in RATE_COLUMNS]
-        sessions = [
-            p + c
-            for p, c in zip(
-                _grouped_ints(self.columns["producer_count"], bounds),
-                _grouped_ints(self.columns["consumer_count"], bounds),
-                strict=True,
-            )
-        ]
-        out: list[BundleLoad | None] = []
-        for i, bundle in enumerate(layout.bundles):
-            lo, hi = bounds[i], bounds[i + 1]
-            if lo >= hi:
-                out.append(None)
-                continue
-            out.append(
-                BundleLoad(
-                    cluster=self.cluster,
-                    namespace=self.namespace,
-                    bundle=bundle,
-                    window_end_ms=window_end_ms,
-                    msg_rate_in=rates[0][i],
-                    msg_rate_out=rates[1][i],
-                    msg_throughput_in=rates[2][i],
-                    msg_throughput_out=rates[3][i],
-                    topic_count=hi - lo,
-                    session_count=sessions[i],
-                    reported_topics=hi - lo,
-                    known_topics=hi - lo,
-                )
-            )
-        return tuple(out)
-
-    @staticmethod
-    def _grouped_sums(column: npt.NDArray[np.float64] | IntArray, bounds: list[int]) -> list[float]:
-        """`exact_sum` of each slice `column[bounds[i]:bounds[i + 1]]`."""
-        if len(column) and not bool(np.isfinite(column).all()):
-            # inf/nan: fsum's own answer (grouped_exact_parts carries finite values only).
-            return [exact_sum(column[lo:hi].tolist()) for lo, hi in pairwise(bounds)]
-        return [math.fsum(parts) for parts in grouped_exact_parts(column, bounds)]
+        out: list[int] = cuts.tolist()
+        return out
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, NamespaceWindow):
@@ -307,20 +264,34 @@ class ReplayWindow:
 
     def namespace_loads(
         self, cluster: str, namespace: str, layout: NamespaceBundles
-    ) -> tuple[BundleLoad | None, ...]:
+    ) -> NamespaceLoads:
         """`bundle_load` of every bundle of `layout` (of `namespace` in `cluster`), in its
-        order, rolled up together (`NamespaceWindow.roll_ups`) once per window and layout."""
+        order: rolled up once per window and layout (`roll_up_all`)."""
         key = (cluster, namespace, layout.boundaries)
         loads = self._namespace_loads.get(key)
         if loads is None:
-            nsw = self.namespaces.get((cluster, namespace))
-            loads = (
-                nsw.roll_ups(layout, self.window_end_ms)
-                if nsw is not None
-                else (None,) * layout.num_bundles
-            )
-            self._namespace_loads[key] = loads
+            self.roll_up_all([(cluster, namespace, layout)])
+            loads = self._namespace_loads[key]
         return loads
+
+    def roll_up_all(self, wanted: Iterable[tuple[str, str, NamespaceBundles]]) -> None:
+        """Roll up every (cluster, namespace, layout) not rolled up yet in this window, all
+        in one pass (`roll_ups`): a policy's layout asks for all its namespaces at once."""
+        segments: list[tuple[NamespaceWindow, NamespaceBundles]] = []
+        keys: dict[tuple[str, str, tuple[int, ...]], None] = {}  # a layout asked twice: once
+        for cluster, namespace, layout in wanted:
+            key = (cluster, namespace, layout.boundaries)
+            if key in self._namespace_loads or key in keys:
+                continue
+            nsw = self.namespaces.get((cluster, namespace))
+            if nsw is None or len(nsw) == 0:
+                self._namespace_loads[key] = (None,) * layout.num_bundles
+                continue
+            segments.append((nsw, layout))
+            keys[key] = None
+        if segments:
+            for key, loads in zip(keys, roll_ups(segments, self.window_end_ms), strict=True):
+                self._namespace_loads[key] = loads
 
     def topic_loads_in(
         self, cluster: str, namespace: str, bundle: BundleRange
@@ -328,6 +299,71 @@ class ReplayWindow:
         """The loads of the window's topics in `bundle`, in position order (built now)."""
         nsw = self.namespaces.get((cluster, namespace))
         return tuple(t.load for t in nsw.in_bundle(bundle)) if nsw is not None else ()
+
+
+def roll_ups(
+    segments: Sequence[tuple[NamespaceWindow, NamespaceBundles]], window_end_ms: int
+) -> list[NamespaceLoads]:
+    """`roll_up` of every bundle of each (namespace, layout of it), in the layout's order,
+    in one pass over the columns of them all (a few numpy calls per window, not per bundle):
+    each rate's exact sum of every bundle's slice at once by `grouped_exact_parts`, whose
+    parts add up exactly to the slice's exact sum, so `math.fsum` of them is `exact_sum` of
+    the slice, bit for bit."""
+    # The segments' columns end to end; each bundle a group of them, and the topics outside
+    # every bundle of a segment (none expected: positions are 32-bit) groups of their own.
+    bounds = [0]
+    firsts: list[int] = []  # the group of each segment's first bundle
+    offset = 0
+    for nsw, layout in segments:
+        cuts = [offset + c for c in nsw.cuts(layout)]
+        if cuts[0] != bounds[-1]:
+            bounds.append(cuts[0])
+        firsts.append(len(bounds) - 1)
+        bounds += cuts[1:]
+        offset += len(nsw)
+    if bounds[-1] != offset:
+        bounds.append(offset)
+
+    def joined(name: str) -> npt.NDArray[np.float64] | IntArray:
+        parts = [nsw.columns[name] for nsw, _ in segments]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    rates = [_grouped_sums(joined(name), bounds) for name in RATE_COLUMNS]
+    producers = _grouped_ints(joined("producer_count"), bounds)
+    consumers = _grouped_ints(joined("consumer_count"), bounds)
+    out: list[NamespaceLoads] = []
+    for (nsw, layout), first in zip(segments, firsts, strict=True):
+        loads: list[BundleLoad | None] = []
+        for g, bundle in enumerate(layout.bundles, start=first):
+            topics = bounds[g + 1] - bounds[g]
+            loads.append(
+                BundleLoad(
+                    cluster=nsw.cluster,
+                    namespace=nsw.namespace,
+                    bundle=bundle,
+                    window_end_ms=window_end_ms,
+                    msg_rate_in=rates[0][g],
+                    msg_rate_out=rates[1][g],
+                    msg_throughput_in=rates[2][g],
+                    msg_throughput_out=rates[3][g],
+                    topic_count=topics,
+                    session_count=producers[g] + consumers[g],
+                    reported_topics=topics,
+                    known_topics=topics,
+                )
+                if topics > 0
+                else None
+            )
+        out.append(tuple(loads))
+    return out
+
+
+def _grouped_sums(column: npt.NDArray[np.float64] | IntArray, bounds: list[int]) -> list[float]:
+    """`exact_sum` of each slice `column[bounds[i]:bounds[i + 1]]`."""
+    if len(column) and not bool(np.isfinite(column).all()):
+        # inf/nan: fsum's own answer (grouped_exact_parts carries finite values only).
+        return [exact_sum(column[lo:hi].tolist()) for lo, hi in pairwise(bounds)]
+    return [math.fsum(parts) for parts in grouped_exact_parts(column, bounds)]
 
 
 def _grouped_ints(column: IntArray, bounds: list[int]) -> list[int]:

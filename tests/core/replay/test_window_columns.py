@@ -258,3 +258,23 @@ def test_a_namespace_absent_from_the_window_has_no_load_in_any_bundle_and_is_rol
     first = window.namespace_loads("c", NS, layout)
     assert first[1] is None and first[0] is not None and first[0].topic_count == 1
     assert window.namespace_loads("c", NS, layout) is first  # once per window and layout
+
+
+@settings(max_examples=100, deadline=None)
+@given(topic_loads(), topic_loads(), layouts(), layouts())
+def test_every_namespace_and_layout_rolled_up_in_one_pass_is_each_bundle_s_roll_up(
+    first: list[TopicLoad], second: list[TopicLoad], one: NamespaceBundles, other: NamespaceBundles
+) -> None:
+    # One pass over several namespaces' columns end to end, a namespace under two layouts
+    # (two policies' splits) and one the window lacks: each bundle as if rolled up alone.
+    a = columns_of(first)
+    b = dataclasses.replace(columns_of(second), namespace="t/two")
+    together = ReplayWindow(END_MS, {("c", NS): a, ("c", "t/two"): b}, {})
+    alone = ReplayWindow(END_MS, {("c", NS): a, ("c", "t/two"): b}, {})
+    two = NamespaceBundles("t/two", other.boundaries)
+    wanted = [("c", NS, one), ("c", "t/two", two), ("c", NS, other), ("c", "t/none", one)]
+    together.roll_up_all(wanted)
+    for cluster, namespace, layout in wanted:
+        loads = together.namespace_loads(cluster, namespace, layout)
+        for bundle, load in zip(layout.bundles, loads, strict=True):
+            assert bits(load) == bits(alone.bundle_load(cluster, namespace, bundle))
