@@ -331,18 +331,15 @@ class ReplayLayout:
             if c != cluster or layout is None:
                 continue
             rec_layout = rec.namespaces.get(namespace)
-            # Mostly the recorded bundles themselves: each its own recorded bundle.
-            same = rec_layout is not None and rec_layout.boundaries == layout.boundaries
             keys = bundle_keys(namespace, layout.boundaries)
-            for bundle, key in zip(layout.bundles, keys, strict=True):
+            was_keys = (
+                _recorded_keys(namespace, layout.boundaries, rec_layout.boundaries)
+                if rec_layout is not None
+                else (None,) * len(keys)
+            )
+            for bundle, key, was_key in zip(layout.bundles, keys, was_keys, strict=True):
                 owner = mine.owners.get(key)
-                if same:
-                    was_bundle: BundleRange | None = bundle
-                    was_key = key
-                else:
-                    was_bundle = rec_layout.find(bundle.lower) if rec_layout else None
-                    was_key = was_bundle.key(namespace) if was_bundle is not None else ""
-                if was_bundle is not None and bundle.upper <= was_bundle.upper:
+                if was_key is not None:
                     # Inside one recorded bundle (the same, or a child of its split): one
                     # recorded owner for all its topics.
                     was = rec.owners.get(was_key)
@@ -399,6 +396,23 @@ def bundle_keys(namespace: str, boundaries: tuple[int, ...]) -> tuple[str, ...]:
     """The keys of the bundles between `boundaries` (`BundleRange.key`), made once per
     layout: a replay asks them of every bundle of every policy in every window."""
     return tuple(BundleRange(lo, hi).key(namespace) for lo, hi in pairwise(boundaries))
+
+
+@lru_cache(maxsize=1 << 16)
+def _recorded_keys(
+    namespace: str, boundaries: tuple[int, ...], recorded: tuple[int, ...]
+) -> tuple[str | None, ...]:
+    """For each bundle between `boundaries`, the key of the recorded bundle (between
+    `recorded`) that holds it whole, None when it spans recorded bundles; made once per pair
+    of layouts (mostly the same one: each bundle its own recorded bundle)."""
+    if boundaries == recorded:
+        return bundle_keys(namespace, boundaries)
+    rec_layout = NamespaceBundles(namespace, recorded)
+    out: list[str | None] = []
+    for bundle in NamespaceBundles(namespace, boundaries).bundles:
+        was = rec_layout.find(bundle.lower)
+        out.append(was.key(namespace) if bundle.upper <= was.upper else None)
+    return tuple(out)
 
 
 def _index_of(layout: NamespaceBundles, position: int) -> int:
