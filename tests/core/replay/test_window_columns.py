@@ -236,7 +236,7 @@ def test_a_namespace_rolls_up_at_once_bit_for_bit_as_each_bundle_does(
 
 
 def test_a_namespace_with_infinite_or_nan_rates_rolls_up_as_roll_up_does() -> None:
-    # grouped_exact_parts carries finite values only: these take math.fsum's own answer.
+    # math.fsum's own answer for inf and nan, as roll_up gives it.
     inf = TopicLoad(f"persistent://{NS}/inf", 5, float("inf"), 1.0, 2.0, 3.0, 1, 1, 0, 0, 0)
     nan = TopicLoad(
         f"persistent://{NS}/nan", 0x90000000, 1.0, float("nan"), 2.0, 3.0, 1, 1, 0, 0, 0
