@@ -52,7 +52,7 @@ from balancer.core.replay.window import ReplayWindow
 _NO_DELTA = LoadDelta()  # read only: a broker whose load no layout change touched
 # The recorded layouts of the last rounds (`ReplayLayout.recorded`): every policy follows
 # each round and reads the window's round, so one is built per round, not per policy.
-_RECORDED_KEPT = 8
+_RECORDED_KEPT = 32  # two rounds of each of 16 clusters (more: rebuilt, not wrong)
 _recorded: dict[int, tuple[RoundContext, ReplayLayout]] = {}
 
 
