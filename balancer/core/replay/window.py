@@ -321,13 +321,14 @@ def roll_ups(
     if bounds[-1] != offset:
         bounds.append(offset)
 
-    def joined(name: str) -> npt.NDArray[np.float64] | IntArray:
+    def joined(name: str, dtype: type[np.float64] | type[np.int64]) -> npt.NDArray[np.generic]:
         parts = [nsw.columns[name] for nsw, _ in segments]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        # The columns already hold `dtype` (`of_columns`): no conversion, one copy at most.
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)).astype(dtype, copy=False)
 
-    rates = [_grouped_sums(joined(name), bounds) for name in RATE_COLUMNS]
-    producers = _grouped_ints(joined("producer_count"), bounds)
-    consumers = _grouped_ints(joined("consumer_count"), bounds)
+    rates = [_grouped_sums(joined(name, np.float64), bounds) for name in RATE_COLUMNS]
+    producers = _grouped_ints(joined("producer_count", np.int64), bounds)
+    consumers = _grouped_ints(joined("consumer_count", np.int64), bounds)
     out: list[NamespaceLoads] = []
     for (nsw, layout), first in zip(segments, firsts, strict=True):
         loads: list[BundleLoad | None] = []
@@ -355,7 +356,7 @@ def roll_ups(
     return out
 
 
-def _grouped_sums(column: npt.NDArray[np.float64] | IntArray, bounds: list[int]) -> list[float]:
+def _grouped_sums(column: npt.NDArray[np.generic], bounds: list[int]) -> list[float]:
     """`exact_sum` of each slice `column[bounds[i]:bounds[i + 1]]`: `math.fsum` of each slice
     of one list of the column (one conversion per window, not per bundle). Measured faster
     than `exact_sums.grouped_exact_parts` here (its bins and parts cost 2x more at ~250
@@ -364,7 +365,7 @@ def _grouped_sums(column: npt.NDArray[np.float64] | IntArray, bounds: list[int])
     return [exact_sum(values[lo:hi]) for lo, hi in pairwise(bounds)]
 
 
-def _grouped_ints(column: IntArray, bounds: list[int]) -> list[int]:
+def _grouped_ints(column: npt.NDArray[np.generic], bounds: list[int]) -> list[int]:
     """The sum of each slice `column[bounds[i]:bounds[i + 1]]` as a Python int (exact,
     as `sum` of the slice's ints: int64 sums only where no partial sum can overflow)."""
     if len(column) == 0:
