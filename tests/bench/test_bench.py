@@ -365,3 +365,19 @@ def test_replay_on_a_tiny_recording() -> None:
     )
     assert 1 <= result["ours_stage_partials_windows"] < result["ours_reported_windows"]
     assert result["ours_stage_rolled_windows"] <= result["ours_stage_layouts_windows"]
+
+
+def test_replay_policies_on_tiny_windows_splits_moves_and_is_repeatable() -> None:
+    # Busy namespaces (every 2nd, 10x) make Pulsar's policies split and move; the digest of
+    # their actions and samples is the same run after run (what an A/B compares).
+    args = ("replay_policies", "--topics", "3000", "--windows", "3", "--hot", "2")
+    _, first = run_bench(*args, timeout_s=300)
+    _, second = run_bench(*args, timeout_s=300)
+    assert first["actions"] > 0
+    assert first["digest"] == second["digest"]
+    assert set(first["per_window_s"]) == {
+        "windows",
+        "pulsar-modular-threshold",
+        "pulsar-modular-uniform",
+        "pulsar-extensible-transfer",
+    }
