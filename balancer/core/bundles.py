@@ -10,6 +10,7 @@ import bisect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
 from typing import Any
 
@@ -95,6 +96,13 @@ class BundleRange:
         return f"0x{self.lower:08x}_0x{self.upper:08x}"
 
 
+@lru_cache(maxsize=1 << 16)
+def _ranges(boundaries: tuple[int, ...]) -> tuple[BundleRange, ...]:
+    """The bundles between `boundaries`, made once per layout (a replay asks for them for
+    every namespace of every policy in every window; `BundleRange` is immutable)."""
+    return tuple(BundleRange(lo, hi) for lo, hi in pairwise(boundaries))
+
+
 def initial_boundaries(num_bundles: int) -> tuple[int, ...]:
     """Pulsar's initial layout: step 2^32 / n, the last boundary forced to 0xffffffff."""
     if num_bundles < 1:
@@ -154,8 +162,7 @@ class NamespaceBundles:
 
     @property
     def bundles(self) -> list[BundleRange]:
-        b = self.boundaries
-        return [BundleRange(lo, hi) for lo, hi in pairwise(b)]
+        return list(_ranges(self.boundaries))
 
     def find(self, position: int) -> BundleRange:
         """The bundle holding a hash position: the greatest boundary <= position."""

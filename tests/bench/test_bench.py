@@ -391,3 +391,19 @@ def test_replay_stream_only_measures_the_stream_and_its_steady_rate() -> None:
     assert result["steady_samples"] % 200 == 0
     assert result["steady_samples_per_s"] > 0
     assert "first window, then the steady rate, 144M samples" in out
+
+
+def test_replay_policies_on_tiny_windows_splits_moves_and_is_repeatable() -> None:
+    # Busy namespaces (every 2nd, 10x) make Pulsar's policies split and move; the digest of
+    # their actions and samples is the same run after run (what an A/B compares).
+    args = ("replay_policies", "--topics", "3000", "--windows", "3", "--hot", "2")
+    _, first = run_bench(*args, timeout_s=300)
+    _, second = run_bench(*args, timeout_s=300)
+    assert first["actions"] > 0
+    assert first["digest"] == second["digest"]
+    assert set(first["per_window_s"]) == {
+        "windows",
+        "pulsar-modular-threshold",
+        "pulsar-modular-uniform",
+        "pulsar-extensible-transfer",
+    }

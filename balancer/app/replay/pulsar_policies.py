@@ -72,7 +72,9 @@ class SharedWindows:
         if self._built is not None and self._built[0] == window.end_ms:
             return self._built[1]
         contexts = self._newest(window.end_ms)
-        recorded = ReplayLayout.from_contexts(contexts.values())
+        recorded = ReplayLayout()  # each round's recorded layout, built once for it
+        for cluster, context in sorted(contexts.items()):
+            recorded.clusters[cluster] = ReplayLayout.recorded(context).clusters[cluster]
         namespaces = namespace_columns(window.topic_rows(), recorded)
         built = ReplayWindow(window.end_ms, namespaces, contexts)
         self._built = (window.end_ms, built)

@@ -23,6 +23,8 @@ import copy
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import pairwise
 
 from balancer.core.broker_load import (
     BrokerLoadReport,
@@ -48,6 +50,10 @@ from balancer.core.replay.result import WindowSample
 from balancer.core.replay.window import ReplayWindow
 
 _NO_DELTA = LoadDelta()  # read only: a broker whose load no layout change touched
+# The recorded layouts of the last rounds (`ReplayLayout.recorded`): every policy follows
+# each round and reads the window's round, so one is built per round, not per policy.
+_RECORDED_KEPT = 32  # two rounds of each of 16 clusters (more: rebuilt, not wrong)
+_recorded: dict[int, tuple[RoundContext, ReplayLayout]] = {}
 
 
 def split_key(key: str) -> tuple[str, BundleRange]:
@@ -110,6 +116,19 @@ class ReplayLayout:
             layout.clusters[cluster] = layout._cluster_from(newest[cluster])
         return layout
 
+    @classmethod
+    def recorded(cls, ctx: RoundContext) -> ReplayLayout:
+        """`from_contexts([ctx])`, built once per round context and shared: read only (copy
+        it to change it)."""
+        hit = _recorded.get(id(ctx))
+        if hit is not None and hit[0] is ctx:  # the context is held: its id is not reused
+            return hit[1]
+        layout = cls.from_contexts([ctx])
+        _recorded[id(ctx)] = (ctx, layout)
+        while len(_recorded) > _RECORDED_KEPT:
+            del _recorded[next(iter(_recorded))]
+        return layout
+
     def _cluster_from(self, ctx: RoundContext) -> ClusterLayout:
         # The newest report of each broker; a bundle reported twice keeps the newest report's
         # broker (ties: the smaller id), a bundle overlapping one already taken is skipped
@@ -151,7 +170,7 @@ class ReplayLayout:
         is not in the round, or that no broker owns, takes the recorded owner of its lower
         position (Pulsar reassigns an orphaned bundle at its next lookup), if the recording
         names one. Returns the bundles given an owner."""
-        recorded = ReplayLayout.from_contexts([ctx])
+        recorded = ReplayLayout.recorded(ctx)
         rec = recorded.clusters[ctx.cluster]
         self.invalid_bundles += recorded.invalid_bundles
         self.conflicting_bundles += recorded.conflicting_bundles
@@ -252,16 +271,16 @@ class ReplayLayout:
 
     def bundle_loads(self, window: ReplayWindow) -> list[BundleLoad]:
         """The window's topics rolled up onto this layout's bundles (bundles with topics)."""
-        loads: list[BundleLoad] = []
+        placed: list[tuple[str, str, NamespaceBundles]] = []
         for cluster, namespace in window.namespaces:
             c = self.clusters.get(cluster)
             layout = c.namespaces.get(namespace) if c else None
-            if layout is None:
-                continue  # counted by `unplaced_topics`
-            for bundle in layout.bundles:
-                load = window.bundle_load(cluster, namespace, bundle)
-                if load is not None:
-                    loads.append(load)
+            if layout is not None:  # else counted by `unplaced_topics`
+                placed.append((cluster, namespace, layout))
+        window.roll_up_all(placed)
+        loads: list[BundleLoad] = []
+        for cluster, namespace, layout in placed:
+            loads += [b for b in window.namespace_loads(cluster, namespace, layout) if b]
         return loads
 
     def unplaced_topics(self, window: ReplayWindow) -> int:
@@ -304,10 +323,7 @@ class ReplayLayout:
         mine = self.clusters.get(cluster)
         if mine is None:
             return {}
-        recorded = window.recorded_layouts.get(cluster)
-        if recorded is None:
-            recorded = window.recorded_layouts[cluster] = ReplayLayout.from_contexts([ctx])
-        rec = recorded.clusters[cluster]
+        rec = ReplayLayout.recorded(ctx).clusters[cluster]
         cpu_cost = cpu_costs(reports)
         deltas: dict[str, LoadDelta] = {}
         for c, namespace in window.namespaces:
@@ -315,14 +331,18 @@ class ReplayLayout:
             if c != cluster or layout is None:
                 continue
             rec_layout = rec.namespaces.get(namespace)
-            for bundle in layout.bundles:
-                key = bundle.key(namespace)
+            keys = bundle_keys(namespace, layout.boundaries)
+            was_keys = (
+                _recorded_keys(namespace, layout.boundaries, rec_layout.boundaries)
+                if rec_layout is not None
+                else (None,) * len(keys)
+            )
+            for bundle, key, was_key in zip(layout.bundles, keys, was_keys, strict=True):
                 owner = mine.owners.get(key)
-                was_bundle = rec_layout.find(bundle.lower) if rec_layout else None
-                if was_bundle is not None and bundle.upper <= was_bundle.upper:
+                if was_key is not None:
                     # Inside one recorded bundle (the same, or a child of its split): one
                     # recorded owner for all its topics.
-                    was = rec.owners.get(was_bundle.key(namespace))
+                    was = rec.owners.get(was_key)
                     if was == owner:
                         continue  # nothing to correct
                     load = window.bundle_load(cluster, namespace, bundle)
@@ -369,6 +389,30 @@ class ReplayLayout:
             bundles_over=over,
             bundles=self.num_bundles(),
         )
+
+
+@lru_cache(maxsize=1 << 16)
+def bundle_keys(namespace: str, boundaries: tuple[int, ...]) -> tuple[str, ...]:
+    """The keys of the bundles between `boundaries` (`BundleRange.key`), made once per
+    layout: a replay asks them of every bundle of every policy in every window."""
+    return tuple(BundleRange(lo, hi).key(namespace) for lo, hi in pairwise(boundaries))
+
+
+@lru_cache(maxsize=1 << 16)
+def _recorded_keys(
+    namespace: str, boundaries: tuple[int, ...], recorded: tuple[int, ...]
+) -> tuple[str | None, ...]:
+    """For each bundle between `boundaries`, the key of the recorded bundle (between
+    `recorded`) that holds it whole, None when it spans recorded bundles; made once per pair
+    of layouts (mostly the same one: each bundle its own recorded bundle)."""
+    if boundaries == recorded:
+        return bundle_keys(namespace, boundaries)
+    rec_layout = NamespaceBundles(namespace, recorded)
+    out: list[str | None] = []
+    for bundle in NamespaceBundles(namespace, boundaries).bundles:
+        was = rec_layout.find(bundle.lower)
+        out.append(was.key(namespace) if bundle.upper <= was.upper else None)
+    return tuple(out)
 
 
 def _index_of(layout: NamespaceBundles, position: int) -> int:

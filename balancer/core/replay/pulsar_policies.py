@@ -30,7 +30,7 @@ from typing import Literal
 
 from balancer.core.limits import BundleLimits
 from balancer.core.load import BundleLoad, roll_up
-from balancer.core.replay.layout import BrokerView, ReplayLayout
+from balancer.core.replay.layout import BrokerView, ReplayLayout, bundle_keys
 from balancer.core.replay.policy import sessions_in
 from balancer.core.replay.pulsar_shedders import (
     ModularPlacement,
@@ -80,22 +80,24 @@ class LayoutView:
         layout: ReplayLayout,
         cluster: str,
         brokers: Mapping[str, BrokerView],
-        loads: Mapping[str, BundleLoad],
-        window_end_ms: int,
+        window: ReplayWindow,
     ) -> None:
         self.layout = layout
         self.cluster = cluster
         self.brokers = brokers
         c = layout.clusters[cluster]
         self.bundles: list[ReplayBundle] = []
+        window.roll_up_all((cluster, ns, bundles) for ns, bundles in c.namespaces.items())
         for namespace in sorted(c.namespaces):
-            for bundle in c.namespaces[namespace].bundles:
-                key = bundle.key(namespace)
-                rates = loads.get(key) or roll_up(
+            bundles = c.namespaces[namespace]
+            keys = bundle_keys(namespace, bundles.boundaries)
+            loads = window.namespace_loads(cluster, namespace, bundles)
+            for bundle, key, load in zip(bundles.bundles, keys, loads, strict=True):
+                rates = load or roll_up(
                     cluster=cluster,
                     namespace=namespace,
                     bundle=bundle,
-                    window_end_ms=window_end_ms,
+                    window_end_ms=window.window_end_ms,
                     topics=(),
                 )
                 self.bundles.append(ReplayBundle(key, namespace, rates))
@@ -295,12 +297,7 @@ class PulsarPolicy:
             for (c, b), v in layout.broker_loads(window).items()
             if c == cluster and b in members
         }
-        loads = {
-            b.bundle.key(b.namespace): b
-            for b in layout.bundle_loads(window)
-            if b.cluster == cluster
-        }
-        return LayoutView(layout, cluster, brokers, loads, window.window_end_ms)
+        return LayoutView(layout, cluster, brokers, window)
 
 
 def pulsar_policies(window_s: int = CYCLE_S, seed: int = 1) -> list[PulsarPolicy]:

@@ -217,3 +217,26 @@ def test_a_bundle_spanning_recorded_bundles_moves_each_topic_off_its_recorded_ow
             0.0, r.resources[Resource.CPU].usage + expected[r.broker].cpu_pct
         )
     assert views[(CLUSTER, "b1:8080")].msg_rate == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_rounds_recorded_layout_is_built_once_and_policies_changes_never_reach_it() -> None:
+    # Every policy follows each round and reads the window's round: one recorded layout per
+    # round, shared, so a policy that splits and moves after following must change its own.
+    _, window, ctx = _setup()
+    shared = ReplayLayout.recorded(ctx)
+    assert ReplayLayout.recorded(ctx) is shared
+    assert shared == ReplayLayout.from_contexts([ctx])
+    policy = ReplayLayout()
+    policy.follow(ctx)
+    before = ReplayLayout.from_contexts([ctx])
+    children = policy.apply_split(CLUSTER, LOW_KEY, [0x40000000])
+    policy.apply_move(CLUSTER, children[0].key("t/ns"), "b3:8080")
+    policy.apply_move(CLUSTER, HIGH_KEY, "b3:8080")
+    assert ReplayLayout.recorded(ctx) == before
+    # And the loads read from it: the moves seen against the recorded owners.
+    loads = policy.broker_loads(window)
+    assert loads[(CLUSTER, "b3:8080")].msg_rate > 0
+    # A context equal to an earlier one but not the same object is built anew.
+    again = RoundContext(ctx.cluster, ctx.round_ms, ctx.reports)
+    assert ReplayLayout.recorded(again) is not shared
+    assert ReplayLayout.recorded(again) == shared

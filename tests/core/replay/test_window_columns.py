@@ -200,3 +200,81 @@ def test_columns_out_of_position_order_or_of_unequal_lengths_are_refused() -> No
             "c", NS, names=["a", "b"], positions=np.array([4, 5]),
             columns={k: v for k, v in good.items() if k != "backlog_size"}, brokers=["x", "x"],
         )  # fmt: skip
+
+
+huge_counts = st.one_of(counts, st.sampled_from([2**62, 2**63 - 1]))
+
+
+@st.composite
+def huge_topic_loads(draw: st.DrawFn) -> list[TopicLoad]:
+    """Topics whose counts may add up past int64 (Python ints do not overflow)."""
+    n = draw(st.integers(0, 12))
+    return [
+        TopicLoad(
+            f"persistent://{NS}/t{i}",
+            draw(positions),
+            *(draw(rates) for _ in range(4)),
+            *(draw(huge_counts) for _ in range(5)),
+        )
+        for i in range(n)
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(topic_loads(), huge_topic_loads()), layouts())
+def test_a_namespace_rolls_up_at_once_bit_for_bit_as_each_bundle_does(
+    topics: list[TopicLoad], layout: NamespaceBundles
+) -> None:
+    # The vectorised path (every bundle of a layout in one pass) against the per-bundle one
+    # and `roll_up` itself.
+    all_at_once = window_of(columns_of(topics)).namespace_loads("c", NS, layout)
+    one_by_one = window_of(columns_of(topics))
+    assert len(all_at_once) == layout.num_bundles
+    for bundle, load in zip(layout.bundles, all_at_once, strict=True):
+        assert bits(load) == bits(one_by_one.bundle_load("c", NS, bundle))
+        assert bits(load) == bits(expected(topics, bundle))
+
+
+def test_a_namespace_with_infinite_or_nan_rates_rolls_up_as_roll_up_does() -> None:
+    # math.fsum's own answer for inf and nan, as roll_up gives it.
+    inf = TopicLoad(f"persistent://{NS}/inf", 5, float("inf"), 1.0, 2.0, 3.0, 1, 1, 0, 0, 0)
+    nan = TopicLoad(
+        f"persistent://{NS}/nan", 0x90000000, 1.0, float("nan"), 2.0, 3.0, 1, 1, 0, 0, 0
+    )
+    plain = TopicLoad(f"persistent://{NS}/p", 0x20000000, 0.1, 0.2, 0.3, 0.4, 2, 3, 0, 0, 0)
+    topics = [inf, nan, plain]
+    layout = NamespaceBundles(NS, (0, 0x10000000, 0x80000000, FULL_UPPER))
+    loads = window_of(columns_of(topics)).namespace_loads("c", NS, layout)
+    assert [bits(x) for x in loads] == [bits(expected(topics, b)) for b in layout.bundles]
+    assert loads[0] is not None and loads[0].msg_rate_in == float("inf")
+    assert loads[2] is not None and np.isnan(loads[2].msg_rate_out)
+
+
+def test_a_namespace_absent_from_the_window_has_no_load_in_any_bundle_and_is_rolled_once() -> None:
+    topic = TopicLoad(f"persistent://{NS}/a", 7, 1.0, 2.0, 3.0, 4.0, 1, 1, 0, 0, 0)
+    window = window_of(columns_of([topic]))
+    layout = NamespaceBundles(NS, (0, 0x80000000, FULL_UPPER))
+    assert window.namespace_loads("c", "t/other", layout) == (None, None)
+    first = window.namespace_loads("c", NS, layout)
+    assert first[1] is None and first[0] is not None and first[0].topic_count == 1
+    assert window.namespace_loads("c", NS, layout) is first  # once per window and layout
+
+
+@settings(max_examples=100, deadline=None)
+@given(topic_loads(), topic_loads(), layouts(), layouts())
+def test_every_namespace_and_layout_rolled_up_in_one_pass_is_each_bundle_s_roll_up(
+    first: list[TopicLoad], second: list[TopicLoad], one: NamespaceBundles, other: NamespaceBundles
+) -> None:
+    # One pass over several namespaces' columns end to end, a namespace under two layouts
+    # (two policies' splits) and one the window lacks: each bundle as if rolled up alone.
+    a = columns_of(first)
+    b = dataclasses.replace(columns_of(second), namespace="t/two")
+    together = ReplayWindow(END_MS, {("c", NS): a, ("c", "t/two"): b}, {})
+    alone = ReplayWindow(END_MS, {("c", NS): a, ("c", "t/two"): b}, {})
+    two = NamespaceBundles("t/two", other.boundaries)
+    wanted = [("c", NS, one), ("c", "t/two", two), ("c", NS, other), ("c", "t/none", one)]
+    together.roll_up_all(wanted)
+    for cluster, namespace, layout in wanted:
+        loads = together.namespace_loads(cluster, namespace, layout)
+        for bundle, load in zip(layout.bundles, loads, strict=True):
+            assert bits(load) == bits(alone.bundle_load(cluster, namespace, bundle))
