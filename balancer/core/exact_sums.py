@@ -206,9 +206,23 @@ def _integer_parts(
     return out
 
 
+def grouped_int_sums(column: np.ndarray, bounds: Sequence[int]) -> list[int]:
+    """The sum of each slice `column[bounds[i]:bounds[i + 1]]` as a Python int (exact,
+    as `sum` of the slice's ints: int64 sums only where no partial sum can overflow)."""
+    if len(column) == 0:
+        return [0] * (len(bounds) - 1)
+    largest = max(abs(int(column.max())), abs(int(column.min())))
+    if largest * len(column) >= 2**63:
+        return [sum(column[lo:hi].tolist()) for lo, hi in pairwise(bounds)]
+    totals = np.concatenate(([0], np.cumsum(column, dtype=np.int64)))
+    at = np.asarray(bounds, dtype=np.int64)
+    picked: list[int] = (totals[at[1:]] - totals[at[:-1]]).tolist()
+    return picked
+
+
 def total(parts: Iterable[Iterable[float]]) -> float:
     """The correctly rounded sum of every value whose `exact_parts` are given."""
     return math.fsum(chain.from_iterable(parts))
 
 
-__all__ = ["exact_parts", "exact_sum", "grouped_exact_parts", "total"]
+__all__ = ["exact_parts", "exact_sum", "grouped_exact_parts", "grouped_int_sums", "total"]

@@ -18,16 +18,17 @@ Pure: Arrow tables and layouts in, Arrow tables out.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import chain, pairwise
+from itertools import chain
 from typing import Final
 
 import numpy as np
 import pyarrow as pa
 
 from balancer.core.bundles import NamespaceBundles
-from balancer.core.exact_sums import grouped_exact_parts
+from balancer.core.exact_sums import grouped_exact_parts, grouped_int_sums
 from streaming.shared.packing import TRANSIENT_CODEC, WINDOW_SCHEMA, dictionary_codes, encode
 from streaming.shared.schema import RATE_COLUMNS
 from streaming.stage.closing import PartialsOf
@@ -107,19 +108,6 @@ def _namespace_groups(table: pa.Table) -> Iterator[tuple[tuple[str, str], np.nda
         yield (clusters[code // len(namespaces)], namespaces[code % len(namespaces)]), rows
 
 
-def _session_sums(producers: np.ndarray, consumers: np.ndarray, starts: np.ndarray) -> list[int]:
-    """Producers + consumers per bundle (rows `starts[i]:starts[i + 1]` are bundle i's), as
-    Python ints: a sum of int64 counts must not wrap."""
-    bounds = starts.tolist()
-    n = len(producers)
-    largest = int(producers.max()) + int(consumers.max()) if n else 0
-    if largest * max(n, 1) < 2**63:  # no int64 sum can wrap: add in numpy
-        running = np.concatenate([[0], np.cumsum(producers + consumers)]).tolist()
-        return [running[b] - running[a] for a, b in pairwise(bounds)]
-    values = [int(p) + int(c) for p, c in zip(producers.tolist(), consumers.tolist(), strict=True)]
-    return [sum(values[a:b]) for a, b in pairwise(bounds)]
-
-
 def bundle_partials(
     window: pa.Table, known: pa.Table, layouts: Layouts, *, bucket: int, part: int = 0
 ) -> pa.Table:
@@ -193,10 +181,12 @@ def bundle_partials(
         "sessions": pa.array(
             [
                 str(s)
-                for s in _session_sums(
-                    window.column("producer_count").to_numpy()[rows_in_order],
-                    window.column("consumer_count").to_numpy()[rows_in_order],
-                    starts,
+                for s in map(
+                    operator.add,
+                    *(
+                        grouped_int_sums(window.column(name).to_numpy()[rows_in_order], bounds)
+                        for name in ("producer_count", "consumer_count")
+                    ),
                 )
             ],
             pa.string(),

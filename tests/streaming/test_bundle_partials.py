@@ -5,6 +5,7 @@ same rows, same order, same values bit for bit."""
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,6 @@ from streaming.stage.partials import (
     PARTIAL_SCHEMA,
     Layouts,
     _namespace_groups,
-    _session_sums,
     bundle_index,
     bundle_partials,
     stable_order,
@@ -62,7 +62,10 @@ def per_namespace_partials(
             name: grouped_exact_parts(values[in_order], bounds)
             for name, values in rate_values.items()
         }
-        sessions = _session_sums(producers[in_order], consumers[in_order], starts)
+        # Python ints: the exact sums, whatever int64 would do.
+        counts = [int(p) + int(c) for p, c in zip(producers, consumers, strict=True)]
+        in_bundles = [counts[i] for i in in_order.tolist()]
+        sessions = [sum(in_bundles[a:b]) for a, b in pairwise(starts.tolist())]
         for i in np.flatnonzero((reported > 0) | (known_counts > 0)).tolist():
             columns["cluster"].append(key[0])
             columns["namespace"].append(key[1])

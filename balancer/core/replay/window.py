@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from balancer.core.bundles import BundleRange, NamespaceBundles
-from balancer.core.exact_sums import exact_sum
+from balancer.core.exact_sums import exact_sum, grouped_int_sums
 from balancer.core.load import BundleLoad, TopicLoad
 from balancer.core.replay.recording import RoundContext
 from balancer.core.topics import InvalidTopicName, TopicDomain, parse_topic
@@ -327,8 +327,8 @@ def roll_ups(
         return (parts[0] if len(parts) == 1 else np.concatenate(parts)).astype(dtype, copy=False)
 
     rates = [_grouped_sums(joined(name, np.float64), bounds) for name in RATE_COLUMNS]
-    producers = _grouped_ints(joined("producer_count", np.int64), bounds)
-    consumers = _grouped_ints(joined("consumer_count", np.int64), bounds)
+    producers = grouped_int_sums(joined("producer_count", np.int64), bounds)
+    consumers = grouped_int_sums(joined("consumer_count", np.int64), bounds)
     out: list[NamespaceLoads] = []
     for (nsw, layout), first in zip(segments, firsts, strict=True):
         loads: list[BundleLoad | None] = []
@@ -363,19 +363,6 @@ def _grouped_sums(column: npt.NDArray[np.generic], bounds: list[int]) -> list[fl
     topics a bundle: docs/benchmarks.md#replay), and the same function as `roll_up`'s."""
     values = column.tolist()
     return [exact_sum(values[lo:hi]) for lo, hi in pairwise(bounds)]
-
-
-def _grouped_ints(column: npt.NDArray[np.generic], bounds: list[int]) -> list[int]:
-    """The sum of each slice `column[bounds[i]:bounds[i + 1]]` as a Python int (exact,
-    as `sum` of the slice's ints: int64 sums only where no partial sum can overflow)."""
-    if len(column) == 0:
-        return [0] * (len(bounds) - 1)
-    largest = max(abs(int(column.max())), abs(int(column.min())))
-    if largest * len(column) >= 2**63:
-        return [sum(column[lo:hi].tolist()) for lo, hi in pairwise(bounds)]
-    totals = np.concatenate(([0], np.cumsum(column, dtype=np.int64)))
-    picked: list[int] = (totals[bounds[1:]] - totals[bounds[:-1]]).tolist()
-    return picked
 
 
 def _namespace_of(full_name: str) -> str | None:
