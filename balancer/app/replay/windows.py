@@ -30,10 +30,8 @@ runs (docs/operations.md#replay).
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -43,11 +41,16 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from balancer.app.replay.batch_files import (
+    RAW_FILE_SCHEMA,
+    BatchFile,
+    BatchFiles,
+    BatchWriter,
+    publish,
+)
 from balancer.core.load import TopicLoad
 from balancer.core.replay.recording import RecordedMessage
-from balancer.core.round_marker import MARKER_KEY, is_round_marker
 from streaming.driver.batch import BatchObservations
 from streaming.driver.rollup import sorted_topic_rows, topic_loads
 from streaming.read.parse import parse_records
@@ -63,17 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The raw rows a micro-batch file holds: the Kafka record's coordinates, its timestamp (the
-# parse's clock for `timestamp_in_future`: the read task's wall clock when `run` read it was
-# about that) and its value.
-RAW_FILE_SCHEMA = pa.schema(
-    [
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp_ms", pa.int64()),
-        ("value", pa.binary()),
-    ]
-)
 DEFAULT_RECORDS_PER_BATCH = 20_000
 # Spark's vectorized Parquet reader reserves a batch of rows of a column at once
 # (`spark.sql.parquet.columnarReaderBatchSize`, 4,096 rows): 4,096 envelopes of 40 KiB
@@ -81,7 +73,6 @@ DEFAULT_RECORDS_PER_BATCH = 20_000
 # (OutOfMemoryError). Its rows are set so that a batch of the largest value stays under this.
 READER_BATCH_BYTES = 32 << 20
 SPARK_READER_BATCH_ROWS = 4096
-ROW_GROUPS_PER_FILE = 8
 
 
 def reader_batch_rows(max_value_bytes: int) -> int:
@@ -110,6 +101,9 @@ class WindowSettings:
     # its decoded topics): as many as a batch closes let Spark run the next micro-batch
     # while the policies work through this one's windows (the same windows, in order).
     queued_windows: int = 1
+    # Files the first query run waits for (the stream starts while the rest are written):
+    # 1 gives the first window soonest; more than the recording has: one run over them all.
+    first_run_files: int = 1
 
     @property
     def spec(self) -> WindowSpec:
@@ -193,6 +187,8 @@ class StreamCounts:
     marks: int = 0
     batches: int = 0
     write_s: float = 0.0  # writing the micro-batch files (reading the recording included)
+    files: int = 0  # micro-batch files written
+    runs: int = 0  # query runs (chained AvailableNow runs on one checkpoint)
 
 
 MIN_SPLIT_BYTES = 256 << 10
@@ -202,68 +198,6 @@ def split_bytes(files: BatchFiles, cores: int) -> int:
     """The reader's split: the largest batch file in a split a core (a few bytes over, so
     that rounding never makes one split more), not under MIN_SPLIT_BYTES."""
     return max(MIN_SPLIT_BYTES, -(-files.max_file_bytes // max(1, cores)) + 1)
-
-
-@dataclass(frozen=True)
-class BatchFiles:
-    """What `write_batches` wrote."""
-
-    files: int
-    max_value_bytes: int  # the largest record value: sizes the reader's batches
-    max_file_bytes: int  # the largest file: sizes the reader's splits
-
-
-def write_batches(
-    messages: Iterable[RecordedMessage],
-    directory: Path,
-    *,
-    records_per_batch: int,
-    markers_per_batch: int = 1,
-) -> BatchFiles:
-    """Write the messages, in order, as one Parquet file per micro-batch.
-
-    A file ends after every `markers_per_batch` round markers, or at `records_per_batch`
-    records. Files are named and timed in order (the file source takes the oldest first)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    files = 0
-    markers = 0
-    max_value_bytes = 0
-    max_file_bytes = 0
-    rows: dict[str, list[object]] = {name: [] for name in RAW_FILE_SCHEMA.names}
-
-    def flush() -> None:
-        nonlocal files, max_file_bytes
-        if not rows["value"]:
-            return
-        path = directory / f"batch-{files:08d}.parquet"
-        # Several row groups a file: Spark splits a file among its cores by bytes, but a
-        # row group is read by one task, and a file of one row group was parsed by one
-        # task while the other core waited (most of a 100,000-topic batch's time).
-        row_group_rows = -(-len(rows["value"]) // ROW_GROUPS_PER_FILE)
-        pq.write_table(
-            pa.table(rows, schema=RAW_FILE_SCHEMA), path, compression="zstd",
-            row_group_size=row_group_rows,
-        )  # fmt: skip
-        max_file_bytes = max(max_file_bytes, path.stat().st_size)
-        # The file source orders files by modification time: one second apart each.
-        os.utime(path, (1_000_000_000 + files, 1_000_000_000 + files))
-        files += 1
-        for column in rows.values():
-            column.clear()
-
-    for message in messages:
-        rows["partition"].append(message.partition)
-        rows["offset"].append(message.offset)
-        rows["timestamp_ms"].append(message.timestamp_ms)
-        rows["value"].append(message.value)
-        max_value_bytes = max(max_value_bytes, len(message.value))
-        if message.key == MARKER_KEY or is_round_marker(message.value):
-            markers += 1
-        if markers >= markers_per_batch or len(rows["value"]) >= records_per_batch:
-            markers = 0
-            flush()
-    flush()
-    return BatchFiles(files, max_value_bytes, max_file_bytes)
 
 
 def _parse(settings: WindowSettings) -> ArrowMap:
@@ -374,6 +308,87 @@ class _Handoff:
                 continue
 
 
+class _Runs:
+    """Chained `Trigger.AvailableNow` runs of the replay's query on one checkpoint, each over
+    the files written since the last began (AvailableNow reads only the files listed at
+    its start), while the writer writes the rest: the stream starts after the first file,
+    not after the recording's last. A run is sized for exactly the files published for it;
+    the next waits for at least twice as many (restarts stay a few: each costs a query
+    start and the state's load) unless the writer is done. A run's files are deleted once
+    it ends (its batches are committed: a restart on the checkpoint never reads them)."""
+
+    def __init__(
+        self, spark: SparkSession, settings: WindowSettings, workdir: Path, handoff: _Handoff
+    ) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.workdir = workdir
+        self.handoff = handoff
+        self.runs = 0
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._query: StreamingQuery | None = None
+
+    def drive(self, writer: BatchWriter) -> None:
+        """Run the query over every file the writer writes, a run at a time."""
+        min_files = max(1, self.settings.first_run_files)
+        while True:
+            files = writer.take(min_files)
+            if not files:
+                return
+            self._run(files)
+            min_files = 2 * len(files)
+
+    def _run(self, files: list[BatchFile]) -> None:
+        spark, handoff = self.spark, self.handoff
+        with self._lock:
+            if self._stopped:
+                return
+            sizes = publish(files)
+            self._size_reader(sizes)
+            # The handle the batches' observations are read from: this run's, set before
+            # its first batch reads it.
+            handoff.attached.clear()
+            query = (
+                build_replay_pipeline(spark, self.workdir / "batches", self.settings)
+                .writeStream.outputMode("append")
+                .foreachBatch(handoff)
+                .option("checkpointLocation", str(self.workdir / "checkpoint"))
+                .trigger(availableNow=True)
+                .start()
+            )
+            self._query = handoff.query = query
+            handoff.attached.set()
+            self.runs += 1
+        log.info("replay: query run %d over %d file(s)", self.runs, sizes.files)
+        query.awaitTermination()
+        with self._lock:
+            if self._stopped:
+                return
+        for file in files:
+            file.published_path.unlink(missing_ok=True)
+
+    def _size_reader(self, files: BatchFiles) -> None:
+        # Before the query starts: a streaming query runs on a copy of the session's conf.
+        self.spark.conf.set(
+            "spark.sql.parquet.columnarReaderBatchSize",
+            str(reader_batch_rows(files.max_value_bytes)),
+        )
+        # A batch's file in as many splits as Spark has cores: Spark splits a file at
+        # 128 MiB (or its size over the cores, but not under 4 MiB), so a batch's file of a
+        # few MiB was read and parsed by one task while the other cores waited.
+        cores = self.spark.sparkContext.defaultParallelism
+        self.spark.conf.set("spark.sql.files.maxPartitionBytes", str(split_bytes(files, cores)))
+
+    def stop(self) -> None:
+        """No further run; the current one stopped (the caller closed, or the writer failed)."""
+        with self._lock:
+            self._stopped = True
+            query = self._query
+        if query is not None and query.isActive:
+            query.stop()
+
+
 def stream_windows(
     spark: SparkSession,
     messages: Iterable[RecordedMessage],
@@ -386,52 +401,27 @@ def stream_windows(
 
     `workdir` holds the micro-batch files and the checkpoint (empty it after). `counts`
     is filled as batches run (samples, rejects by reason, late samples). `stage_layouts`:
-    the layouts the stage rolls each batch's closes up with (None: none)."""
+    the layouts the stage rolls each batch's closes up with (None: none). A failure of
+    the recording's read or of the files' writing stops the query and is raised here."""
     counts = counts if counts is not None else StreamCounts()
-    files = workdir / "batches"
-    started = time.monotonic()
-    written = write_batches(
-        messages,
-        files,
-        records_per_batch=settings.records_per_batch,
-        markers_per_batch=settings.markers_per_batch,
-    )
-    counts.write_s = time.monotonic() - started
-    log.info("replay: %d micro-batch file(s) in %.1f s", written.files, counts.write_s)
-    if not written.files:
-        return
-    # Before the query starts: a streaming query runs on a copy of the session's conf.
-    spark.conf.set(
-        "spark.sql.parquet.columnarReaderBatchSize",
-        str(reader_batch_rows(written.max_value_bytes)),
-    )
-    # A batch's file in as many splits as Spark has cores: Spark splits a file at
-    # 128 MiB (or its size over the cores, but not under 4 MiB), so a batch's file of a
-    # few MiB was read and parsed by one task while the other cores waited.
-    cores = spark.sparkContext.defaultParallelism
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split_bytes(written, cores)))
     handoff = _Handoff(settings, counts, stage_layouts or (lambda: None))
-    query = (
-        build_replay_pipeline(spark, files, settings)
-        .writeStream.outputMode("append")
-        .foreachBatch(handoff)
-        .option("checkpointLocation", str(workdir / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    handoff.query = query
-    handoff.attached.set()
+    runs = _Runs(spark, settings, workdir, handoff)
+    writer = BatchWriter(
+        messages, workdir / "batches", records_per_batch=settings.records_per_batch,
+        markers_per_batch=settings.markers_per_batch, on_failure=runs.stop,
+    )  # fmt: skip
     failure: list[BaseException] = []
 
-    def wait() -> None:
+    def drive() -> None:
         try:
-            query.awaitTermination()
+            runs.drive(writer)
         except BaseException as exc:  # the query's failure, raised to the caller below
             failure.append(exc)
         handoff._put(_DONE)
 
-    waiter = threading.Thread(target=wait, name="replay-windows", daemon=True)
-    waiter.start()
+    writer.start()
+    driver = threading.Thread(target=drive, name="replay-windows", daemon=True)
+    driver.start()
     try:
         while True:
             item = handoff.out.get()
@@ -441,8 +431,16 @@ def stream_windows(
             yield item
     finally:
         handoff.stopping.set()
-        if query.isActive:
-            query.stop()
-        waiter.join(timeout=60)
+        runs.stop()
+        writer.stop()
+        driver.join(timeout=60)
+        counts.write_s, counts.files, counts.runs = writer.write_s, writer.files, runs.runs
+        log.info(
+            "replay: %d micro-batch file(s) in %.1f s, %d query run(s)",
+            writer.files, writer.write_s, runs.runs,
+        )  # fmt: skip
+    # The writer's failure first: the query it stopped may have failed of it.
+    if writer.failure is not None:
+        raise writer.failure
     if failure:
         raise failure[0]

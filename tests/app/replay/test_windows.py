@@ -12,15 +12,14 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from balancer.app.replay.batch_files import ROW_GROUPS_PER_FILE, write_batches
 from balancer.app.replay.windows import (
     READER_BATCH_BYTES,
-    ROW_GROUPS_PER_FILE,
     StreamCounts,
     WindowSettings,
     reader_batch_rows,
     split_bytes,
     stream_windows,
-    write_batches,
 )
 from balancer.core.arrow_envelope import encode_envelope, is_arrow_envelope
 from balancer.core.envelopes import EnvelopeFormat
