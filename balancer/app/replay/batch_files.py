@@ -172,6 +172,7 @@ class BatchWriter:
         self._stopping = threading.Event()
         self._changed = threading.Condition()
         self.write_s = 0.0  # the thread's time writing (reading the recording included)
+        self.write_cpu_s = 0.0  # of it, the thread's CPU (the rest: waiting for a core)
         self.files = 0
         self._thread = threading.Thread(target=self._write, name="replay-files", daemon=True)
 
@@ -185,7 +186,7 @@ class BatchWriter:
             yield message
 
     def _write(self) -> None:
-        started = time.monotonic()
+        started, cpu_started = time.monotonic(), time.thread_time()
         try:
             write_batches(
                 self._until_stopped(), self._directory,
@@ -200,6 +201,7 @@ class BatchWriter:
             self._on_failure()
         finally:
             self.write_s = time.monotonic() - started
+            self.write_cpu_s = time.thread_time() - cpu_started
             with self._changed:
                 self._done = True
                 self._changed.notify_all()

@@ -187,6 +187,7 @@ class StreamCounts:
     marks: int = 0
     batches: int = 0
     write_s: float = 0.0  # writing the micro-batch files (reading the recording included)
+    write_cpu_s: float = 0.0  # of it, the writer thread's CPU
     files: int = 0  # micro-batch files written
     runs: int = 0  # query runs (chained AvailableNow runs on one checkpoint)
 
@@ -434,7 +435,8 @@ def stream_windows(
         runs.stop()
         writer.stop()
         driver.join(timeout=60)
-        counts.write_s, counts.files, counts.runs = writer.write_s, writer.files, runs.runs
+        counts.write_s, counts.write_cpu_s = writer.write_s, writer.write_cpu_s
+        counts.files, counts.runs = writer.files, runs.runs
         log.info(
             "replay: %d micro-batch file(s) in %.1f s, %d query run(s)",
             writer.files, writer.write_s, runs.runs,
