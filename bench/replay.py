@@ -467,7 +467,7 @@ def run(args: argparse.Namespace) -> None:
         day_write_s = counts.write_cpu_s / max(1, args.rounds) * day_rounds
         cores = os.cpu_count() or 1
         day_s = first_window_s + 144_000_000 / steady + day_write_s / cores
-        print(f"a day's writing ({day_rounds:,} rounds) beside the stream: {day_write_s:,.0f} CPU s")
+        print(f"a day's writing ({day_rounds:,} rounds): {day_write_s:,.0f} CPU s, beside")
         print(
             f"first window, then the steady rate, a day's writing shared by {cores} cores, "
             f"144M samples: {day_s:,.0f} s"
