@@ -6,8 +6,9 @@
 replay runs the same plan with one change of source and one of sink:
 
 - **source**: the recorded messages are written, in their order, to Parquet files of raw
-  rows `(partition, offset, value)` (`write_batches`), one file per micro-batch, and read
-  back as a file stream with `Trigger.AvailableNow` and `maxFilesPerTrigger` 1; the rows are
+  rows `(partition, offset, value)` (`batch_files.write_batches`), one file per micro-batch,
+  by a thread, and read back as a file stream with `Trigger.AvailableNow` and
+  `maxFilesPerTrigger` 1 while the rest are written (`_Runs`: chained runs); the rows are
   parsed by the native path's `mapInArrow` over `parse_records` (the read task's rules,
   `streaming.spark.job.parse_raw`'s code) and the side rows observed as `run` observes them;
 - **sink**: every window a batch closes is read whole (every bucket's close, every part:
@@ -23,8 +24,8 @@ bounded by the windows of a batch, not the recording: foreachBatch reads a batch
 rows once (packed, a few payloads per bucket and window) and the queue to the caller holds
 `queued_windows` of them; the caller decodes one window at a time; the stage's state is on
 disk (RocksDB). Spark in batch needs the files on
-disk: a replay costs the recording's size in Parquet under its work directory while it
-runs (docs/operations.md#replay).
+disk: a replay costs at most the recording's size in Parquet under its work directory
+while it runs (a run's files are deleted when it ends; docs/operations.md#replay).
 """
 
 from __future__ import annotations
