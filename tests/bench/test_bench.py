@@ -390,7 +390,23 @@ def test_replay_stream_only_measures_the_stream_and_its_steady_rate() -> None:
     assert 0 < result["steady_samples"] < result["samples"]
     assert result["steady_samples"] % 200 == 0
     assert result["steady_samples_per_s"] > 0
-    assert "first window, then the steady rate, 144M samples" in out
+    assert "first window, then the steady rate, a day's writing shared by" in out
+    # The files are written beside the stream, a file a round here, in a query run or more.
+    assert result["files"] == 6 and 1 <= result["query_runs"] <= result["files"]
+    assert {"write_files_s", "write_files_cpu_s", "write_files_cpu_s_per_round"} <= set(result)
+    assert "a day's writing (720,000 rounds)" in out
+
+
+@pytest.mark.spark
+def test_replay_codecs_measures_every_codec() -> None:
+    _, result = run_bench(
+        "replay_codecs", "--topics", "200", "--rounds", "2", "--envelope", "50",
+        "--rounds-per-batch", "1", "--repeats", "1", timeout_s=600,
+    )  # fmt: skip
+    codecs = result["codecs"]
+    assert set(codecs) == {"zstd", "lz4", "snappy", "none"}
+    assert codecs["none"]["mib"] >= codecs["zstd"]["mib"]
+    assert all(c["read_cpu_s_per_round"] > 0 for c in codecs.values())
 
 
 def test_replay_policies_on_tiny_windows_splits_moves_and_is_repeatable() -> None:
