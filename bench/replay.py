@@ -358,16 +358,18 @@ def run(args: argparse.Namespace) -> None:
             ]
         started = time.monotonic()
         generated = 0.0
+        generated_cpu = 0.0  # in the writer's thread, where this runs
 
         def timed() -> Iterator[RecordedMessage]:
-            nonlocal generated
+            nonlocal generated, generated_cpu
             it = messages(
                 args.topics, args.rounds, args.interval_s, args.envelope, args.envelope_format
             )
             while True:
-                t0 = time.monotonic()
+                t0, cpu0 = time.monotonic(), time.thread_time()
                 message = next(it, None)
                 generated += time.monotonic() - t0
+                generated_cpu += time.thread_time() - cpu0
                 if message is None:
                     return
                 yield message
@@ -435,6 +437,7 @@ def run(args: argparse.Namespace) -> None:
         "files": counts.files,
         "query_runs": counts.runs,  # chained AvailableNow runs (each a start and a state load)
         "generation_s": round(generated, 1),
+        "generation_cpu_s": round(generated_cpu, 1),
         "samples_per_s": round(samples / total_s) if total_s else 0,
         "steady_s": round(after_s, 1),  # the second batch's first window to the last's
         "steady_samples": steady_samples,
@@ -459,12 +462,15 @@ def run(args: argparse.Namespace) -> None:
     print(f"at this rate, 144M samples: {target_s:,.0f} s" if target_s else "no samples")
     if steady:
         # A day's files are written beside the stream (a thread), not before it, but on the
-        # same cores: a day's writing (this recording's writer CPU a round) is counted as CPU
+        # same cores: a day's writing (this recording's writing CPU a round) is counted as CPU
         # the stream's cores share, over and above the steady rate measured (this
         # recording's writing ends early in it). The first window waits for the first
         # run's files only, as a day's would.
         day_rounds = 144_000_000 // max(1, args.topics)
-        day_write_s = counts.write_cpu_s / max(1, args.rounds) * day_rounds
+        # The recording's generation left out: a replay reads a recording instead (Parquet,
+        # not measured here); the generation's CPU still slowed this run's stream.
+        writing_cpu_s = max(0.0, counts.write_cpu_s - generated_cpu)
+        day_write_s = writing_cpu_s / max(1, args.rounds) * day_rounds
         cores = os.cpu_count() or 1
         day_s = first_window_s + 144_000_000 / steady + day_write_s / cores
         print(f"a day's writing ({day_rounds:,} rounds): {day_write_s:,.0f} CPU s, beside")
