@@ -289,6 +289,12 @@ def main() -> None:
         "--stream-only", action="store_true",
         help="no policy: the stream's own share (the windows and the engine's count)",
     )  # fmt: skip
+    parser.add_argument(
+        "--pregenerate", action="store_true",
+        help="generate the recording in memory before the clock starts: the writer beside "
+        "the stream then only writes (a replay reads a recording; the generation is the "
+        "bench's). Costs the recording's size in driver memory",
+    )  # fmt: skip
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument(
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE",
@@ -321,6 +327,7 @@ def run(args: argparse.Namespace) -> None:
                 "window_s": args.interval_s,
                 "slide_s": args.interval_s,
                 "master": args.master,
+        "pregenerated": args.pregenerate,
             },
             "collector": {"interval_s": args.interval_s},
         }
@@ -356,15 +363,23 @@ def run(args: argparse.Namespace) -> None:
             policies += [
                 Timed(p, phases) for p in pulsar_replay_policies(PULSAR_POLICIES, config, shared)
             ]
+        recorded = (
+            list(messages(args.topics, args.rounds, args.interval_s, args.envelope,
+                          args.envelope_format))
+            if args.pregenerate else None
+        )  # fmt: skip
         started = time.monotonic()
         generated = 0.0
         generated_cpu = 0.0  # in the writer's thread, where this runs
 
         def timed() -> Iterator[RecordedMessage]:
             nonlocal generated, generated_cpu
-            it = messages(
-                args.topics, args.rounds, args.interval_s, args.envelope, args.envelope_format
-            )
+            it = (
+                iter(recorded) if recorded is not None else messages(
+                    args.topics, args.rounds, args.interval_s, args.envelope,
+                    args.envelope_format,
+                )
+            )  # fmt: skip
             while True:
                 t0, cpu0 = time.monotonic(), time.thread_time()
                 message = next(it, None)
