@@ -327,7 +327,6 @@ def run(args: argparse.Namespace) -> None:
                 "window_s": args.interval_s,
                 "slide_s": args.interval_s,
                 "master": args.master,
-        "pregenerated": args.pregenerate,
             },
             "collector": {"interval_s": args.interval_s},
         }
@@ -470,6 +469,7 @@ def run(args: argparse.Namespace) -> None:
         "ours_stage_layouts_windows": timed_ours.stage_layouts_windows,
         "ours_stage_rolled_windows": timed_ours.stage_rolled_windows,
         "master": args.master,
+        "pregenerated": args.pregenerate,
     }
     for key, value in figures.items():
         print(f"{key}: {json.dumps(value)}")
