@@ -217,3 +217,56 @@ def test_ours_reads_the_partials_the_stage_rolled_up_with_its_layouts_and_decide
     assert with_stage_run.windows == plain.windows
     assert jobs[0] == 6, jobs  # every window's partials computed by ours itself
     assert jobs[1] == 2, jobs  # the first window, and the one after its split
+
+
+def test_ours_rolls_a_window_up_at_once_with_the_same_loads_as_bucket_by_bucket() -> None:
+    """`ours` rolls a window's topics, decoded once for every policy, up in one pass rather
+    than `run`'s pass a bucket: the same bundle loads to the last bit (exact sums, rates
+    that plain float addition would round differently by grouping) and the same large
+    topics in the same order; rows not grouped by bucket take the per-bucket path."""
+    import random
+
+    import pyarrow.compute as pc
+
+    from balancer.app.replay.ours import MemoryClosedWindows
+    from streaming.driver.rollup import large_topics_of, merge_partials
+
+    rng = random.Random(44)
+
+    def load(i: int) -> TopicLoad:
+        name = f"persistent://{NS}/r{i}"
+        return TopicLoad(name, hash_position(name),
+                         msg_rate_in=rng.uniform(0, 1e4) * 10 ** rng.randint(-6, 6),
+                         msg_rate_out=rng.random() / 3, msg_throughput_in=rng.uniform(0, 1e9),
+                         msg_throughput_out=rng.uniform(0, 1e-3),
+                         producer_count=rng.randint(0, 3),
+                         storage_size=rng.choice([0, 11 << 30, 20 << 30]))  # fmt: skip
+
+    loads = [load(i) for i in range(2_000)]
+    # Closes in parts of 100 topics: several rows a bucket, as at 10M topics.
+    stage = LocalStage(window_ms=MIN, slide_ms=MIN, known_ttl_ms=3 * MIN, part_rows=100)
+    end = BASE_MS + MIN
+    rows = stage.close((hash_position(t.topic) % 4, TopicWindow("c1", NS, end, t)) for t in loads)
+    layouts = {("c1", NS): NamespaceBundles.initial(NS, 16)}
+    known = {("c1", NS): 2_100}
+
+    def rolled(closed: MemoryClosedWindows) -> tuple[list[BundleLoad], list[TopicLoad], set[int]]:
+        partials = closed.partials(end, layouts, 10 << 30)
+        bundles = merge_partials(partials, window_end_ms=end, namespace_known=known)
+        large = large_topics_of(partials).column("topic").to_pylist()
+        return bundles, large, set(pc.unique(partials.column("bucket")).to_pylist()) - {None}
+
+    window = ClosedWindow(end, rows)
+    per_bucket = rolled(MemoryClosedWindows(rows))
+    at_once = rolled(MemoryClosedWindows(rows, topic_table=window.topic_table))
+    assert len(set(rows.column("bucket").to_pylist())) == 4
+    assert per_bucket[2] == {0, 1, 2, 3} and at_once[2] == {0}  # one pass over the window
+    assert at_once[:2] == per_bucket[:2]
+    assert len(per_bucket[0]) == 16 and len(per_bucket[1]) > 100
+    # Buckets interleaved: the per-bucket path (its large topics come bucket by bucket).
+    assert rows.num_rows > 8
+    mixed = rows.take(sorted(range(rows.num_rows), key=lambda i: (i % 2, i)))
+    shuffled = ClosedWindow(end, mixed)
+    again = rolled(MemoryClosedWindows(mixed, topic_table=shuffled.topic_table))
+    assert again[2] == {0, 1, 2, 3}
+    assert again[0] == per_bucket[0]
