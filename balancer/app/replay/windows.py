@@ -149,12 +149,6 @@ class ClosedWindow:
         assert self._table is not None
         return self._table
 
-    def topic_columns(self) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
-        """(cluster, topic) columns of the topics that reported, a row each (a topic can
-        have a row in more than one bucket's close only if it moved bucket: not deduplicated)."""
-        table = self.topic_table()
-        return table.column("cluster"), table.column("topic")
-
     def topic_rows(self) -> pa.Table:
         """Every topic that reported, once (TOPIC_ROWS_SCHEMA columns), sorted by (cluster,
         namespace, position, topic): what the Pulsar policies' columnar window is built from

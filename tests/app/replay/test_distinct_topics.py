@@ -11,10 +11,23 @@ from balancer.app.replay.engine import DistinctTopics
 _names = st.text(alphabet="ab:/\x00", min_size=0, max_size=4)
 
 
+def _position(topic: str) -> int:
+    """A stand-in for the topic's hash position with many collisions (the engine keys topics
+    on it, and must tell apart the topics of one namespace that share one)."""
+    return [0, 1 << 31, (1 << 32) - 1][sum(map(ord, topic)) % 3]  # the range's edges
+
+
 def _add(seen: DistinctTopics, pairs: list[tuple[str, str]]) -> None:
-    clusters = pa.chunked_array([[c for c, _ in pairs]], pa.string())
-    topics = pa.chunked_array([[t for _, t in pairs]], pa.string())
-    seen.add(clusters, topics)
+    seen.add(
+        pa.table(
+            {
+                "cluster": pa.array([c for c, _ in pairs], pa.string()),
+                "namespace": pa.array([t[:1] for _, t in pairs], pa.string()),
+                "topic": pa.array([t for _, t in pairs], pa.string()),
+                "position": pa.array([_position(t) for _, t in pairs], pa.int64()),
+            }
+        )
+    )
 
 
 def test_pairs_that_join_to_the_same_string_are_two_topics() -> None:
@@ -33,3 +46,14 @@ def test_counts_what_a_set_of_pairs_counts(windows: list[list[tuple[str, str]]])
         expected |= set(pairs)
         assert len(seen) == len(expected)
         assert seen.clusters == {cluster for cluster, _ in expected}
+
+
+def test_topics_of_one_namespace_at_one_position_are_told_apart_by_name() -> None:
+    seen = DistinctTopics()
+    # "aab" and "aba": namespace "a", one position
+    assert _position("aab") == _position("aba")
+    _add(seen, [("c", "aab")])
+    _add(seen, [("c", "aba"), ("c", "aab"), ("c", "aba"), ("d", "aab")])
+    _add(seen, [("c", "aba"), ("c", "aab")])
+    assert len(seen) == 3
+    assert seen.clusters == {"c", "d"}
