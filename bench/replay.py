@@ -35,7 +35,7 @@ import os
 import resource
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from balancer.app.config import BalancerConfig
@@ -295,6 +295,13 @@ def main() -> None:
         "the stream then only writes (a replay reads a recording; the generation is the "
         "bench's). Costs the recording's size in driver memory",
     )  # fmt: skip
+    parser.add_argument(
+        "--recording-dir", type=Path,
+        help="the recording as `record` writes its stats (zstd Parquet), read back by the "
+        "writer beside the stream as a replay of a directory reads it: written here first "
+        "(before the clock) unless it holds this recording already (same --topics, --rounds, "
+        "--interval-s, --envelope, --envelope-format), then reused",
+    )  # fmt: skip
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument(
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE",
@@ -315,6 +322,30 @@ def main() -> None:
         run(args)
 
 
+def recording_on_disk(args: argparse.Namespace) -> Callable[[], Iterator[RecordedMessage]]:
+    """The bench's recording in `args.recording_dir/stats` (written now if it is not there),
+    as a reader of its files: what `DirRecording.stats_messages` reads."""
+    from balancer.app.replay.recording_dir import read_messages, write_messages
+
+    what = {
+        "topics": args.topics, "rounds": args.rounds, "interval_s": args.interval_s,
+        "envelope": args.envelope, "envelope_format": args.envelope_format,
+    }  # fmt: skip
+    stats = args.recording_dir / "stats"
+    described = args.recording_dir / "bench-recording.json"
+    if not described.exists():
+        written = write_messages(
+            stats, messages(args.topics, args.rounds, args.interval_s, args.envelope,
+                            args.envelope_format),
+        )  # fmt: skip
+        described.write_text(json.dumps({**what, "files": written.files}))
+    held = json.loads(described.read_text())
+    if {k: held.get(k) for k in what} != what:
+        raise SystemExit(f"{args.recording_dir} holds another recording: {held}")
+    files = list(held["files"])
+    return lambda: read_messages(stats, files)
+
+
 def run(args: argparse.Namespace) -> None:
 
     from balancer.app.stream_settings import stream_settings
@@ -332,6 +363,7 @@ def run(args: argparse.Namespace) -> None:
         }
     )
     print(header("replay"))
+    on_disk = recording_on_disk(args) if args.recording_dir else None  # before the clock
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         work = args.work_dir or Path(tmp)
         settings_of_stream = stream_settings(config)
@@ -374,7 +406,8 @@ def run(args: argparse.Namespace) -> None:
         def timed() -> Iterator[RecordedMessage]:
             nonlocal generated, generated_cpu
             it = (
-                iter(recorded) if recorded is not None else messages(
+                iter(recorded) if recorded is not None
+                else on_disk() if on_disk is not None else messages(
                     args.topics, args.rounds, args.interval_s, args.envelope,
                     args.envelope_format,
                 )
@@ -450,8 +483,12 @@ def run(args: argparse.Namespace) -> None:
         "batches": counts.batches,
         "files": counts.files,
         "query_runs": counts.runs,  # chained AvailableNow runs (each a start and a state load)
-        "generation_s": round(generated, 1),
-        "generation_cpu_s": round(generated_cpu, 1),
+        # With --recording-dir: reading the recording's files (a replay's own cost, kept in
+        # the day's writing); otherwise the bench's generation (left out of it).
+        "generation_s": round(generated, 1) if on_disk is None else 0.0,
+        "generation_cpu_s": round(generated_cpu, 1) if on_disk is None else 0.0,
+        "read_recording_s": round(generated, 1) if on_disk is not None else 0.0,
+        "read_recording_cpu_s": round(generated_cpu, 1) if on_disk is not None else 0.0,
         "samples_per_s": round(samples / total_s) if total_s else 0,
         "steady_s": round(after_s, 1),  # the second batch's first window to the last's
         "steady_samples": steady_samples,
@@ -470,6 +507,7 @@ def run(args: argparse.Namespace) -> None:
         "ours_stage_rolled_windows": timed_ours.stage_rolled_windows,
         "master": args.master,
         "pregenerated": args.pregenerate,
+        "recording_dir": str(args.recording_dir) if args.recording_dir else None,
     }
     for key, value in figures.items():
         print(f"{key}: {json.dumps(value)}")
@@ -482,9 +520,10 @@ def run(args: argparse.Namespace) -> None:
         # recording's writing ends early in it). The first window waits for the first
         # run's files only, as a day's would.
         day_rounds = 144_000_000 // max(1, args.topics)
-        # The recording's generation left out: a replay reads a recording instead (Parquet,
-        # not measured here); the generation's CPU still slowed this run's stream.
-        writing_cpu_s = max(0.0, counts.write_cpu_s - generated_cpu)
+        # The recording's generation left out: a replay reads a recording instead (with
+        # --recording-dir that reading is measured, and kept); the generation's CPU still
+        # slowed this run's stream.
+        writing_cpu_s = max(0.0, counts.write_cpu_s - (generated_cpu if on_disk is None else 0))
         day_write_s = writing_cpu_s / max(1, args.rounds) * day_rounds
         cores = os.cpu_count() or 1
         day_s = first_window_s + 144_000_000 / steady + day_write_s / cores

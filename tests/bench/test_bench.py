@@ -423,3 +423,33 @@ def test_replay_policies_on_tiny_windows_splits_moves_and_is_repeatable() -> Non
         "pulsar-modular-uniform",
         "pulsar-extensible-transfer",
     }
+
+
+@pytest.mark.spark
+def test_replay_reads_its_recording_from_a_directory_as_record_writes_one(
+    tmp_path: Path,
+) -> None:
+    """`--recording-dir`: the recording written once as `record` writes its stats, then read
+    back by the writer beside the stream (the reading counted, not left out as generation);
+    a directory holding another recording is refused before Spark starts."""
+    from balancer.app.replay.recording_dir import read_messages
+    from bench.replay import messages
+
+    where = tmp_path / "rec"
+    args = ("--topics", "200", "--rounds", "4", "--envelope", "50", "--rounds-per-batch", "2")
+    _, result = run_bench(
+        "replay", *args, "--stream-only", "--recording-dir", str(where), timeout_s=600
+    )
+    assert result["samples"] == 800 and result["recording_dir"] == str(where)
+    assert result["generation_cpu_s"] == 0.0 and "read_recording_cpu_s" in result
+    held = json.loads((where / "bench-recording.json").read_text())
+    on_disk = list(read_messages(where / "stats", held["files"]))
+    assert [(m.key, m.value) for m in on_disk] == [
+        (m.key, m.value) for m in messages(200, 4, 60, 50, "arrow")
+    ]
+    refused = subprocess.run(
+        [sys.executable, "-m", "bench.replay", "--topics", "300", "--rounds", "4",
+         "--recording-dir", str(where)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "holds another recording" in refused.stderr
