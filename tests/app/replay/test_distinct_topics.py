@@ -11,20 +11,12 @@ from balancer.app.replay.engine import DistinctTopics
 _names = st.text(alphabet="ab:/\x00", min_size=0, max_size=4)
 
 
-def _position(topic: str) -> int:
-    """A stand-in for the topic's hash position with many collisions (the engine keys topics
-    on it, and must tell apart the topics of one namespace that share one)."""
-    return [0, 1 << 31, (1 << 32) - 1][sum(map(ord, topic)) % 3]  # the range's edges
-
-
 def _add(seen: DistinctTopics, pairs: list[tuple[str, str]]) -> None:
     seen.add(
         pa.table(
             {
                 "cluster": pa.array([c for c, _ in pairs], pa.string()),
-                "namespace": pa.array([t[:1] for _, t in pairs], pa.string()),
                 "topic": pa.array([t for _, t in pairs], pa.string()),
-                "position": pa.array([_position(t) for _, t in pairs], pa.int64()),
             }
         )
     )
@@ -48,12 +40,11 @@ def test_counts_what_a_set_of_pairs_counts(windows: list[list[tuple[str, str]]])
         assert seen.clusters == {cluster for cluster, _ in expected}
 
 
-def test_topics_of_one_namespace_at_one_position_are_told_apart_by_name() -> None:
+def test_one_name_in_two_clusters_is_two_topics_in_windows_of_one_or_both() -> None:
     seen = DistinctTopics()
-    # "aab" and "aba": namespace "a", one position
-    assert _position("aab") == _position("aba")
-    _add(seen, [("c", "aab")])
+    _add(seen, [("c", "aab")])  # one cluster: its names as they are
     _add(seen, [("c", "aba"), ("c", "aab"), ("c", "aba"), ("d", "aab")])
+    _add(seen, [("d", "aab"), ("d", "aba")])
     _add(seen, [("c", "aba"), ("c", "aab")])
-    assert len(seen) == 3
+    assert len(seen) == 4
     assert seen.clusters == {"c", "d"}
