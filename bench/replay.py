@@ -4,13 +4,15 @@ memory bounded by the topics of one window, not the recording's length).
 
 Generates a recording as the collector writes one (envelopes of `--envelope` events keyed by
 namespace, Arrow unless `--envelope-format json`, a round marker after each round, and each
-round's load reports as context), streams it into `balancer.app.replay.windows.stream_windows`
-(the stream's own code in batch, Spark) and steps the policies on every closed window
-(`balancer.app.replay.engine`). Prints the phases' times, samples per second, the driver's
-peak RSS (VmHWM) and the windows' count; ends with `RESULT <json>`.
+round's load reports as context; `--hot-namespaces N` namespaces turn busier along it),
+streams it into `balancer.app.replay.windows.stream_windows` (the stream's own code in
+batch, Spark) and steps the policies on every closed window (`balancer.app.replay.engine`).
+Prints the phases' times, samples per second, the driver's peak RSS (VmHWM) and the
+windows' count; ends with `RESULT <json>`.
 
     python -m bench.replay                       # 5,000 topics x 30 rounds (150k samples)
-    python -m bench.replay --topics 100000 --rounds 1440 --rounds-per-batch 60  # a day
+    python -m bench.replay --topics 100000 --rounds 1440 --rounds-per-batch 30 \
+        --recording-dir DIR --hot-namespaces 10  # a day, read from disk, every policy acting
 
 Every policy runs (ours and Pulsar's three) unless `--ours-only`. `--master spark://...`
 runs the stream on a standalone cluster (`bench/spark_cluster.py`; `--cluster-workers N`
@@ -55,6 +57,7 @@ from balancer.app.replay.windows import (
 from balancer.core.arrow_envelope import encode_envelope
 from balancer.core.broker_load import BrokerLoadReport, Resource, ResourceUsage
 from balancer.core.bundles import NamespaceBundles
+from balancer.core.context_record import context_key, encode_context
 from balancer.core.envelopes import DEFAULT_ENVELOPE_FORMAT, ENVELOPE_FORMATS, EnvelopeFormat
 from balancer.core.events import TopicStatsEvent
 from balancer.core.replay.recording import RecordedMessage, RoundContext
@@ -66,6 +69,10 @@ from bench.common import header, machine, print_result
 START_MS = 1_790_000_040_000  # on the minute
 TOPICS_PER_NAMESPACE = 1_000
 BROKERS = 4
+# A hot namespace's topics are this much busier from its onset: its four bundles then carry
+# ~35,000 msg/s each (in + out), over the default 30,000 (`max_msg_rate`), so every policy
+# acts on them (a split each, then the halves are under).
+HOT_FACTOR = 4.0
 
 
 def _vm_hwm_mib() -> float:
@@ -79,27 +86,41 @@ def namespaces(topics: int) -> list[str]:
     return [f"bench/ns-{k}" for k in range(max(1, -(-topics // TOPICS_PER_NAMESPACE)))]
 
 
+def hot_onsets(namespace_count: int, hot_namespaces: int, rounds: int) -> dict[int, int]:
+    """Namespace index -> the round its topics turn hot (`HOT_FACTOR`): `hot_namespaces`
+    namespaces spread over the namespaces, their onsets spread over the recording from round
+    1 on, so the policies act all along it, not only at its start."""
+    hot = min(hot_namespaces, namespace_count)
+    if hot <= 0:
+        return {}
+    return {j * namespace_count // hot: 1 + j * max(1, rounds - 1) // hot for j in range(hot)}
+
+
 def messages(
     topics: int,
     rounds: int,
     interval_s: int,
     envelope: int,
     envelope_format: EnvelopeFormat = DEFAULT_ENVELOPE_FORMAT,
+    hot_namespaces: int = 0,
 ) -> Iterator[RecordedMessage]:
     """The stats topic: each round's events in envelopes per namespace (Arrow or JSON, as the
-    collector's `envelope_format`), then its marker."""
+    collector's `envelope_format`), then its marker. `hot_namespaces` of the namespaces turn
+    `HOT_FACTOR` busier at their onsets (`hot_onsets`) and stay so."""
     offset = 0
     names = namespaces(topics)
+    onsets = hot_onsets(len(names), hot_namespaces, rounds)
     for r in range(rounds):
         at = START_MS + r * interval_s * 1000
         for k, ns in enumerate(names):
             count = min(TOPICS_PER_NAMESPACE, topics - k * TOPICS_PER_NAMESPACE)
+            scale = HOT_FACTOR if k in onsets and r >= onsets[k] else 1.0
             for first in range(0, count, envelope):
                 chunk = range(first, min(count, first + envelope))
                 if envelope_format == "arrow":
-                    value = encode_envelope([_event(ns, i, r, at) for i in chunk])
+                    value = encode_envelope([_event(ns, i, r, at, scale) for i in chunk])
                 else:
-                    value = _json_envelope(ns, chunk, r, at)
+                    value = _json_envelope(ns, chunk, r, at, scale)
                 yield RecordedMessage(k % 4, offset, at + 500, ns.encode(), value)
                 offset += 1
         until = at + interval_s * 1000
@@ -107,13 +128,13 @@ def messages(
         offset += 1
 
 
-def _event(ns: str, i: int, r: int, at: int) -> TopicStatsEvent:
+def _event(ns: str, i: int, r: int, at: int, scale: float = 1.0) -> TopicStatsEvent:
     return TopicStatsEvent(
         cluster="c1",
         topic=f"persistent://{ns}/t{i}",
         timestamp_ms=at + 5,
-        msgRateIn=10.0 + (i + r) % 7,
-        msgRateOut=20.0 + i % 5,
+        msgRateIn=(10.0 + (i + r) % 7) * scale,
+        msgRateOut=(20.0 + i % 5) * scale,
         msgThroughputIn=1000.0 + i,
         msgThroughputOut=2000.0 + i,
         storageSize=1000 * i,
@@ -124,11 +145,11 @@ def _event(ns: str, i: int, r: int, at: int) -> TopicStatsEvent:
     )
 
 
-def _json_envelope(ns: str, chunk: range, r: int, at: int) -> bytes:
+def _json_envelope(ns: str, chunk: range, r: int, at: int, scale: float = 1.0) -> bytes:
     # The same events as `_event`'s, written directly (json.dumps per event is slower).
     events = ",".join(
         f'{{"cluster":"c1","topic":"persistent://{ns}/t{i}","timestamp_ms":{at + 5},'
-        f'"msgRateIn":{10.0 + (i + r) % 7},"msgRateOut":{20.0 + i % 5},'
+        f'"msgRateIn":{(10.0 + (i + r) % 7) * scale},"msgRateOut":{(20.0 + i % 5) * scale},'
         f'"msgThroughputIn":{1000.0 + i},"msgThroughputOut":{2000.0 + i},'
         f'"storageSize":{1000 * i},"backlogSize":0,"offloadedStorageSize":0,'
         f'"producerCount":1,"consumerCount":2}}'
@@ -275,6 +296,11 @@ def main() -> None:
         default=DEFAULT_ENVELOPE_FORMAT,
         help=f"the envelopes recorded (collector.envelope_format; {DEFAULT_ENVELOPE_FORMAT})",
     )
+    parser.add_argument(
+        "--hot-namespaces", type=int, default=0,
+        help=f"namespaces turning {HOT_FACTOR:g}x busier (over the default max_msg_rate) at "
+        "onsets spread over the recording, so every policy acts along it (default 0: none)",
+    )  # fmt: skip
     parser.add_argument("--records-per-batch", type=int, default=20_000)
     parser.add_argument(
         "--rounds-per-batch", type=int, default=1, help="markers per micro-batch (default 1)"
@@ -322,28 +348,50 @@ def main() -> None:
         run(args)
 
 
-def recording_on_disk(args: argparse.Namespace) -> Callable[[], Iterator[RecordedMessage]]:
-    """The bench's recording in `args.recording_dir/stats` (written now if it is not there),
-    as a reader of its files: what `DirRecording.stats_messages` reads."""
+def context_messages(topics: int, rounds: int, interval_s: int) -> Iterator[RecordedMessage]:
+    """The context topic: `contexts`' rounds as the collector writes them, one a record."""
+    for offset, context in enumerate(contexts(topics, rounds, interval_s)):
+        yield RecordedMessage(
+            0, offset, context.round_ms + 950, context_key(context.cluster),
+            encode_context(context),
+        )  # fmt: skip
+
+
+def recording_on_disk(
+    args: argparse.Namespace,
+) -> tuple[Callable[[], Iterator[RecordedMessage]], Callable[[], Iterator[RoundContext]]]:
+    """The bench's recording in `args.recording_dir` (`stats/` and `context/`, written now if
+    not there), as readers of its files: what `DirRecording.stats_messages` and
+    `DirRecording.contexts` read."""
+    from balancer.app.replay.recording import ContextCounts, parse_contexts
     from balancer.app.replay.recording_dir import read_messages, write_messages
 
     what = {
         "topics": args.topics, "rounds": args.rounds, "interval_s": args.interval_s,
         "envelope": args.envelope, "envelope_format": args.envelope_format,
+        "hot_namespaces": args.hot_namespaces,
     }  # fmt: skip
-    stats = args.recording_dir / "stats"
+    stats, context = args.recording_dir / "stats", args.recording_dir / "context"
     described = args.recording_dir / "bench-recording.json"
     if not described.exists():
         written = write_messages(
             stats, messages(args.topics, args.rounds, args.interval_s, args.envelope,
-                            args.envelope_format),
+                            args.envelope_format, args.hot_namespaces),
         )  # fmt: skip
-        described.write_text(json.dumps({**what, "files": written.files}))
+        context_written = write_messages(
+            context, context_messages(args.topics, args.rounds, args.interval_s)
+        )
+        described.write_text(
+            json.dumps({**what, "files": written.files, "context_files": context_written.files})
+        )
     held = json.loads(described.read_text())
-    if {k: held.get(k) for k in what} != what:
+    if {k: held.get(k) for k in what} != what or "context_files" not in held:
         raise SystemExit(f"{args.recording_dir} holds another recording: {held}")
-    files = list(held["files"])
-    return lambda: read_messages(stats, files)
+    files, context_files = list(held["files"]), list(held["context_files"])
+    return (
+        lambda: read_messages(stats, files),
+        lambda: parse_contexts(read_messages(context, context_files), ContextCounts()),
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -363,7 +411,8 @@ def run(args: argparse.Namespace) -> None:
         }
     )
     print(header("replay"))
-    on_disk = recording_on_disk(args) if args.recording_dir else None  # before the clock
+    # before the clock
+    on_disk, contexts_on_disk = recording_on_disk(args) if args.recording_dir else (None, None)
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         work = args.work_dir or Path(tmp)
         settings_of_stream = stream_settings(config)
@@ -396,7 +445,7 @@ def run(args: argparse.Namespace) -> None:
             ]
         recorded = (
             list(messages(args.topics, args.rounds, args.interval_s, args.envelope,
-                          args.envelope_format))
+                          args.envelope_format, args.hot_namespaces))
             if args.pregenerate else None
         )  # fmt: skip
         started = time.monotonic()
@@ -409,7 +458,7 @@ def run(args: argparse.Namespace) -> None:
                 iter(recorded) if recorded is not None
                 else on_disk() if on_disk is not None else messages(
                     args.topics, args.rounds, args.interval_s, args.envelope,
-                    args.envelope_format,
+                    args.envelope_format, args.hot_namespaces,
                 )
             )  # fmt: skip
             while True:
@@ -450,8 +499,11 @@ def run(args: argparse.Namespace) -> None:
                 yield window
 
         result = run_replay(
-            source="bench", windows=windows(), contexts=contexts(args.topics, args.rounds,
-            args.interval_s), policies=policies, counts=counts, window_s=args.interval_s,
+            source="bench", windows=windows(),
+            contexts=contexts_on_disk() if contexts_on_disk is not None else contexts(
+                args.topics, args.rounds, args.interval_s
+            ),
+            policies=policies, counts=counts, window_s=args.interval_s,
         )  # fmt: skip
         total_s = time.monotonic() - started
         jvm_rss_mib = _jvm_peak_rss_mib()
@@ -471,6 +523,7 @@ def run(args: argparse.Namespace) -> None:
         "topics": args.topics,
         "rounds": args.rounds,
         "envelope_format": args.envelope_format,
+        "hot_namespaces": args.hot_namespaces,
         "samples": samples,
         "windows": windows_out,
         "total_s": round(total_s, 1),

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from balancer.app.replay.pulsar_policies import PULSAR_POLICIES
 from balancer.core.arrow_envelope import is_arrow_envelope
 from balancer.core.events import parse_message
 from balancer.core.round_marker import is_round_marker
@@ -358,6 +359,44 @@ def test_the_replay_bench_records_the_same_events_in_arrow_and_json() -> None:
     ]
 
 
+def test_the_replay_bench_turns_its_hot_namespaces_busier_from_onsets_spread_over_it() -> None:
+    from bench.replay import HOT_FACTOR, hot_onsets, messages
+
+    # 4 of 10 namespaces, onsets spread over 100 rounds from round 1
+    assert hot_onsets(10, 4, 100) == {0: 1, 2: 25, 5: 50, 7: 75}
+    assert hot_onsets(2, 5, 10) == {0: 1, 1: 5}  # no more hot namespaces than namespaces
+    assert hot_onsets(10, 0, 100) == {}
+
+    def rates(hot: int) -> dict[tuple[int, str], float]:
+        out: dict[tuple[int, str], float] = {}
+        for m in messages(2_000, 3, 60, 500, "json", hot_namespaces=hot):
+            if not is_round_marker(m.value):
+                for e in parse_message(m.value):
+                    out[(e.timestamp_ms, e.topic)] = e.msgRateIn + e.msgRateOut
+        return out
+
+    cold, hot = rates(0), rates(2)  # ns-0 hot from round 1, ns-1 from round 1 + 2 // 2 = 2
+    assert cold.keys() == hot.keys() and len(cold) == 6_000
+    for (at, topic), rate in hot.items():
+        ns = int(topic.split("/ns-")[1].split("/")[0])
+        r = (at - min(t for t, _ in cold)) // 60_000
+        busier = (ns == 0 and r >= 1) or (ns == 1 and r >= 2)
+        assert rate == pytest.approx(cold[(at, topic)] * (HOT_FACTOR if busier else 1.0))
+
+
+@pytest.mark.spark
+def test_replay_bench_with_a_hot_namespace_makes_every_policy_act(tmp_path: Path) -> None:
+    # One namespace of 1,000 topics, hot from round 1: its four bundles over max_msg_rate.
+    # From a recording directory: the load reports Pulsar's shedders read come from its files.
+    _, result = run_bench(
+        "replay", "--topics", "1000", "--rounds", "5", "--hot-namespaces", "1",
+        "--rounds-per-batch", "2", "--recording-dir", str(tmp_path / "rec"), timeout_s=600,
+    )  # fmt: skip
+    assert result["hot_namespaces"] == 1
+    assert set(result["actions"]) == {"ours", *PULSAR_POLICIES}
+    assert all(count > 0 for count in result["actions"].values()), result["actions"]
+
+
 @pytest.mark.spark
 def test_replay_on_a_tiny_recording() -> None:
     # 200 topics, 4 rounds of 60 s: 3 windows close (the last needs a later batch).
@@ -442,8 +481,9 @@ def test_replay_reads_its_recording_from_a_directory_as_record_writes_one(
     """`--recording-dir`: the recording written once as `record` writes its stats, then read
     back by the writer beside the stream (the reading counted, not left out as generation);
     a directory holding another recording is refused before Spark starts."""
+    from balancer.app.replay.recording import ContextCounts, parse_contexts
     from balancer.app.replay.recording_dir import read_messages
-    from bench.replay import messages
+    from bench.replay import contexts, messages
 
     where = tmp_path / "rec"
     args = ("--topics", "200", "--rounds", "4", "--envelope", "50", "--rounds-per-batch", "2")
@@ -457,6 +497,12 @@ def test_replay_reads_its_recording_from_a_directory_as_record_writes_one(
     assert [(m.key, m.value) for m in on_disk] == [
         (m.key, m.value) for m in messages(200, 4, 60, 50, "arrow")
     ]
+    # the load reports too, as the context topic's records (`record`'s context/)
+    counted = ContextCounts()
+    read_back = list(
+        parse_contexts(read_messages(where / "context", held["context_files"]), counted)
+    )
+    assert read_back == list(contexts(200, 4, 60)) and counted.given == 4 and not counted.rejected
     refused = subprocess.run(
         [sys.executable, "-m", "bench.replay", "--topics", "300", "--rounds", "4",
          "--recording-dir", str(where)],
