@@ -31,6 +31,7 @@ recorded rounds handed to every policy, and each policy's own steps.
 from __future__ import annotations
 
 import argparse
+import bisect
 import dataclasses
 import json
 import os
@@ -38,6 +39,7 @@ import resource
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from balancer.app.config import BalancerConfig
@@ -60,6 +62,7 @@ from balancer.core.bundles import NamespaceBundles
 from balancer.core.context_record import context_key, encode_context
 from balancer.core.envelopes import DEFAULT_ENVELOPE_FORMAT, ENVELOPE_FORMATS, EnvelopeFormat
 from balancer.core.events import TopicStatsEvent
+from balancer.core.hashing import hash_positions
 from balancer.core.replay.recording import RecordedMessage, RoundContext
 from balancer.core.replay.result import ReplayAction, WindowSample
 from balancer.core.replay.window import ReplayWindow
@@ -73,6 +76,9 @@ BROKERS = 4
 # ~35,000 msg/s each (in + out), over the default 30,000 (`max_msg_rate`), so every policy
 # acts on them (a split each, then the halves are under).
 HOT_FACTOR = 4.0
+# A broker's cpu in the recorded load reports: idle, and before any namespace turns hot.
+CPU_IDLE_PCT = 5.0
+CPU_COLD_PCT = 50.0
 
 
 def _vm_hwm_mib() -> float:
@@ -158,30 +164,85 @@ def _json_envelope(ns: str, chunk: range, r: int, at: int, scale: float = 1.0) -
     return f'{{"events":[{events}]}}'.encode()
 
 
-def contexts(topics: int, rounds: int, interval_s: int) -> Iterator[RoundContext]:
-    """Each round's load reports: the bundles dealt round-robin over the brokers."""
-    owned: dict[str, list[str]] = {f"b{b}:8080": [] for b in range(BROKERS)}
-    brokers = sorted(owned)
+@dataclass(frozen=True)
+class _BundleSums:
+    """The recorded rates of one initial bundle's topics (`_event`'s), summed."""
+
+    rate_in_by_residue: tuple[float, ...]  # msgRateIn summed, by round % 7 (unscaled)
+    rate_out: float  # msgRateOut summed (unscaled)
+    throughput_in: float  # bytes/s
+    throughput_out: float
+    topics: int
+
+
+def _bundle_sums(ns: str, count: int) -> list[_BundleSums]:
+    """Each of the namespace's 4 initial bundles' sums of `_event`'s rates, its topics found
+    by their hash positions as Pulsar finds them."""
+    layout = NamespaceBundles.initial(ns, 4)
+    positions = hash_positions([f"persistent://{ns}/t{i}" for i in range(count)])
+    members: list[list[int]] = [[] for _ in range(4)]
+    for i, position in enumerate(positions):
+        members[bisect.bisect_right(layout.boundaries, position, hi=4) - 1].append(i)
+    return [
+        _BundleSums(
+            tuple(float(sum(10 + (i + residue) % 7 for i in m)) for residue in range(7)),
+            float(sum(20 + i % 5 for i in m)),
+            float(sum(1000 + i for i in m)),
+            float(sum(2000 + i for i in m)),
+            len(m),
+        )
+        for m in members
+    ]
+
+
+def contexts(
+    topics: int, rounds: int, interval_s: int, hot_namespaces: int = 0
+) -> Iterator[RoundContext]:
+    """Each round's load reports, true to `messages`' topics: the bundles dealt round-robin
+    over the brokers, each broker's msg rates and throughput its bundles' topics' sums that
+    round (hot namespaces included), and its cpu `CPU_IDLE_PCT` plus a cost per msg/s that
+    puts a broker at `CPU_COLD_PCT` before any namespace turns hot. (A replay corrects a
+    broker's recorded cpu by the msg rate moved at its cpu over msg rate: reports whose rates
+    were not their bundles' made every move look like several cores.)"""
+    brokers = [f"b{b}:8080" for b in range(BROKERS)]
+    owned: dict[str, list[tuple[int, str, _BundleSums]]] = {b: [] for b in brokers}
+    names = namespaces(topics)
+    onsets = hot_onsets(len(names), hot_namespaces, rounds)
     n = 0
-    for ns in namespaces(topics):
-        for bundle in NamespaceBundles.initial(ns, 4).bundles:
-            owned[brokers[n % BROKERS]].append(bundle.key(ns))
+    for k, ns in enumerate(names):
+        count = min(TOPICS_PER_NAMESPACE, topics - k * TOPICS_PER_NAMESPACE)
+        layout = NamespaceBundles.initial(ns, 4)
+        for bundle, sums in zip(layout.bundles, _bundle_sums(ns, count), strict=True):
+            owned[brokers[n % BROKERS]].append((k, bundle.key(ns), sums))
             n += 1
+    cold_rate = sum(
+        s.rate_in_by_residue[0] + s.rate_out for held in owned.values() for _, _, s in held
+    )
+    cpu_pct_per_msg = (CPU_COLD_PCT - CPU_IDLE_PCT) / max(1.0, cold_rate / BROKERS)
     for r in range(rounds):
         at = START_MS + r * interval_s * 1000
-        reports = tuple(
-            BrokerLoadReport(
-                cluster="c1",
-                broker=b,
-                timestamp_ms=at,
-                resources={Resource.CPU: ResourceUsage(30.0 + 10 * i + r % 5, 100.0)},
-                bundles=tuple(owned[b]),
-                msg_rate_in=1000.0,
-                msg_rate_out=2000.0,
-            )
-            for i, b in enumerate(brokers)
-        )
-        yield RoundContext("c1", at, reports)
+        reports = []
+        for b in brokers:
+            rate_in = rate_out = 0.0
+            for k, _, s in owned[b]:
+                scale = HOT_FACTOR if k in onsets and r >= onsets[k] else 1.0
+                rate_in += s.rate_in_by_residue[r % 7] * scale
+                rate_out += s.rate_out * scale
+            cpu = CPU_IDLE_PCT + (rate_in + rate_out) * cpu_pct_per_msg
+            held = owned[b]
+            held_topics = sum(s.topics for _, _, s in held)
+            report = BrokerLoadReport(
+                cluster="c1", broker=b, timestamp_ms=at,
+                resources={Resource.CPU: ResourceUsage(round(cpu, 3), 100.0)},
+                bundles=tuple(key for _, key, _ in held),
+                msg_rate_in=rate_in, msg_rate_out=rate_out,
+                msg_throughput_in=sum(s.throughput_in for _, _, s in held),
+                msg_throughput_out=sum(s.throughput_out for _, _, s in held),
+                num_topics=held_topics, num_bundles=len(held),
+                num_producers=held_topics, num_consumers=2 * held_topics,
+            )  # fmt: skip
+            reports.append(report)
+        yield RoundContext("c1", at, tuple(reports))
 
 
 def _jvm_peak_rss_mib() -> float:
@@ -348,9 +409,11 @@ def main() -> None:
         run(args)
 
 
-def context_messages(topics: int, rounds: int, interval_s: int) -> Iterator[RecordedMessage]:
+def context_messages(
+    topics: int, rounds: int, interval_s: int, hot_namespaces: int = 0
+) -> Iterator[RecordedMessage]:
     """The context topic: `contexts`' rounds as the collector writes them, one a record."""
-    for offset, context in enumerate(contexts(topics, rounds, interval_s)):
+    for offset, context in enumerate(contexts(topics, rounds, interval_s, hot_namespaces)):
         yield RecordedMessage(
             0, offset, context.round_ms + 950, context_key(context.cluster),
             encode_context(context),
@@ -370,6 +433,7 @@ def recording_on_disk(
         "topics": args.topics, "rounds": args.rounds, "interval_s": args.interval_s,
         "envelope": args.envelope, "envelope_format": args.envelope_format,
         "hot_namespaces": args.hot_namespaces,
+        "load_reports": "the bundles' sums",  # a directory of an older bench's is refused
     }  # fmt: skip
     stats, context = args.recording_dir / "stats", args.recording_dir / "context"
     described = args.recording_dir / "bench-recording.json"
@@ -379,7 +443,8 @@ def recording_on_disk(
                             args.envelope_format, args.hot_namespaces),
         )  # fmt: skip
         context_written = write_messages(
-            context, context_messages(args.topics, args.rounds, args.interval_s)
+            context,
+            context_messages(args.topics, args.rounds, args.interval_s, args.hot_namespaces),
         )
         described.write_text(
             json.dumps({**what, "files": written.files, "context_files": context_written.files})
@@ -501,7 +566,7 @@ def run(args: argparse.Namespace) -> None:
         result = run_replay(
             source="bench", windows=windows(),
             contexts=contexts_on_disk() if contexts_on_disk is not None else contexts(
-                args.topics, args.rounds, args.interval_s
+                args.topics, args.rounds, args.interval_s, args.hot_namespaces
             ),
             policies=policies, counts=counts, window_s=args.interval_s,
         )  # fmt: skip

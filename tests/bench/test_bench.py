@@ -17,7 +17,7 @@ import pytest
 
 from balancer.app.replay.pulsar_policies import PULSAR_POLICIES
 from balancer.core.arrow_envelope import is_arrow_envelope
-from balancer.core.events import parse_message
+from balancer.core.events import Rejection, parse_message
 from balancer.core.round_marker import is_round_marker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -382,6 +382,51 @@ def test_the_replay_bench_turns_its_hot_namespaces_busier_from_onsets_spread_ove
         r = (at - min(t for t, _ in cold)) // 60_000
         busier = (ns == 0 and r >= 1) or (ns == 1 and r >= 2)
         assert rate == pytest.approx(cold[(at, topic)] * (HOT_FACTOR if busier else 1.0))
+
+
+def test_the_replay_bench_load_reports_carry_their_bundles_topics_rates() -> None:
+    # A replay corrects a broker's cpu by the msg rate moved at the report's cpu over its msg
+    # rate: a report must carry what its bundles' topics carried that round.
+    from balancer.core.bundles import NamespaceBundles
+    from balancer.core.hashing import hash_position
+    from bench.replay import CPU_COLD_PCT, CPU_IDLE_PCT, contexts, messages
+
+    topics, rounds = 2_000, 4
+    carried: dict[tuple[int, str], list[float]] = {}  # (round ms, bundle key) -> in, out, ...
+    for m in messages(topics, rounds, 60, 500, "json", hot_namespaces=1):
+        if is_round_marker(m.value):
+            continue
+        for e in parse_message(m.value):
+            assert not isinstance(e, Rejection)
+            ns = e.topic.removeprefix("persistent://").rsplit("/", 1)[0]
+            bundle = NamespaceBundles.initial(ns, 4).find(hash_position(e.topic)).key(ns)
+            sums = carried.setdefault((e.timestamp_ms - 5, bundle), [0.0, 0.0, 0.0, 0.0, 0])
+            sums[0] += e.msgRateIn
+            sums[1] += e.msgRateOut
+            sums[2] += e.msgThroughputIn
+            sums[3] += e.msgThroughputOut
+            sums[4] += 1
+    reported = list(contexts(topics, rounds, 60, hot_namespaces=1))
+    assert len(reported) == rounds
+    cpu_per_msg: list[float] = []
+    for context in reported:
+        assert sorted(b for r in context.reports for b in r.bundles) == sorted(
+            b for at, b in carried if at == context.round_ms
+        )
+        for report in context.reports:
+            owned = [carried[(context.round_ms, b)] for b in report.bundles]
+            assert report.msg_rate_in == pytest.approx(sum(c[0] for c in owned))
+            assert report.msg_rate_out == pytest.approx(sum(c[1] for c in owned))
+            assert report.msg_throughput_in == pytest.approx(sum(c[2] for c in owned))
+            assert report.msg_throughput_out == pytest.approx(sum(c[3] for c in owned))
+            assert report.num_topics == sum(c[4] for c in owned)
+            cpu = next(iter(report.resources.values())).usage
+            rate = report.msg_rate_in + report.msg_rate_out
+            cpu_per_msg.append((cpu - CPU_IDLE_PCT) / rate)
+            if context.round_ms == reported[0].round_ms:  # before the onset: about cold
+                assert cpu == pytest.approx(CPU_COLD_PCT, rel=0.1)
+    # one cost per msg/s, every broker, every round (the cpu is rounded to 0.001 %)
+    assert max(cpu_per_msg) == pytest.approx(min(cpu_per_msg), rel=1e-4)
 
 
 @pytest.mark.spark
