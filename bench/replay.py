@@ -31,7 +31,6 @@ recorded rounds handed to every policy, and each policy's own steps.
 from __future__ import annotations
 
 import argparse
-import bisect
 import dataclasses
 import json
 import os
@@ -58,7 +57,7 @@ from balancer.app.replay.windows import (
 )
 from balancer.core.arrow_envelope import encode_envelope
 from balancer.core.broker_load import BrokerLoadReport, Resource, ResourceUsage
-from balancer.core.bundles import NamespaceBundles
+from balancer.core.bundles import BundleRange, NamespaceBundles
 from balancer.core.context_record import context_key, encode_context
 from balancer.core.envelopes import DEFAULT_ENVELOPE_FORMAT, ENVELOPE_FORMATS, EnvelopeFormat
 from balancer.core.events import TopicStatsEvent
@@ -175,14 +174,14 @@ class _BundleSums:
     topics: int
 
 
-def _bundle_sums(ns: str, count: int) -> list[_BundleSums]:
-    """Each of the namespace's 4 initial bundles' sums of `_event`'s rates, its topics found
-    by their hash positions as Pulsar finds them."""
-    layout = NamespaceBundles.initial(ns, 4)
-    positions = hash_positions([f"persistent://{ns}/t{i}" for i in range(count)])
-    members: list[list[int]] = [[] for _ in range(4)]
-    for i, position in enumerate(positions):
-        members[bisect.bisect_right(layout.boundaries, position, hi=4) - 1].append(i)
+def _bundle_sums(layout: NamespaceBundles, count: int) -> list[_BundleSums]:
+    """Each of the layout's bundles' sums of `_event`'s rates over the namespace's `count`
+    topics, found by their hash positions as Pulsar finds them."""
+    ns = layout.namespace
+    bundles = layout.bundles
+    members: dict[BundleRange, list[int]] = {b: [] for b in bundles}
+    for i, position in enumerate(hash_positions([f"persistent://{ns}/t{i}" for i in range(count)])):
+        members[layout.find(position)].append(i)
     return [
         _BundleSums(
             tuple(float(sum(10 + (i + residue) % 7 for i in m)) for residue in range(7)),
@@ -191,7 +190,7 @@ def _bundle_sums(ns: str, count: int) -> list[_BundleSums]:
             float(sum(2000 + i for i in m)),
             len(m),
         )
-        for m in members
+        for m in (members[b] for b in bundles)
     ]
 
 
@@ -212,13 +211,25 @@ def contexts(
     for k, ns in enumerate(names):
         count = min(TOPICS_PER_NAMESPACE, topics - k * TOPICS_PER_NAMESPACE)
         layout = NamespaceBundles.initial(ns, 4)
-        for bundle, sums in zip(layout.bundles, _bundle_sums(ns, count), strict=True):
+        for bundle, sums in zip(layout.bundles, _bundle_sums(layout, count), strict=True):
             owned[brokers[n % BROKERS]].append((k, bundle.key(ns), sums))
             n += 1
     cold_rate = sum(
         s.rate_in_by_residue[0] + s.rate_out for held in owned.values() for _, _, s in held
     )
     cpu_pct_per_msg = (CPU_COLD_PCT - CPU_IDLE_PCT) / max(1.0, cold_rate / BROKERS)
+    fixed = {
+        b: BrokerLoadReport(
+            cluster="c1", broker=b, timestamp_ms=0, resources={},
+            bundles=tuple(key for _, key, _ in held),
+            msg_throughput_in=sum(s.throughput_in for _, _, s in held),
+            msg_throughput_out=sum(s.throughput_out for _, _, s in held),
+            num_topics=sum(s.topics for _, _, s in held), num_bundles=len(held),
+            num_producers=sum(s.topics for _, _, s in held),
+            num_consumers=2 * sum(s.topics for _, _, s in held),
+        )
+        for b, held in owned.items()
+    }  # fmt: skip
     for r in range(rounds):
         at = START_MS + r * interval_s * 1000
         reports = []
@@ -229,19 +240,16 @@ def contexts(
                 rate_in += s.rate_in_by_residue[r % 7] * scale
                 rate_out += s.rate_out * scale
             cpu = CPU_IDLE_PCT + (rate_in + rate_out) * cpu_pct_per_msg
-            held = owned[b]
-            held_topics = sum(s.topics for _, _, s in held)
-            report = BrokerLoadReport(
-                cluster="c1", broker=b, timestamp_ms=at,
-                resources={Resource.CPU: ResourceUsage(round(cpu, 3), 100.0)},
-                bundles=tuple(key for _, key, _ in held),
-                msg_rate_in=rate_in, msg_rate_out=rate_out,
-                msg_throughput_in=sum(s.throughput_in for _, _, s in held),
-                msg_throughput_out=sum(s.throughput_out for _, _, s in held),
-                num_topics=held_topics, num_bundles=len(held),
-                num_producers=held_topics, num_consumers=2 * held_topics,
-            )  # fmt: skip
-            reports.append(report)
+            # the rest of the report is the same every round: only the rates and cpu change
+            reports.append(
+                dataclasses.replace(
+                    fixed[b],
+                    timestamp_ms=at,
+                    msg_rate_in=rate_in,
+                    msg_rate_out=rate_out,
+                    resources={Resource.CPU: ResourceUsage(round(cpu, 3), 100.0)},
+                )
+            )
         yield RoundContext("c1", at, tuple(reports))
 
 
